@@ -1,0 +1,1 @@
+"""PySpark jobs over zaqar-lite stores."""

@@ -1,0 +1,50 @@
+"""Fixtures shared by every suite."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+import falcon.testing
+import pytest
+
+from zaqar_lite.api.app import create_app
+from zaqar_lite.clock import ManualClock
+from zaqar_lite.config import load_settings
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def missing_server(what: str) -> None:
+    """Skip a test whose real server is missing, or fail it under CI."""
+    if IN_CI:
+        pytest.fail(f"{what} is required under CI but is not available")
+    pytest.skip(f"{what} is not available")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock that moves only when the test says so."""
+    return ManualClock()
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """Default settings on a fresh SQLite file."""
+    return load_settings(None, storage_uri=f"sqlite:///{tmp_path}/zaqar.db")
+
+
+@pytest.fixture
+def client(settings, clock) -> falcon.testing.TestClient:
+    """A TestClient on the real app (SQLite, manual clock) with valid default headers."""
+    app = create_app(settings, clock=clock)
+    return falcon.testing.TestClient(
+        app, headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": "project-a"})

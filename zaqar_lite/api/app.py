@@ -1,0 +1,62 @@
+"""The WSGI application: routes, middleware and error handlers, wired in one place."""
+
+from __future__ import annotations
+
+import falcon
+
+from zaqar_lite import errors
+from zaqar_lite.api import claims, health, messages, queues, versions
+from zaqar_lite.api import errors as api_errors
+from zaqar_lite.api.middleware import RequestContext
+from zaqar_lite.claims.service import Messaging
+from zaqar_lite.clock import Clock, wall_clock
+from zaqar_lite.config import Settings
+from zaqar_lite.storage import open_storage
+from zaqar_lite.storage.base import Storage
+
+
+def routes(messaging: Messaging) -> list[tuple[str, object]]:
+    """Return the route table: every URI template with its resource."""
+    q = "/v2/queues/{queue}"
+    return [
+        ("/", versions.VersionsResource()),
+        ("/v2", versions.HomeResource()),
+        ("/v2/ping", health.Ping(messaging)),
+        ("/v2/health", health.Health(messaging)),
+        ("/v2/queues", queues.QueueCollection(messaging)),
+        (q, queues.QueueItem(messaging)),
+        (q + "/stats", queues.QueueStats(messaging)),
+        (q + "/purge", queues.QueuePurge(messaging)),
+        (q + "/messages", messages.MessageCollection(messaging)),
+        (q + "/messages/{message_id}", messages.MessageItem(messaging)),
+        (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
+        (q + "/claims", claims.ClaimCollection(messaging)),
+        (q + "/claims/{claim_id}", claims.ClaimItem(messaging)),
+    ]
+
+
+def create_app(settings: Settings, storage: Storage | None = None,
+               clock: Clock = wall_clock) -> falcon.App:
+    """Build the falcon application.
+
+    Args:
+        settings: the loaded settings.
+        storage: a driver to use instead of opening ``settings.storage_uri``.
+        clock: the time source (tests pass a manual clock).
+    """
+    storage = storage or open_storage(settings.storage_uri)
+    return make_app(Messaging(storage, settings, clock))
+
+
+def make_app(messaging: Messaging) -> falcon.App:
+    """Build the falcon application around a messaging service."""
+    app = falcon.App(middleware=[RequestContext(messaging.settings)])
+    app.req_options.auto_parse_form_urlencoded = False
+    app.req_options.strip_url_path_trailing_slash = True
+    app.req_options.keep_blank_qs_values = False
+    for template, resource in routes(messaging):
+        app.add_route(template, resource)
+    app.add_error_handler(Exception, api_errors.handle_unexpected)
+    app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)
+    app.add_error_handler(errors.ZaqarLiteError, api_errors.handle_domain_error)
+    return app

@@ -1,0 +1,38 @@
+"""Ping and health."""
+
+from __future__ import annotations
+
+import falcon
+
+from zaqar_lite.api.middleware import require_admin
+from zaqar_lite.claims.service import Messaging
+
+
+class Ping:
+    """``GET|HEAD /v2/ping``: 204 when the store answers, 503 when it does not."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Answer 204 or 503."""
+        resp.status = falcon.HTTP_204 if self.messaging.ping() else falcon.HTTP_503
+
+    on_head = on_get
+
+
+class Health:
+    """``GET /v2/health``: store reachability and this project's message volume (admin)."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Return the health document."""
+        require_admin(req)
+        reachable = self.messaging.ping()
+        body: dict[str, object] = {"storage_reachable": reachable,
+                                   "storage": self.messaging.storage.name}
+        if reachable:
+            body["message_volume"] = self.messaging.message_volume(req.context.project)
+        resp.media = body

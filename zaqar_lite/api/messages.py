@@ -1,0 +1,117 @@
+"""Message resources: post, list, get by ids, bulk delete, pop, get/delete one, release."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import falcon
+
+from zaqar_lite import errors, validation
+from zaqar_lite.api.bodies import message_view, read_json
+from zaqar_lite.claims.service import Messaging
+
+
+class MessageCollection:
+    """``/v2/queues/{queue}/messages``."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
+        self.limits = messaging.limits
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        """Post 1..max messages; the queue is created if missing."""
+        validation.queue_name(queue, self.limits)
+        document, size = read_json(req, self.limits.max_messages_post_size)
+        if document is None:
+            raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
+        messages = validation.message_post(document, self.limits)
+        ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size)
+        resp.status = falcon.HTTP_201
+        resp.location = f"/v2/queues/{queue}/messages?ids={','.join(ids)}"
+        resp.media = {"resources": [f"/v2/queues/{queue}/messages/{i}" for i in ids]}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        """List messages FIFO (marker pagination), or get the ones named by ``ids``."""
+        validation.queue_name(queue, self.limits)
+        project = req.context.project
+        if req.get_param("ids") is not None:
+            ids = validation.id_list(req.get_param("ids"), "ids", self.limits.max_messages_per_page)
+            found, now = self.messaging.get_messages(project, queue, ids)
+            if not found:
+                raise errors.NotFound("None of the requested messages exist.")
+            resp.media = {"messages": [message_view(m, queue, now) for m in found]}
+            return
+        limit = validation.page_limit(req.get_param("limit"), self.limits.max_messages_per_page,
+                                      self.limits.default_page_size)
+        flags = {name: validation.boolean(req.get_param(name), name)
+                 for name in ("echo", "include_claimed", "include_delayed")}
+        found, now = self.messaging.list_messages(
+            project, queue, client_id=req.context.client_id,
+            marker=validation.marker(req.get_param("marker")), limit=limit, **flags)
+        links = []
+        if found:
+            query = {"marker": found[-1].marker, "limit": limit,
+                     **{k: str(v).lower() for k, v in flags.items()}}
+            links.append({"rel": "next",
+                          "href": f"/v2/queues/{queue}/messages?" + urllib.parse.urlencode(query)})
+        resp.media = {"messages": [message_view(m, queue, now) for m in found], "links": links}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        """Delete by ``ids`` (204) or pop ``pop`` visible messages (200 with them)."""
+        validation.queue_name(queue, self.limits)
+        ids_param, pop_param = req.get_param("ids"), req.get_param("pop")
+        if (ids_param is None) == (pop_param is None):
+            raise errors.ValidationFailed("Give exactly one of the query parameters ids and pop.")
+        project = req.context.project
+        if pop_param is not None:
+            limit = validation.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
+            popped, now = self.messaging.pop(project, queue, limit)
+            resp.media = {"messages": [
+                {k: v for k, v in message_view(m, queue, now).items() if k != "href"} for m in popped]}
+            return
+        ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
+        claim_ids = None
+        if req.get_param("claim_ids") is not None:
+            claim_ids = validation.id_list(req.get_param("claim_ids"), "claim_ids",
+                                           self.limits.max_messages_per_page)
+        self.messaging.delete_messages(project, queue, ids, claim_ids)
+        resp.status = falcon.HTTP_204
+
+
+class MessageItem:
+    """``/v2/queues/{queue}/messages/{message_id}``."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
+        """Return one message; 404 if absent or expired."""
+        validation.queue_name(queue, self.messaging.limits)
+        found, now = self.messaging.get_messages(req.context.project, queue, [message_id])
+        if not found:
+            raise errors.MessageDoesNotExist(message_id, queue)
+        resp.media = message_view(found[0], queue, now)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
+        """Delete one message under the claim rules of SPEC 1.4."""
+        validation.queue_name(queue, self.messaging.limits)
+        self.messaging.delete_message(req.context.project, queue, message_id, req.get_param("claim_id"))
+        resp.status = falcon.HTTP_204
+
+
+class MessageRelease:
+    """``POST /v2/queues/{queue}/messages/{message_id}/release?claim_id=C`` (our extension)."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
+        """Release one claimed message at once, recording an optional failure reason."""
+        validation.queue_name(queue, self.messaging.limits)
+        claim_id = req.get_param("claim_id")
+        if not claim_id:
+            raise errors.ValidationFailed("claim_id is required to release a message.")
+        document, _ = read_json(req, 65536)
+        reason = validation.release_reason(document)
+        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason)
+        resp.status = falcon.HTTP_204

@@ -1,0 +1,46 @@
+"""Checks every /v2 request passes before it reaches a resource (SPEC 1.1, 1.9)."""
+
+from __future__ import annotations
+
+import falcon
+
+from zaqar_lite import errors, validation
+from zaqar_lite.config import Settings
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class RequestContext:
+    """Sets ``req.context.project``, ``client_id`` and ``role`` or rejects the request."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Validate headers, content negotiation and credentials of a /v2 request."""
+        if not (req.path == "/v2" or req.path.startswith("/v2/")):
+            return
+        if not req.client_accepts_json:
+            raise falcon.HTTPNotAcceptable(description="This API only answers application/json.")
+        if req.content_type and req.content_type.split(";")[0].strip().lower() in FORM_TYPES:
+            raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
+        req.context.client_id = validation.client_id(
+            req.get_header("Client-ID"), self.settings.client_id_uuid_safe)
+        header_project = req.get_header("X-Project-ID")
+        if self.settings.auth_strategy == "token":
+            token = req.get_header("X-Auth-Token")
+            if not token or token not in self.settings.tokens:
+                raise errors.Unauthorized("A valid X-Auth-Token header is required.")
+            project, role = self.settings.tokens[token]
+            if header_project is not None and header_project != project:
+                raise errors.Forbidden("X-Project-ID does not match the project of the token.")
+            req.context.project, req.context.role = project, role
+        else:
+            req.context.project = validation.project_id(header_project, self.settings.limits)
+            req.context.role = "admin"
+
+
+def require_admin(req: falcon.Request) -> None:
+    """Refuse a request whose credentials are not an admin's."""
+    if getattr(req.context, "role", None) != "admin":
+        raise errors.Forbidden("This resource needs the admin role.")

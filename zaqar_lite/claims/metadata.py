@@ -1,0 +1,131 @@
+"""Reserved queue metadata (SPEC 2.1): defaults, validation, and the policy it yields."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterable, Mapping
+
+from zaqar_lite.config import Limits
+from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.models import DeadLetterPolicy
+from zaqar_lite.validation import QUEUE_NAME
+
+MAX_CLAIM_COUNT = "_max_claim_count"
+DEAD_LETTER_QUEUE = "_dead_letter_queue"
+DEAD_LETTER_TTL = "_dead_letter_queue_messages_ttl"
+DEFAULT_DELAY = "_default_message_delay"
+DEFAULT_TTL = "_default_message_ttl"
+MAX_POST_SIZE = "_max_messages_post_size"
+DEAD_LETTER_ON_EXPIRY = "_dead_letter_on_expiry"
+
+
+def defaults(limits: Limits) -> dict[str, Any]:
+    """Return every reserved key with the value that applies when it is unset."""
+    return {
+        MAX_POST_SIZE: limits.max_messages_post_size,
+        DEFAULT_TTL: limits.default_message_ttl,
+        DEFAULT_DELAY: 0,
+        DEAD_LETTER_QUEUE: None,
+        DEAD_LETTER_TTL: None,
+        MAX_CLAIM_COUNT: None,
+        DEAD_LETTER_ON_EXPIRY: False,
+    }
+
+
+def with_defaults(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[str, Any]:
+    """Return the metadata a client sees: stored keys over the reserved defaults."""
+    shown = defaults(limits)
+    shown.update(metadata or {})
+    return shown
+
+
+def _int_rule(key: str, value: Any, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed(f"{key} must be an integer, got {json.dumps(value)}.")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ValidationFailed(f"{key} must be {bound}, got {value}.")
+
+
+def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
+    """Check a queue's whole metadata on its own (types, ranges, keys set together).
+
+    Null reserved values mean "unset" and are dropped. Cross-queue rules (the
+    DLQ exists, no chains) are :func:`check_dead_letter_links`.
+
+    Returns:
+        The metadata to store.
+    """
+    if not isinstance(metadata, dict):
+        raise ValidationFailed("Queue metadata must be a JSON object.")
+    if len(json.dumps(metadata)) > limits.max_queue_metadata:
+        raise ValidationFailed(f"Queue metadata may not exceed {limits.max_queue_metadata} bytes.")
+    stored = {k: v for k, v in metadata.items() if not (k in defaults(limits) and v is None)}
+    ranges: dict[str, tuple[int, int | None]] = {
+        MAX_CLAIM_COUNT: (1, None),
+        DEAD_LETTER_TTL: (limits.min_message_ttl, limits.max_message_ttl),
+        DEFAULT_DELAY: (0, limits.max_message_delay),
+        DEFAULT_TTL: (limits.min_message_ttl, limits.max_message_ttl),
+        MAX_POST_SIZE: (1, limits.max_messages_post_size),
+    }
+    for key, (low, high) in ranges.items():
+        if key in stored:
+            _int_rule(key, stored[key], low, high)
+    dlq = stored.get(DEAD_LETTER_QUEUE)
+    if dlq is not None and (not isinstance(dlq, str) or not QUEUE_NAME.match(dlq)
+                            or len(dlq) > limits.max_queue_name_length):
+        raise ValidationFailed(f"{DEAD_LETTER_QUEUE} must be a valid queue name, got {json.dumps(dlq)}.")
+    if DEAD_LETTER_ON_EXPIRY in stored and not isinstance(stored[DEAD_LETTER_ON_EXPIRY], bool):
+        raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} must be true or false.")
+    if (MAX_CLAIM_COUNT in stored) != (DEAD_LETTER_QUEUE in stored):
+        raise ValidationFailed(
+            f"{MAX_CLAIM_COUNT} and {DEAD_LETTER_QUEUE} must be set together or not at all.")
+    for key in (DEAD_LETTER_TTL, DEAD_LETTER_ON_EXPIRY):
+        if stored.get(key) not in (None, False) and dlq is None:
+            raise ValidationFailed(f"{key} needs {DEAD_LETTER_QUEUE}.")
+    return stored
+
+
+def check_dead_letter_links(
+    queue: str,
+    metadata: Mapping[str, Any],
+    lookup: Callable[[str], Mapping[str, Any] | None],
+    project_queues: Callable[[], Iterable[tuple[str, Mapping[str, Any]]]],
+) -> None:
+    """Check the cross-queue rules of 2.1 for a queue's new metadata.
+
+    Args:
+        queue: the queue being configured.
+        metadata: its new (validated) metadata.
+        lookup: returns another queue's stored metadata in the same project
+            (and pool), or None if it does not exist.
+        project_queues: yields ``(name, metadata)`` of every queue of the project.
+    """
+    dlq = metadata.get(DEAD_LETTER_QUEUE)
+    if dlq is None:
+        return
+    if dlq == queue:
+        raise ValidationFailed(f"{DEAD_LETTER_QUEUE} cannot be the queue itself ({queue}).")
+    target = lookup(dlq)
+    if target is None:
+        raise ValidationFailed(
+            f"{DEAD_LETTER_QUEUE} names queue {dlq}, which does not exist in this project; create it first.")
+    if target.get(DEAD_LETTER_QUEUE) is not None:
+        raise ValidationFailed(
+            f"{DEAD_LETTER_QUEUE}: queue {dlq} has a dead-letter queue of its own; chains are not supported.")
+    for name, other in project_queues():
+        if name != queue and other.get(DEAD_LETTER_QUEUE) == queue:
+            raise ValidationFailed(
+                f"{DEAD_LETTER_QUEUE}: queue {queue} is the dead-letter queue of {name}; "
+                "chains are not supported.")
+
+
+def dead_letter_policy(metadata: Mapping[str, Any] | None) -> DeadLetterPolicy:
+    """Return the dead-letter inputs a claim or a sweep of this queue needs."""
+    metadata = metadata or {}
+    return DeadLetterPolicy(
+        max_claim_count=metadata.get(MAX_CLAIM_COUNT),
+        queue=metadata.get(DEAD_LETTER_QUEUE),
+        messages_ttl=metadata.get(DEAD_LETTER_TTL),
+        on_expiry=bool(metadata.get(DEAD_LETTER_ON_EXPIRY, False)),
+    )

@@ -1,0 +1,189 @@
+"""The message policy, written once: visibility, claims, dead letters, expiry.
+
+Everything here is a pure function of messages, times and the queue's
+:class:`~zaqar_lite.models.DeadLetterPolicy`. Drivers call these (or, where
+their atomic step cannot call Python, follow the same rules as documented
+here) and only store the results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from zaqar_lite import errors
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+
+REASON_MAX_CLAIMS = "max_claims"
+REASON_EXPIRED = "expired"
+
+
+def iso(ts: float) -> str:
+    """Format POSIX seconds as ISO-8601 UTC with a ``Z``."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def is_visible(message: Message, now: float) -> bool:
+    """Return whether a message may be claimed or popped at ``now``."""
+    return message.expires > now and not message.is_claimed(now) and not message.is_delayed(now)
+
+
+def claimed_expiry(expires: float, now: float, ttl: int, grace: int) -> float:
+    """Return a claimed message's expiry: never before the claim's end plus grace."""
+    return max(expires, now + ttl + grace)
+
+
+def is_exhausted(message: Message, policy: DeadLetterPolicy) -> bool:
+    """Return whether a message has been handed out as often as the queue allows."""
+    return policy.counts_claims and message.claim_count >= (policy.max_claim_count or 0)
+
+
+def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
+                  policy: DeadLetterPolicy) -> Message:
+    """Return the message as it must be stored in the DLQ.
+
+    It keeps its id, body, claim count and failures, is unclaimed and not
+    delayed, its expiry is reset by ``messages_ttl`` when set, and it records
+    where it came from and why.
+    """
+    expires = now + policy.messages_ttl if policy.messages_ttl else message.expires
+    return dataclasses.replace(
+        message,
+        claim_id=None,
+        claim_expires=None,
+        delay_until=0.0,
+        expires=expires,
+        dead_letter={
+            "source_queue": source_queue,
+            "reason": reason,
+            "dead_lettered_at": now,
+            "claim_count": message.claim_count,
+            "last_claim_id": message.claim_id,
+        },
+    )
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a claim or a sweep decided for the messages it looked at.
+
+    ``claimed`` holds the messages with their new claim state, ``moved`` the
+    messages as they must be written into the DLQ (``policy.queue``), and
+    ``deleted`` the ids to remove.
+    """
+
+    claimed: list[Message] = dataclasses.field(default_factory=list)
+    moved: list[Message] = dataclasses.field(default_factory=list)
+    deleted: list[str] = dataclasses.field(default_factory=list)
+
+
+def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queue: str,
+               already_claimed: int = 0) -> Plan:
+    """Decide what a claim does with visible candidates, taken in FIFO order.
+
+    A candidate whose count is exhausted is dead-lettered (or deleted when it is
+    not DLQ-eligible) and the claim keeps going; every other candidate is
+    claimed, its count incremented, until the limit is reached.
+    """
+    plan = Plan()
+    room = request.limit - already_claimed
+    for message in candidates:
+        if room <= 0:
+            break
+        if is_exhausted(message, request.dead_letter):
+            if message.dlq_eligible:
+                plan.moved.append(dead_lettered(message, source_queue, REASON_MAX_CLAIMS,
+                                                request.now, request.dead_letter))
+            else:
+                plan.deleted.append(message.id)
+            continue
+        plan.claimed.append(dataclasses.replace(
+            message,
+            claim_id=request.claim_id,
+            claim_expires=request.now + request.ttl,
+            claim_count=message.claim_count + 1,
+            expires=claimed_expiry(message.expires, request.now, request.ttl, request.grace),
+            delay_until=0.0,
+        ))
+        room -= 1
+    return plan
+
+
+def plan_sweep(messages: Iterable[Message], source_queue: str, now: float,
+               policy: DeadLetterPolicy) -> Plan:
+    """Decide what the sweeper does with a queue's messages.
+
+    Expired messages are moved (reason ``expired``) when the queue dead-letters
+    on expiry and they are eligible, else discarded; unexpired, unclaimed
+    messages whose count is exhausted are moved (reason ``max_claims``) so the
+    DLQ shows them without waiting for another claim.
+    """
+    plan = Plan()
+    for message in messages:
+        if message.expires <= now:
+            if policy.on_expiry and policy.queue and message.dlq_eligible:
+                plan.moved.append(dead_lettered(message, source_queue, REASON_EXPIRED, now, policy))
+            else:
+                plan.deleted.append(message.id)
+        elif not message.is_claimed(now) and is_exhausted(message, policy):
+            if message.dlq_eligible:
+                plan.moved.append(dead_lettered(message, source_queue, REASON_MAX_CLAIMS, now, policy))
+            else:
+                plan.deleted.append(message.id)
+    return plan
+
+
+def check_claim_rules(message: Message, claim_id: str | None, claim_is_live: bool, now: float) -> None:
+    """Enforce SPEC 1.4's rules for changing a message, given an optional claim id.
+
+    Args:
+        message: the message as stored.
+        claim_id: the claim id the client sent, or None.
+        claim_is_live: whether ``claim_id`` names a live claim of this queue.
+        now: the current time.
+
+    Raises:
+        MessageIsClaimed: claimed, and no claim id given (403).
+        InvalidClaim: the claim id is unknown or expired (400).
+        MessageNotClaimed: a claim id given but the message is not claimed (400).
+        MessageIsClaimedBy: held by another live claim (403).
+    """
+    if claim_id is None:
+        if message.is_claimed(now):
+            raise errors.MessageIsClaimed(message.id)
+        return
+    if not claim_is_live:
+        raise errors.InvalidClaim(claim_id)
+    if not message.is_claimed(now):
+        raise errors.MessageNotClaimed(message.id)
+    if message.claim_id != claim_id:
+        raise errors.MessageIsClaimedBy(message.id, claim_id)
+
+
+def released(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int) -> Message:
+    """Return a message released from its claim, with ``failure`` appended to its history."""
+    failures = list(message.failures)
+    if failure is not None:
+        failures.append({
+            "at": iso(now),
+            "claim_count": message.claim_count,
+            "error_type": failure.get("error_type"),
+            "error": failure.get("error"),
+        })
+        failures = failures[-history_limit:]
+    return dataclasses.replace(message, claim_expires=now, failures=failures)
+
+
+def provenance(message: Message) -> dict[str, Any]:
+    """Return the ``dead_letter`` block (SPEC 2.3) shown for a message inside a DLQ."""
+    record = message.dead_letter or {}
+    return {
+        "source_queue": record.get("source_queue"),
+        "reason": record.get("reason"),
+        "dead_lettered_at": iso(record.get("dead_lettered_at", 0.0)),
+        "claim_count": record.get("claim_count", message.claim_count),
+        "first_posted_at": iso(message.created),
+        "last_claim_id": record.get("last_claim_id"),
+        "failures": list(message.failures),
+    }

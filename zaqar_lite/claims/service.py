@@ -1,0 +1,239 @@
+"""The messaging service: turns validated requests into policy decisions and storage calls.
+
+The API's resources call this and nothing else; it owns the clock and the id
+generator, so tests can move time and predict nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable, Mapping, Sequence
+
+from zaqar_lite import errors
+from zaqar_lite.claims import metadata as meta
+from zaqar_lite.claims import policy
+from zaqar_lite.clock import Clock, wall_clock
+from zaqar_lite.config import Settings
+from zaqar_lite.models import Claim, ClaimRequest, Message, QueueStats, SweepResult
+from zaqar_lite.storage.base import Storage
+
+LOG = logging.getLogger(__name__)
+
+
+def new_id() -> str:
+    """Return a fresh message or claim id."""
+    return str(uuid.uuid4())
+
+
+class Messaging:
+    """Queue, message and claim operations with zaqar-lite's policy applied."""
+
+    def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
+                 ids: Callable[[], str] = new_id) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.limits = settings.limits
+        self.clock = clock
+        self.ids = ids
+
+    # -- queues ---------------------------------------------------------------
+
+    def _validated_metadata(self, project: str, queue: str, metadata: Any) -> dict[str, Any]:
+        stored = meta.validate(metadata, self.limits)
+        meta.check_dead_letter_links(
+            queue, stored,
+            lambda name: self.storage.get_queue_metadata(project, name),
+            lambda: self._every_queue(project))
+        return stored
+
+    def _every_queue(self, project: str) -> list[tuple[str, dict[str, Any]]]:
+        found: list[tuple[str, dict[str, Any]]] = []
+        marker = None
+        while True:
+            page = self.storage.list_queues(project, marker=marker, limit=1000)
+            found.extend(page)
+            if len(page) < 1000:
+                return found
+            marker = page[-1][0]
+
+    def create_queue(self, project: str, queue: str, metadata: Any) -> bool:
+        """Create a queue; an existing queue keeps its metadata. Returns whether it was created."""
+        stored = self._validated_metadata(project, queue, metadata if metadata is not None else {})
+        return self.storage.create_queue(project, queue, stored, self.clock())
+
+    def queue_metadata(self, project: str, queue: str) -> dict[str, Any]:
+        """Return a queue's metadata with reserved defaults (also for a missing queue, as Zaqar)."""
+        return meta.with_defaults(self.storage.get_queue_metadata(project, queue), self.limits)
+
+    def update_queue(self, project: str, queue: str,
+                     operations: Sequence[tuple[str, str, Any]]) -> dict[str, Any]:
+        """Apply JSON-patch operations to a queue's metadata and return the result with defaults.
+
+        Raises:
+            QueueDoesNotExist, Conflict (replace/remove of an absent plain key),
+            ValidationFailed.
+        """
+        current = self.storage.get_queue_metadata(project, queue)
+        if current is None:
+            raise errors.QueueDoesNotExist(queue, project)
+        reserved = meta.defaults(self.limits)
+        updated = dict(current)
+        for op, key, value in operations:
+            if op in ("replace", "remove") and key not in updated and key not in reserved:
+                raise errors.Conflict(f"Cannot {op} metadata key {key!r}: it is not set.")
+            if op == "remove":
+                updated.pop(key, None)
+            else:
+                updated[key] = value
+        stored = self._validated_metadata(project, queue, updated)
+        self.storage.set_queue_metadata(project, queue, stored)
+        return meta.with_defaults(stored, self.limits)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        """Delete a queue and everything in it."""
+        self.storage.delete_queue(project, queue)
+
+    def list_queues(self, project: str, *, marker: str | None, limit: int, name: str | None,
+                    filters: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
+        """Return a page of queues, filtered by name substring and metadata equality."""
+        page: list[tuple[str, dict[str, Any]]] = []
+        while len(page) < limit:
+            batch = self.storage.list_queues(project, marker=marker, limit=limit, name_contains=name)
+            page.extend(q for q in batch
+                        if all(str(q[1].get(k)) == v for k, v in filters.items()))
+            if len(batch) < limit:
+                break
+            marker = batch[-1][0]
+        return page[:limit]
+
+    def count_queues(self, project: str) -> int:
+        """Return how many queues the project has."""
+        return self.storage.count_queues(project)
+
+    def queue_stats(self, project: str, queue: str) -> tuple[QueueStats, float]:
+        """Return a queue's message counts and the time they were taken at."""
+        now = self.clock()
+        return self.storage.queue_stats(project, queue, now), now
+
+    def purge(self, project: str, queue: str, resource_types: Sequence[str]) -> None:
+        """Remove a queue's messages (claimed ones too) and/or subscriptions.
+
+        Raises:
+            QueueDoesNotExist: no such queue.
+        """
+        if self.storage.get_queue_metadata(project, queue) is None:
+            raise errors.QueueDoesNotExist(queue, project)
+        if "messages" in resource_types:
+            self.storage.purge_messages(project, queue)
+
+    # -- messages -------------------------------------------------------------
+
+    def post(self, project: str, queue: str, client_id: str,
+             messages: Sequence[Mapping[str, Any]], body_size: int) -> list[str]:
+        """Store validated messages, applying the queue's default ttl and delay; return their ids.
+
+        Raises:
+            InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
+        """
+        now = self.clock()
+        queue_meta = self.storage.get_queue_metadata(project, queue) or {}
+        size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
+        if body_size > size_limit:
+            raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+        default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
+        records = []
+        for item in messages:
+            ttl = item["ttl"] if item["ttl"] is not None else default_ttl
+            records.append(Message(
+                id=self.ids(), body=item["body"], created=now, expires=now + ttl,
+                client_id=client_id,
+                dlq_eligible=item["dlq_eligible"]))
+        self.storage.post_messages(project, queue, records, now)
+        return [m.id for m in records]
+
+    def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
+                      limit: int, echo: bool, include_claimed: bool,
+                      include_delayed: bool) -> tuple[list[Message], float]:
+        """Return a page of messages, FIFO, and the time it was read at."""
+        now = self.clock()
+        found = self.storage.list_messages(
+            project, queue, now=now, marker=marker, limit=limit, include_claimed=include_claimed,
+            include_delayed=include_delayed, exclude_client_id=None if echo else client_id)
+        return found, now
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> tuple[list[Message], float]:
+        """Return the unexpired messages among ids."""
+        now = self.clock()
+        return self.storage.get_messages(project, queue, ids, now), now
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None) -> None:
+        """Delete one message under the claim rules."""
+        self.storage.delete_message(project, queue, message_id, claim_id, self.clock())
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None) -> None:
+        """Delete messages by id."""
+        self.storage.delete_messages(project, queue, ids, claim_ids, self.clock())
+
+    def pop(self, project: str, queue: str, limit: int) -> tuple[list[Message], float]:
+        """Delete and return up to limit visible messages."""
+        now = self.clock()
+        return self.storage.pop_messages(project, queue, limit, now), now
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str,
+                        reason: Mapping[str, Any] | None) -> None:
+        """Release one claimed message at once, recording the reason in its failure history."""
+        self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
+                                     self.limits.failure_history_length)
+
+    # -- claims ---------------------------------------------------------------
+
+    def claim(self, project: str, queue: str, limit: int, ttl: int,
+              grace: int) -> tuple[str, list[Message], float]:
+        """Claim up to limit messages; exhausted ones are dead-lettered on the way."""
+        now = self.clock()
+        request = ClaimRequest(
+            claim_id=self.ids(), now=now, ttl=ttl, grace=grace, limit=limit,
+            dead_letter=meta.dead_letter_policy(self.storage.get_queue_metadata(project, queue)))
+        return request.claim_id, self.storage.claim_messages(project, queue, request), now
+
+    def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
+        """Return a live claim and its messages."""
+        now = self.clock()
+        claim, messages = self.storage.get_claim(project, queue, claim_id, now)
+        return claim, messages, now
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, ttl: int, grace: int) -> None:
+        """Renew a live claim from now."""
+        self.storage.renew_claim(project, queue, claim_id, self.clock(), ttl, grace)
+
+    def release_claim(self, project: str, queue: str, claim_id: str) -> None:
+        """Release a claim; its messages become claimable at once."""
+        self.storage.release_claim(project, queue, claim_id, self.clock())
+
+    # -- background -----------------------------------------------------------
+
+    def sweep(self) -> SweepResult:
+        """Run the expiry and dead-letter rules over every queue once."""
+        now = self.clock()
+        moved = discarded = 0
+        for project, queue, stored in self.storage.all_queues():
+            result = self.storage.sweep_queue(project, queue, now, meta.dead_letter_policy(stored))
+            moved += result.dead_lettered
+            discarded += result.discarded
+        return SweepResult(dead_lettered=moved, discarded=discarded)
+
+    def message_volume(self, project: str) -> dict[str, int]:
+        """Return the project's message counts by state, over all its queues."""
+        volume = {"claimed": 0, "free": 0, "delayed": 0, "total": 0}
+        now = self.clock()
+        for queue, _ in self._every_queue(project):
+            stats = self.storage.queue_stats(project, queue, now)
+            for key in volume:
+                volume[key] += getattr(stats, key)
+        return volume
+
+    def ping(self) -> bool:
+        """Return whether the store answers."""
+        return self.storage.ping()

@@ -1,0 +1,27 @@
+"""Injectable time source: production uses the wall clock, tests a clock they move."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+Clock = Callable[[], float]
+
+
+def wall_clock() -> float:
+    """Return the current POSIX time in seconds."""
+    return time.time()
+
+
+class ManualClock:
+    """A clock that only moves when told to; for tests of delays and expiry."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward."""
+        self.now += seconds

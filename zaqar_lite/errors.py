@@ -1,0 +1,97 @@
+"""Domain errors, raised by storage and policy and mapped to HTTP in one place.
+
+The mapping lives in :mod:`zaqar_lite.api.errors`; nothing below knows about HTTP.
+"""
+
+from __future__ import annotations
+
+
+class ZaqarLiteError(Exception):
+    """Base of every domain error; ``str(err)`` is a sentence a client can read."""
+
+
+class ValidationFailed(ZaqarLiteError):
+    """A request value is malformed or out of range."""
+
+
+class InvalidBody(ValidationFailed):
+    """The request body is not valid JSON or does not have the documented shape."""
+
+
+class NotFound(ZaqarLiteError):
+    """A named resource does not exist (or has expired)."""
+
+
+class QueueDoesNotExist(NotFound):
+    """The queue does not exist in this project."""
+
+    def __init__(self, name: str, project: str) -> None:
+        super().__init__(f"Queue {name} does not exist in project {project}.")
+
+
+class MessageDoesNotExist(NotFound):
+    """No such message, or it has expired."""
+
+    def __init__(self, message_id: str, queue: str) -> None:
+        super().__init__(f"Message {message_id} does not exist in queue {queue}.")
+
+
+class ClaimDoesNotExist(NotFound):
+    """No such claim, or it has expired."""
+
+    def __init__(self, claim_id: str, queue: str) -> None:
+        super().__init__(f"Claim {claim_id} does not exist in queue {queue}.")
+
+
+class SubscriptionDoesNotExist(NotFound):
+    """No such subscription."""
+
+
+class Conflict(ZaqarLiteError):
+    """The request conflicts with the resource's current state."""
+
+
+class ClaimRuleViolation(ZaqarLiteError):
+    """A message operation broke the claim rules of SPEC 1.4."""
+
+
+class MessageIsClaimed(ClaimRuleViolation):
+    """The message is held by a live claim and no claim id was given (403)."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(
+            f"Message {message_id} is claimed; it cannot be changed without its claim ID."
+        )
+
+
+class MessageIsClaimedBy(ClaimRuleViolation):
+    """The message is held by another live claim than the one given (403)."""
+
+    def __init__(self, message_id: str, claim_id: str) -> None:
+        super().__init__(f"Message {message_id} is not held by claim {claim_id}.")
+
+
+class InvalidClaim(ClaimRuleViolation):
+    """The claim id given is unknown or expired (400)."""
+
+    def __init__(self, claim_id: str) -> None:
+        super().__init__(f"Claim {claim_id} does not exist or has expired.")
+
+
+class MessageNotClaimed(ClaimRuleViolation):
+    """A claim id was given but the message is not claimed (400)."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"Message {message_id} is not claimed; do not pass a claim ID.")
+
+
+class StorageUnavailable(ZaqarLiteError):
+    """The storage backend cannot be reached; the request may be retried."""
+
+
+class Unauthorized(ZaqarLiteError):
+    """Missing or unknown credentials (401)."""
+
+
+class Forbidden(ZaqarLiteError):
+    """The credentials do not allow this request (403)."""

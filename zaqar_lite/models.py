@@ -1,0 +1,123 @@
+"""Plain records exchanged between the API, the policy and the storage drivers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass
+class Message:
+    """One message as stored.
+
+    Times are POSIX seconds (floats). ``delay_until`` is the spec's ``d``: the
+    message is invisible to claim, pop and default listings while
+    ``delay_until > now``; ``0`` means "never delayed" and costs nothing.
+    ``claim_id``/``claim_expires`` describe the last claim that took it; the
+    message is claimed only while ``claim_expires > now``.
+    """
+
+    id: str
+    body: Any
+    created: float
+    expires: float
+    delay_until: float = 0.0
+    client_id: str = ""
+    claim_id: str | None = None
+    claim_expires: float | None = None
+    claim_count: int = 0
+    dlq_eligible: bool = True
+    failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    dead_letter: dict[str, Any] | None = None
+    marker: int = 0
+
+    def is_claimed(self, now: float) -> bool:
+        """Return whether a live claim holds the message at ``now``."""
+        return self.claim_id is not None and (self.claim_expires or 0) > now
+
+    def is_delayed(self, now: float) -> bool:
+        """Return whether the message is still invisible because of its delay."""
+        return self.delay_until > now
+
+    def ttl(self) -> int:
+        """Return seconds from creation to expiry (``ttl - age`` is the time left)."""
+        return int(round(self.expires - self.created))
+
+    def age(self, now: float) -> int:
+        """Return whole seconds since the message was posted."""
+        return max(0, int(now - self.created))
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim: a lease on some messages of one queue."""
+
+    id: str
+    ttl: int
+    grace: int
+    created: float
+    expires: float
+
+    def age(self, now: float) -> int:
+        """Return whole seconds since the claim was made."""
+        return max(0, int(now - self.created))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadLetterPolicy:
+    """The dead-letter inputs handed to a claim or a sweep, derived from queue metadata.
+
+    ``max_claim_count`` ``None`` means messages are never dead-lettered by count;
+    ``queue`` ``None`` means there is no dead-letter queue; ``messages_ttl`` is the
+    new ttl of a moved message (``None`` keeps its expiry); ``on_expiry`` moves
+    expired messages instead of discarding them.
+    """
+
+    max_claim_count: int | None = None
+    queue: str | None = None
+    messages_ttl: int | None = None
+    on_expiry: bool = False
+
+    @property
+    def counts_claims(self) -> bool:
+        """Return whether claims may exhaust messages under this policy."""
+        return self.max_claim_count is not None and self.queue is not None
+
+
+NO_DEAD_LETTER = DeadLetterPolicy()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimRequest:
+    """Everything a claim primitive needs: the claim, its times and the policy inputs."""
+
+    claim_id: str
+    now: float
+    ttl: int
+    grace: int
+    limit: int
+    dead_letter: DeadLetterPolicy = NO_DEAD_LETTER
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueStats:
+    """Counts of one queue's messages at an instant, plus its oldest and newest."""
+
+    claimed: int
+    free: int
+    delayed: int
+    oldest: Message | None = None
+    newest: Message | None = None
+
+    @property
+    def total(self) -> int:
+        """Return every unexpired message of the queue."""
+        return self.claimed + self.free + self.delayed
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """What one sweep of one queue did."""
+
+    dead_lettered: int = 0
+    discarded: int = 0

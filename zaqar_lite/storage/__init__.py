@@ -1,0 +1,45 @@
+"""Storage drivers, chosen by the scheme of a URI and imported only when used."""
+
+from __future__ import annotations
+
+import importlib
+import urllib.parse
+
+from zaqar_lite.storage.base import Storage
+
+#: URI scheme -> (module, class, pip extra that provides its client library)
+DRIVERS: dict[str, tuple[str, str, str | None]] = {
+    "sqlite": ("zaqar_lite.storage.sqlite", "SqliteStorage", None),
+    "redis": ("zaqar_lite.storage.redis", "RedisStorage", "redis"),
+    "rediss": ("zaqar_lite.storage.redis", "RedisStorage", "redis"),
+    "mongodb": ("zaqar_lite.storage.mongodb", "MongoStorage", "mongodb"),
+    "mongodb+srv": ("zaqar_lite.storage.mongodb", "MongoStorage", "mongodb"),
+    "swift": ("zaqar_lite.storage.swift", "SwiftStorage", "swift"),
+}
+
+
+def open_storage(uri: str) -> Storage:
+    """Return a driver instance for a storage URI.
+
+    Raises:
+        ValueError: unknown scheme, or the driver's client library is missing
+            (the message names the ``pip install`` that adds it).
+    """
+    scheme = urllib.parse.urlsplit(uri).scheme
+    if scheme not in DRIVERS:
+        known = ", ".join(sorted(DRIVERS))
+        raise ValueError(f"unknown storage scheme {scheme!r} in {uri!r}; known: {known}")
+    module_name, class_name, extra = DRIVERS[scheme]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if extra is None:
+            raise
+        raise ValueError(
+            f"the {scheme} driver needs an extra dependency: pip install 'zaqar-lite[{extra}]' ({exc})"
+        ) from exc
+    driver: Storage = getattr(module, class_name)(uri)
+    return driver
+
+
+__all__ = ["DRIVERS", "Storage", "open_storage"]

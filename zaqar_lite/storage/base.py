@@ -1,0 +1,235 @@
+"""The storage contract every driver implements.
+
+Drivers only store and atomically move. Every decision (claim counts, what to
+dead-letter, new expiries, delay and claim visibility, the claim rules of
+deletes) is made by :mod:`zaqar_lite.claims.policy` and either handed to a
+primitive as arguments (:class:`~zaqar_lite.models.ClaimRequest`,
+:class:`~zaqar_lite.models.DeadLetterPolicy`) or, for drivers that can run
+Python inside their atomic step (SQLite), called from inside that step. A
+driver whose atomic step cannot call Python (a Redis Lua script) implements
+the same documented rules mechanically; the conformance suite
+(``tests/storage/test_conformance.py``) holds every driver to them.
+
+Words used below:
+
+* *visible* at ``now``: ``expires > now``, not claimed (``claim_expires`` is
+  null or ``<= now``) and not delayed (``delay_until <= now``).
+* *FIFO*: ascending ``marker``, a number the driver assigns, increasing in post
+  order within a queue (and assigned anew when a message is moved into a DLQ).
+* every method may raise :class:`~zaqar_lite.errors.StorageUnavailable` when
+  the backend cannot be reached; nothing is changed in that case.
+* ``project`` and ``queue`` scope every call: nothing of another project is
+  ever read or changed.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Iterator, Mapping, Sequence
+
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, SweepResult
+
+
+class Storage(abc.ABC):
+    """Abstract storage driver; one instance per process, safe across processes."""
+
+    #: short name shown in logs and health (``sqlite``, ``redis``, ...)
+    name: str = "abstract"
+
+    # -- queues ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        """Create a queue with its metadata.
+
+        Atomic: two concurrent creates make one queue; the loser leaves the
+        existing metadata unchanged.
+
+        Returns:
+            True if the queue was created, False if it already existed.
+        """
+
+    @abc.abstractmethod
+    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
+        """Return the stored metadata of a queue, or None if the queue does not exist."""
+
+    @abc.abstractmethod
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        """Replace the metadata of an existing queue.
+
+        Raises:
+            QueueDoesNotExist: no such queue.
+        """
+
+    @abc.abstractmethod
+    def delete_queue(self, project: str, queue: str) -> None:
+        """Delete a queue with all its messages and claims; absent queues are fine."""
+
+    @abc.abstractmethod
+    def list_queues(
+        self, project: str, *, marker: str | None, limit: int, name_contains: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Return up to ``limit`` ``(name, metadata)`` pairs with name > marker, by name."""
+
+    @abc.abstractmethod
+    def count_queues(self, project: str) -> int:
+        """Return the number of queues of a project."""
+
+    @abc.abstractmethod
+    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield ``(project, queue, metadata)`` for every queue of every project."""
+
+    # -- messages -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+        """Store new messages, creating the queue (empty metadata) if it is missing.
+
+        Atomic: all messages are stored or none; once this returns they are
+        durable to the backend's own guarantee. Markers are assigned in list
+        order, after every marker already in the queue.
+        """
+
+    @abc.abstractmethod
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        now: float,
+        marker: int | None,
+        limit: int,
+        include_claimed: bool,
+        include_delayed: bool,
+        exclude_client_id: str | None,
+    ) -> list[Message]:
+        """Return up to ``limit`` unexpired messages with marker > ``marker``, FIFO.
+
+        Claimed messages only with ``include_claimed``, delayed ones only with
+        ``include_delayed``; messages posted by ``exclude_client_id`` are skipped.
+        """
+
+    @abc.abstractmethod
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
+        """Return the unexpired messages among ``ids`` (missing ones are left out)."""
+
+    @abc.abstractmethod
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None, now: float) -> None:
+        """Delete one message, obeying the claim rules of ``policy.check_claim_rules``.
+
+        Atomic: the check and the delete happen in one step. An absent or
+        expired message is not an error.
+
+        Raises:
+            MessageIsClaimed, MessageIsClaimedBy, InvalidClaim, MessageNotClaimed.
+        """
+
+    @abc.abstractmethod
+    def delete_messages(
+        self, project: str, queue: str, ids: Sequence[str], claim_ids: Sequence[str] | None, now: float
+    ) -> None:
+        """Delete messages by id.
+
+        Without ``claim_ids`` every listed message goes, claimed or not (as
+        Zaqar). With ``claim_ids`` a message held by a live claim that is not
+        listed is kept and the call raises after deleting the others.
+
+        Raises:
+            MessageIsClaimedBy: some listed message is held by another claim.
+        """
+
+    @abc.abstractmethod
+    def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
+        """Delete and return up to ``limit`` visible messages, FIFO, atomically."""
+
+    @abc.abstractmethod
+    def purge_messages(self, project: str, queue: str) -> None:
+        """Delete every message and claim of a queue, claimed ones included."""
+
+    @abc.abstractmethod
+    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
+        """Count the unexpired messages of a queue by state, with the oldest and newest."""
+
+    # -- claims ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        """Claim up to ``request.limit`` visible messages, FIFO, applying the claim plan.
+
+        The driver reads candidates (visible messages, FIFO) and applies
+        :func:`zaqar_lite.claims.policy.plan_claim` to them, in one atomic step
+        per message at least: a message is handed to at most one live claim, its
+        ``claim_count`` is incremented by the same write that claims it, and a
+        message the plan dead-letters is moved to ``request.dead_letter.queue``
+        (creating that queue if needed) by one write, never present in both
+        queues or neither (Swift: see its module). It keeps reading candidates
+        until ``limit`` messages are claimed or none are left.
+
+        Returns:
+            The claimed messages (empty when none were visible); the claim record
+            exists when this returns a non-empty list.
+        """
+
+    @abc.abstractmethod
+    def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
+        """Return a live claim and the unexpired messages it still holds.
+
+        Raises:
+            ClaimDoesNotExist: absent or expired.
+        """
+
+    @abc.abstractmethod
+    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
+        """Renew a live claim from ``now``; its messages' expiry becomes at least now+ttl+grace.
+
+        Raises:
+            ClaimDoesNotExist: absent or expired.
+        """
+
+    @abc.abstractmethod
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+        """Release a claim: its messages become visible at once. Absent claims are fine."""
+
+    @abc.abstractmethod
+    def release_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str,
+        now: float,
+        failure: Mapping[str, Any] | None,
+        history_limit: int,
+    ) -> None:
+        """Release one claimed message and append ``failure`` to its bounded history.
+
+        Atomic, under the claim rules of ``policy.check_claim_rules`` with a
+        claim id that is required.
+
+        Raises:
+            MessageDoesNotExist, InvalidClaim, MessageNotClaimed, MessageIsClaimedBy.
+        """
+
+    # -- background work ------------------------------------------------------
+
+    @abc.abstractmethod
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        """Apply :func:`zaqar_lite.claims.policy.plan_sweep` to one queue.
+
+        Expired messages are dead-lettered (``on_expiry``) or discarded, and
+        messages whose count is exhausted and whose claim has lapsed are moved,
+        each move atomic as in :meth:`claim_messages`. Lapsed claims are removed.
+        """
+
+    # -- health ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def ping(self) -> bool:
+        """Return True when the backend answers."""
+
+    def describe(self) -> str:
+        """Return where the data lives, for startup logs."""
+        return self.name
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; the default does nothing."""

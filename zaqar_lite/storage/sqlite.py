@@ -1,0 +1,411 @@
+"""Embedded SQLite driver: the default store, one file shared by every worker process.
+
+URI forms (as SQLAlchemy writes them): ``sqlite:///relative/path.db``,
+``sqlite:////absolute/path.db``; ``?synchronous=normal`` trades the last
+transactions on power loss for speed (the default ``full`` fsyncs every commit).
+
+Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
+:meth:`SqliteStorage.transaction`), so it takes SQLite's single write lock
+before reading anything: reads and writes of one operation can never interleave
+with another process's. The file is in WAL mode, so readers never block.
+Claim order is strict FIFO by post order within a queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import urllib.parse
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from zaqar_lite import errors
+from zaqar_lite.claims import policy
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, SweepResult
+from zaqar_lite.storage.base import Storage
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS queues (
+    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (project, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS messages (
+    marker INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    project TEXT NOT NULL, queue TEXT NOT NULL,
+    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
+    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
+    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
+CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (project, queue, marker);
+CREATE INDEX IF NOT EXISTS messages_by_expiry ON messages (project, queue, expires);
+CREATE INDEX IF NOT EXISTS messages_by_claim ON messages (claim_id);
+CREATE TABLE IF NOT EXISTS claims (
+    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
+    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS claims_by_queue ON claims (project, queue, expires);
+"""
+
+_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
+            "claim_count, dlq_eligible, failures, dead_letter, marker")
+_VISIBLE = "expires > :now AND (claim_expires IS NULL OR claim_expires <= :now)"
+_UNAVAILABLE_HINTS = ("locked", "unable to open", "disk i/o", "readonly", "busy")
+
+
+def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
+    """Return the database path and the query options of a ``sqlite://`` URI."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme != "sqlite":
+        raise ValueError(f"not a sqlite URI: {uri}")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path:
+        raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
+    return path, dict(urllib.parse.parse_qsl(parts.query))
+
+
+def _row_to_message(row: sqlite3.Row) -> Message:
+    return Message(
+        id=row["id"], body=json.loads(row["body"]), created=row["created"], expires=row["expires"],
+        delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
+        claim_expires=row["claim_expires"], claim_count=row["claim_count"],
+        dlq_eligible=bool(row["dlq_eligible"]),
+        failures=json.loads(row["failures"]) if row["failures"] else [],
+        dead_letter=json.loads(row["dead_letter"]) if row["dead_letter"] else None,
+        marker=row["marker"],
+    )
+
+
+class SqliteStorage(Storage):
+    """SQLite driver; connections are per process and per thread."""
+
+    name = "sqlite"
+
+    def __init__(self, uri: str) -> None:
+        path, options = parse_uri(uri)
+        self.path = path
+        self._synchronous = options.get("synchronous", "full").upper()
+        if self._synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError("sqlite synchronous must be full, normal or extra")
+        if path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._translate_errors():
+            self._connection().executescript(SCHEMA)
+
+    def describe(self) -> str:
+        """Return the absolute path of the database file."""
+        return f"sqlite file {os.path.abspath(self.path)}"
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or self._local.pid != os.getpid():
+            try:
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                       check_same_thread=False)
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            except sqlite3.Error as exc:
+                raise errors.StorageUnavailable(str(exc)) from exc
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @contextlib.contextmanager
+    def _translate_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if any(hint in str(exc).lower() for hint in _UNAVAILABLE_HINTS):
+                raise errors.StorageUnavailable(str(exc)) from exc
+            raise
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Run a block in one ``BEGIN IMMEDIATE`` transaction, rolled back on any exception."""
+        with self._translate_errors():
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Run reads in one deferred transaction so they see one consistent state."""
+        with self._translate_errors():
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    # -- queues ---------------------------------------------------------------
+
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        with self.transaction() as db:
+            cur = db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, ?, ?)",
+                             (project, queue, json.dumps(metadata), now))
+            return cur.rowcount == 1
+
+    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
+        with self._translate_errors():
+            row = self._connection().execute(
+                "SELECT metadata FROM queues WHERE project=? AND name=?", (project, queue)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        with self.transaction() as db:
+            cur = db.execute("UPDATE queues SET metadata=? WHERE project=? AND name=?",
+                             (json.dumps(metadata), project, queue))
+            if cur.rowcount == 0:
+                raise errors.QueueDoesNotExist(queue, project)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM queues WHERE project=? AND name=?", (project, queue))
+            self._purge(db, project, queue)
+
+    def list_queues(self, project: str, *, marker: str | None, limit: int,
+                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        sql = "SELECT name, metadata FROM queues WHERE project=? AND name>?"
+        args: list[Any] = [project, marker or ""]
+        if name_contains:
+            sql += " AND instr(name, ?) > 0"
+            args.append(name_contains)
+        with self._translate_errors():
+            rows = self._connection().execute(sql + " ORDER BY name LIMIT ?", (*args, limit)).fetchall()
+        return [(row[0], json.loads(row[1])) for row in rows]
+
+    def count_queues(self, project: str) -> int:
+        with self._translate_errors():
+            return self._connection().execute(
+                "SELECT COUNT(*) FROM queues WHERE project=?", (project,)).fetchone()[0]
+
+    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        with self._translate_errors():
+            rows = self._connection().execute("SELECT project, name, metadata FROM queues").fetchall()
+        for project, name, metadata in rows:
+            yield project, name, json.loads(metadata)
+
+    # -- messages -------------------------------------------------------------
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message]) -> None:
+        db.executemany(
+            "INSERT INTO messages (id, project, queue, body, created, expires, delay_until, client_id,"
+            " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(m.id, project, queue, json.dumps(m.body), m.created, m.expires, m.delay_until,
+              m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
+              json.dumps(m.failures) if m.failures else None,
+              json.dumps(m.dead_letter) if m.dead_letter else None) for m in messages])
+
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, queue, now))
+            self._insert(db, project, queue, messages)
+
+    def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
+                limit: int | None = None) -> list[Message]:
+        sql = f"SELECT {_COLUMNS} FROM messages WHERE project=:project AND queue=:queue AND {where}"
+        sql += " ORDER BY marker" + (" LIMIT :limit" if limit is not None else "")
+        return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
+
+    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
+                      include_claimed: bool, include_delayed: bool,
+                      exclude_client_id: str | None) -> list[Message]:
+        where = ["marker > :marker", "expires > :now"]
+        if not include_claimed:
+            where.append("(claim_expires IS NULL OR claim_expires <= :now)")
+        if exclude_client_id is not None:
+            where.append("client_id != :client")
+        args = {"project": project, "queue": queue, "marker": marker or 0, "now": now,
+                "client": exclude_client_id}
+        with self._translate_errors():
+            return self._select(self._connection(), " AND ".join(where), args, limit)
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
+        with self._translate_errors():
+            return self._get(self._connection(), project, queue, ids, now)
+
+    def _get(self, db: sqlite3.Connection, project: str, queue: str, ids: Sequence[str],
+             now: float) -> list[Message]:
+        names = {f"id{i}": v for i, v in enumerate(ids)}
+        where = f"id IN ({','.join(':' + k for k in names)}) AND expires > :now"
+        return self._select(db, where, {"project": project, "queue": queue, "now": now, **names})
+
+    @staticmethod
+    def _claim_is_live(db: sqlite3.Connection, project: str, queue: str, claim_id: str,
+                       now: float) -> bool:
+        return db.execute("SELECT 1 FROM claims WHERE id=? AND project=? AND queue=? AND expires>?",
+                          (claim_id, project, queue, now)).fetchone() is not None
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
+        with self.transaction() as db:
+            found = self._get(db, project, queue, [message_id], now)
+            if not found:
+                return
+            live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
+            policy.check_claim_rules(found[0], claim_id, live, now)
+            db.execute("DELETE FROM messages WHERE marker=?", (found[0].marker,))
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None, now: float) -> None:
+        with self.transaction() as db:
+            kept = None
+            doomed = []
+            for message in self._get(db, project, queue, ids, now):
+                if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
+                    kept = message
+                else:
+                    doomed.append((message.marker,))
+            db.executemany("DELETE FROM messages WHERE marker=?", doomed)
+        if kept is not None:
+            raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
+
+    def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
+        with self.transaction() as db:
+            popped = self._select(db, _VISIBLE, {"project": project, "queue": queue, "now": now}, limit)
+            db.executemany("DELETE FROM messages WHERE marker=?", [(m.marker,) for m in popped])
+        return popped
+
+    @staticmethod
+    def _purge(db: sqlite3.Connection, project: str, queue: str) -> None:
+        db.execute("DELETE FROM messages WHERE project=? AND queue=?", (project, queue))
+        db.execute("DELETE FROM claims WHERE project=? AND queue=?", (project, queue))
+
+    def purge_messages(self, project: str, queue: str) -> None:
+        with self.transaction() as db:
+            self._purge(db, project, queue)
+
+    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
+        args = {"project": project, "queue": queue, "now": now}
+        with self.snapshot() as db:
+            claimed, delayed, total = db.execute(
+                "SELECT COALESCE(SUM(claim_expires > :now), 0),"
+                " COALESCE(SUM((claim_expires IS NULL OR claim_expires <= :now) AND delay_until > :now), 0),"
+                " COUNT(*) FROM messages WHERE project=:project AND queue=:queue AND expires > :now",
+                args).fetchone()
+            ends = [self._select(db, "expires > :now", args, 1)]
+            if total:
+                newest = db.execute(f"SELECT {_COLUMNS} FROM messages WHERE project=:project AND"
+                                    " queue=:queue AND expires > :now ORDER BY marker DESC LIMIT 1",
+                                    args).fetchone()
+                ends.append([_row_to_message(newest)])
+        return QueueStats(claimed=claimed, delayed=delayed, free=total - claimed - delayed,
+                          oldest=ends[0][0] if total else None,
+                          newest=ends[1][0] if total else None)
+
+    # -- claims ---------------------------------------------------------------
+
+    def _apply(self, db: sqlite3.Connection, project: str, queue: str, plan: policy.Plan,
+               dead_letter: DeadLetterPolicy, now: float) -> None:
+        """Write a policy plan: claimed rows updated, moved rows re-homed, deleted rows gone."""
+        db.executemany(
+            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=?, delay_until=?"
+            " WHERE id=?",
+            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.delay_until, m.id)
+             for m in plan.claimed])
+        db.executemany("DELETE FROM messages WHERE id=?",
+                       [(i,) for i in plan.deleted] + [(m.id,) for m in plan.moved])
+        if plan.moved:
+            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)",
+                       (project, dead_letter.queue, now))
+            self._insert(db, project, dead_letter.queue or queue, plan.moved)
+
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        args = {"project": project, "queue": queue, "now": request.now, "marker": 0}
+        claimed: list[Message] = []
+        with self.transaction() as db:
+            while len(claimed) < request.limit:
+                batch = self._select(db, "marker > :marker AND " + _VISIBLE, args, request.limit)
+                plan = policy.plan_claim(batch, request, queue, len(claimed))
+                self._apply(db, project, queue, plan, request.dead_letter, request.now)
+                claimed.extend(plan.claimed)
+                if len(batch) < request.limit:
+                    break
+                args["marker"] = batch[-1].marker
+            if claimed:
+                db.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (request.claim_id, project, queue, request.ttl, request.grace,
+                            request.now, request.now + request.ttl))
+        return claimed
+
+    def _live_claim(self, db: sqlite3.Connection, project: str, queue: str, claim_id: str,
+                    now: float) -> Claim:
+        row = db.execute("SELECT id, ttl, grace, created, expires FROM claims"
+                         " WHERE id=? AND project=? AND queue=? AND expires>?",
+                         (claim_id, project, queue, now)).fetchone()
+        if row is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue)
+        return Claim(*row)
+
+    def _held(self, db: sqlite3.Connection, project: str, queue: str, claim_id: str,
+              now: float) -> list[Message]:
+        return self._select(db, "claim_id = :claim AND claim_expires > :now AND expires > :now",
+                            {"project": project, "queue": queue, "now": now, "claim": claim_id})
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
+        with self.snapshot() as db:
+            claim = self._live_claim(db, project, queue, claim_id, now)
+            return claim, self._held(db, project, queue, claim_id, now)
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
+        with self.transaction() as db:
+            self._live_claim(db, project, queue, claim_id, now)
+            db.execute("UPDATE claims SET ttl=?, grace=?, expires=? WHERE id=?",
+                       (ttl, grace, now + ttl, claim_id))
+            db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE marker=?",
+                           [(now + ttl, policy.claimed_expiry(m.expires, now, ttl, grace), m.marker)
+                            for m in self._held(db, project, queue, claim_id, now)])
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE messages SET claim_expires=? WHERE claim_id=? AND project=? AND queue=?"
+                       " AND claim_expires > ?", (now, claim_id, project, queue, now))
+            db.execute("DELETE FROM claims WHERE id=? AND project=? AND queue=?", (claim_id, project, queue))
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+        with self.transaction() as db:
+            found = self._get(db, project, queue, [message_id], now)
+            if not found:
+                raise errors.MessageDoesNotExist(message_id, queue)
+            live = self._claim_is_live(db, project, queue, claim_id, now)
+            policy.check_claim_rules(found[0], claim_id, live, now)
+            message = policy.released(found[0], failure, now, history_limit)
+            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE marker=?",
+                       (message.claim_expires, json.dumps(message.failures) or None, message.marker))
+
+    # -- background work ------------------------------------------------------
+
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        args = {"project": project, "queue": queue, "now": now,
+                "count": dead_letter.max_claim_count if dead_letter.counts_claims else None}
+        with self.transaction() as db:
+            candidates = self._select(db, "expires <= :now", args)
+            if args["count"] is not None:
+                candidates += self._select(
+                    db, "expires > :now AND claim_count >= :count"
+                        " AND (claim_expires IS NULL OR claim_expires <= :now)", args)
+            plan = policy.plan_sweep(candidates, queue, now, dead_letter)
+            self._apply(db, project, queue, plan, dead_letter, now)
+            db.execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?", (project, queue, now))
+        return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+
+    def ping(self) -> bool:
+        try:
+            with self._translate_errors():
+                self._connection().execute("SELECT 1").fetchone()
+            return True
+        except errors.StorageUnavailable:
+            return False

@@ -1,0 +1,243 @@
+"""Pure per-operation checks: each takes raw client input and returns normalised values.
+
+Every failure raises :class:`~zaqar_lite.errors.ValidationFailed` whose text
+names the offending field and the rule, so the client can fix its request.
+Body structure is described by JSON Schemas checked with :mod:`jsonschema`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any, Mapping
+
+import jsonschema
+
+from zaqar_lite.config import Limits
+from zaqar_lite.errors import InvalidBody, ValidationFailed
+
+QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+$")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+TRUE_VALUES, FALSE_VALUES = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _checked_int(text: str) -> int:
+    value = int(text)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidBody(f"Integer {text} does not fit in 64 bits.")
+    return value
+
+
+def parse_json(raw: bytes) -> Any:
+    """Parse a request body; integers beyond 64 bits and non-finite numbers are rejected."""
+    try:
+        return json.loads(raw, parse_int=_checked_int, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidBody(f"Request body is not valid JSON: {exc}.") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidBody(f"{name} is not a valid JSON number.")
+
+
+def _location(error: jsonschema.ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return path.lstrip(".") or "body"
+
+
+def check_schema(document: Any, schema: Mapping[str, Any]) -> None:
+    """Validate a document against a JSON Schema, raising the most relevant error."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft7Validator(schema).iter_errors(document))
+    if error is not None:
+        raise InvalidBody(f"{_location(error)}: {error.message}.")
+
+
+def queue_name(name: str, limits: Limits) -> str:
+    """Check a queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars)."""
+    if not name or len(name) > limits.max_queue_name_length or not QUEUE_NAME.match(name):
+        raise ValidationFailed(
+            f"Queue names may not be more than {limits.max_queue_name_length} characters long and "
+            "may only contain ASCII letters, digits, underscores, dashes and periods.")
+    return name
+
+
+def client_id(value: str | None, mode: str) -> str:
+    """Check the ``Client-ID`` header: a UUID in strict mode, else 10..36 characters."""
+    if not value:
+        raise ValidationFailed("The Client-ID header is required.")
+    if mode == "strict":
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            raise ValidationFailed("Wrong UUID value: the Client-ID header must be a UUID.") from None
+    elif not 10 <= len(value) <= 36:
+        raise ValidationFailed("The Client-ID header must be 10 to 36 characters long.")
+    return value
+
+
+def project_id(value: str | None, limits: Limits) -> str:
+    """Check the ``X-Project-ID`` header: present, not empty, not too long."""
+    if value is None:
+        raise ValidationFailed("The X-Project-ID header is required.")
+    if not value.strip():
+        raise ValidationFailed("The X-Project-ID header cannot be empty.")
+    if len(value) > limits.max_project_id_length:
+        raise ValidationFailed(
+            f"The X-Project-ID header may not be longer than {limits.max_project_id_length} characters.")
+    return value
+
+
+def page_limit(raw: str | None, maximum: int, default: int, name: str = "limit") -> int:
+    """Check a ``limit``-like query parameter: an integer in 1..maximum."""
+    if raw is None:
+        return min(default, maximum)
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationFailed(f"{name} must be an integer, got {raw!r}.") from None
+    if not 1 <= value <= maximum:
+        raise ValidationFailed(f"{name} must be between 1 and {maximum}, got {value}.")
+    return value
+
+
+def boolean(raw: str | None, name: str, default: bool = False) -> bool:
+    """Check a boolean query parameter (true/false, 1/0, yes/no)."""
+    if raw is None or raw == "":
+        return default
+    lowered = raw.lower()
+    if lowered in TRUE_VALUES:
+        return True
+    if lowered in FALSE_VALUES:
+        return False
+    raise ValidationFailed(f"{name} must be true or false, got {raw!r}.")
+
+
+def marker(raw: str | None) -> int | None:
+    """Check a message listing marker (an opaque non-negative integer)."""
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit():
+        raise ValidationFailed(f"marker {raw!r} is not a valid marker.")
+    return int(raw)
+
+
+def id_list(raw: str | None, name: str, maximum: int) -> list[str]:
+    """Check a comma-separated id list: 1..maximum non-empty ids."""
+    ids = [i for i in (raw or "").split(",") if i]
+    if not ids:
+        raise ValidationFailed(f"{name} must list at least one id.")
+    if len(ids) > maximum:
+        raise ValidationFailed(f"{name} may list at most {maximum} ids, got {len(ids)}.")
+    return ids
+
+
+def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
+    """Check a message POST body and return its messages (``body``, ``ttl``, ``delay``, ...).
+
+    ``ttl`` and ``delay`` are None when the client left them out, so the queue
+    defaults apply.
+    """
+    schema = {
+        "type": "object",
+        "required": ["messages"],
+        "properties": {
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": limits.max_messages_per_page,
+                "items": {
+                    "type": "object",
+                    "required": ["body"],
+                    "properties": {
+                        "ttl": {"type": "integer", "minimum": limits.min_message_ttl,
+                                "maximum": limits.max_message_ttl},
+                        "delay": {"type": "integer", "minimum": 0,
+                                  "maximum": limits.max_message_delay},
+                        "dlq_eligible": {"type": "boolean"},
+                    },
+                },
+            },
+        },
+    }
+    check_schema(document, schema)
+    return [
+        {
+            "body": item["body"],
+            "ttl": int(item["ttl"]) if "ttl" in item else None,
+            "delay": int(item["delay"]) if "delay" in item else None,
+            "dlq_eligible": item.get("dlq_eligible", True),
+        }
+        for item in document["messages"]
+    ]
+
+
+def claim_options(document: Any, limits: Limits) -> tuple[int, int]:
+    """Check a claim create/renew body and return ``(ttl, grace)`` with defaults filled."""
+    document = {} if document is None else document
+    check_schema(document, {
+        "type": "object",
+        "properties": {
+            "ttl": {"type": "integer", "minimum": limits.min_claim_ttl, "maximum": limits.max_claim_ttl},
+            "grace": {"type": "integer", "minimum": limits.min_claim_grace,
+                      "maximum": limits.max_claim_grace},
+        },
+    })
+    return (int(document.get("ttl", limits.default_claim_ttl)),
+            int(document.get("grace", limits.default_claim_grace)))
+
+
+def release_reason(document: Any) -> dict[str, Any] | None:
+    """Check a release-with-reason body: optional ``error`` and ``error_type`` strings."""
+    if document is None:
+        return None
+    check_schema(document, {
+        "type": "object",
+        "properties": {
+            "error": {"type": "string", "maxLength": 4096},
+            "error_type": {"type": "string", "maxLength": 256},
+        },
+        "additionalProperties": False,
+    })
+    if not document:
+        return None
+    return {"error": document.get("error"), "error_type": document.get("error_type")}
+
+
+def patch_operations(document: Any) -> list[tuple[str, str, Any]]:
+    """Check a queue JSON-patch body and return ``(op, key, value)`` triples."""
+    check_schema(document, {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["op", "path"],
+            "properties": {
+                "op": {"enum": ["add", "remove", "replace"]},
+                "path": {"type": "string", "pattern": "^/metadata/.+"},
+            },
+        },
+    })
+    operations = []
+    for index, item in enumerate(document):
+        if item["op"] != "remove" and "value" not in item:
+            raise ValidationFailed(f"[{index}]: '{item['op']}' needs a 'value'.")
+        key = item["path"][len("/metadata/"):].replace("~1", "/").replace("~0", "~")
+        operations.append((item["op"], key, item.get("value")))
+    return operations
+
+
+def purge_resource_types(document: Any) -> list[str]:
+    """Check a purge body and return the resource types to purge."""
+    if document is None:
+        return ["messages", "subscriptions"]
+    check_schema(document, {
+        "type": "object",
+        "properties": {
+            "resource_types": {
+                "type": "array", "minItems": 1, "uniqueItems": True,
+                "items": {"enum": ["messages", "subscriptions"]},
+            },
+        },
+    })
+    return list(document.get("resource_types", ["messages", "subscriptions"]))
