@@ -45,9 +45,16 @@ def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
 
     It keeps its id, body, claim count and failures, is unclaimed and not
     delayed, its expiry is reset by ``messages_ttl`` when set, and it records
-    where it came from and why.
+    where it came from and why. A message moved because it expired would be
+    dead on arrival with its old expiry, so without ``messages_ttl`` it gets
+    its own ttl again, counted from the move.
     """
-    expires = now + policy.messages_ttl if policy.messages_ttl else message.expires
+    if policy.messages_ttl:
+        expires = now + policy.messages_ttl
+    elif reason == REASON_EXPIRED:
+        expires = now + (message.expires - message.created)
+    else:
+        expires = message.expires
     return dataclasses.replace(
         message,
         claim_id=None,

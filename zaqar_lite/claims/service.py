@@ -142,12 +142,14 @@ class Messaging:
         if body_size > size_limit:
             raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
         default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
+        default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
         records = []
         for item in messages:
             ttl = item["ttl"] if item["ttl"] is not None else default_ttl
+            delay = item["delay"] if item["delay"] is not None else default_delay
             records.append(Message(
                 id=self.ids(), body=item["body"], created=now, expires=now + ttl,
-                client_id=client_id,
+                delay_until=now + delay if delay else 0.0, client_id=client_id,
                 dlq_eligible=item["dlq_eligible"]))
         self.storage.post_messages(project, queue, records, now)
         return [m.id for m in records]

@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS messages (
     claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
     dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
 CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (project, queue, marker);
+CREATE INDEX IF NOT EXISTS messages_by_visibility ON messages (project, queue, delay_until, marker);
 CREATE INDEX IF NOT EXISTS messages_by_expiry ON messages (project, queue, expires);
 CREATE INDEX IF NOT EXISTS messages_by_claim ON messages (claim_id);
 CREATE TABLE IF NOT EXISTS claims (
@@ -50,7 +51,14 @@ CREATE INDEX IF NOT EXISTS claims_by_queue ON claims (project, queue, expires);
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
             "claim_count, dlq_eligible, failures, dead_letter, marker")
-_VISIBLE = "expires > :now AND (claim_expires IS NULL OR claim_expires <= :now)"
+# Candidates for claim and pop come from two index ranges merged by marker:
+# never-delayed (and already-claimed-once) messages have delay_until = 0, an
+# ordered range of the visibility index; matured delayed messages are the small
+# range 0 < delay_until <= now. Still-delayed messages are never scanned.
+_READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
+          " AND (claim_expires IS NULL OR claim_expires <= :now)")
+_MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
+            " AND (claim_expires IS NULL OR claim_expires <= :now)")
 _UNAVAILABLE_HINTS = ("locked", "unable to open", "disk i/o", "readonly", "busy")
 
 
@@ -225,6 +233,8 @@ class SqliteStorage(Storage):
         where = ["marker > :marker", "expires > :now"]
         if not include_claimed:
             where.append("(claim_expires IS NULL OR claim_expires <= :now)")
+        if not include_delayed:
+            where.append("delay_until <= :now")
         if exclude_client_id is not None:
             where.append("client_id != :client")
         args = {"project": project, "queue": queue, "marker": marker or 0, "now": now,
@@ -272,9 +282,15 @@ class SqliteStorage(Storage):
         if kept is not None:
             raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
 
+    def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
+        """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
+        found = self._select(db, _READY, args, limit) + self._select(db, _MATURED, args, limit)
+        return sorted(found, key=lambda m: m.marker)[:limit]
+
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:
-            popped = self._select(db, _VISIBLE, {"project": project, "queue": queue, "now": now}, limit)
+            popped = self._candidates(db, {"project": project, "queue": queue, "now": now, "marker": 0},
+                                      limit)
             db.executemany("DELETE FROM messages WHERE marker=?", [(m.marker,) for m in popped])
         return popped
 
@@ -327,7 +343,7 @@ class SqliteStorage(Storage):
         claimed: list[Message] = []
         with self.transaction() as db:
             while len(claimed) < request.limit:
-                batch = self._select(db, "marker > :marker AND " + _VISIBLE, args, request.limit)
+                batch = self._candidates(db, args, request.limit)
                 plan = policy.plan_claim(batch, request, queue, len(claimed))
                 self._apply(db, project, queue, plan, request.dead_letter, request.now)
                 claimed.extend(plan.claimed)

@@ -1,0 +1,36 @@
+"""The ``driver`` fixture: every storage driver, each on a real store, under readable ids.
+
+A driver whose server is missing is skipped locally and fails under CI
+(``tests/conftest.py:missing_server``). Each test gets a fresh, empty store.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from zaqar_lite.claims.service import Messaging
+from zaqar_lite.config import load_settings
+from zaqar_lite.storage import open_storage
+
+DRIVERS = ["sqlite"]
+
+
+def storage_uri(kind: str, request: pytest.FixtureRequest, tmp_path) -> str:
+    """Return a URI naming an empty store of the given kind, starting its server if needed."""
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path}/conformance.db"
+    return request.getfixturevalue(f"{kind}_store_uri")
+
+
+@pytest.fixture(params=DRIVERS)
+def driver(request, tmp_path):
+    """A storage driver instance on a fresh store."""
+    storage = open_storage(storage_uri(request.param, request, tmp_path))
+    yield storage
+    storage.close()
+
+
+@pytest.fixture
+def messaging(driver, clock):
+    """The messaging service over the driver, with a manual clock."""
+    return Messaging(driver, load_settings(None, storage_uri="sqlite:///unused.db"), clock)

@@ -1,0 +1,514 @@
+"""The storage conformance suite: every driver, the same behaviour.
+
+Tests go through :class:`~zaqar_lite.claims.service.Messaging` with a manual
+clock, so the policy inputs reach each driver exactly as in production and
+no test sleeps. Expected values are literals from the spec.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from zaqar_lite import errors
+
+P, Q, DLQ = "project-a", "orders", "orders-dlq"
+CLIENT, OTHER_CLIENT = "5f0cbf39-7d2c-4b1f-8f0e-2a4a7fd1b3a1", "9a7c2b1e-0000-4000-8000-000000000001"
+
+
+def post(messaging, *bodies, queue=Q, project=P, client=CLIENT, **fields):
+    """Post one message per body with the given optional fields; return their ids."""
+    items = [{"body": b, "ttl": fields.get("ttl"), "delay": fields.get("delay"),
+              "dlq_eligible": fields.get("dlq_eligible", True)} for b in bodies]
+    return messaging.post(project, queue, client, items, 10)
+
+
+def claim(messaging, limit=10, ttl=60, grace=60, queue=Q, project=P):
+    """Claim and return (claim_id, [ids])."""
+    claim_id, claimed, _ = messaging.claim(project, queue, limit, ttl, grace)
+    return claim_id, [m.id for m in claimed]
+
+
+def listed(messaging, queue=Q, project=P, **flags):
+    """Return the ids listed in a queue (echo on, all flags off unless given)."""
+    options = {"echo": True, "include_claimed": False, "include_delayed": False, **flags}
+    found, _ = messaging.list_messages(project, queue, client_id=CLIENT, marker=None, limit=20, **options)
+    return [m.id for m in found]
+
+
+def with_dlq(messaging, max_claims=2, **extra):
+    """Create Q with a DLQ configured, and the DLQ."""
+    messaging.create_queue(P, DLQ, {})
+    metadata = {"_max_claim_count": max_claims, "_dead_letter_queue": DLQ, **extra}
+    assert messaging.create_queue(P, Q, metadata) is True
+
+
+# -- queues -------------------------------------------------------------------
+
+def test_create_queue_reports_creation_once_and_keeps_first_metadata(messaging):
+    assert messaging.create_queue(P, Q, {"a": 1}) is True
+    assert messaging.create_queue(P, Q, {"a": 2}) is False
+    assert messaging.queue_metadata(P, Q)["a"] == 1
+
+
+def test_queue_list_is_ordered_paginated_and_filtered_by_name(messaging):
+    for name in ("c", "a", "b-x", "d-x"):
+        messaging.create_queue(P, name, {})
+    page = messaging.list_queues(P, marker=None, limit=2, name=None, filters={})
+    assert [n for n, _ in page] == ["a", "b-x"]
+    page = messaging.list_queues(P, marker="b-x", limit=10, name=None, filters={})
+    assert [n for n, _ in page] == ["c", "d-x"]
+    assert [n for n, _ in messaging.list_queues(P, marker=None, limit=10, name="-x", filters={})] == ["b-x", "d-x"]
+    assert messaging.count_queues(P) == 4
+
+
+def test_queues_and_messages_of_one_project_are_invisible_to_another(messaging):
+    post(messaging, "secret")
+    assert messaging.list_queues("project-b", marker=None, limit=10, name=None, filters={}) == []
+    assert listed(messaging, project="project-b") == []
+    assert claim(messaging, project="project-b")[1] == []
+
+
+def test_deleting_a_queue_deletes_its_messages(messaging):
+    post(messaging, 1, 2)
+    messaging.delete_queue(P, Q)
+    messaging.delete_queue(P, Q)
+    assert listed(messaging) == []
+    assert messaging.storage.get_queue_metadata(P, Q) is None
+
+
+def test_setting_metadata_of_missing_queue_raises(driver):
+    with pytest.raises(errors.QueueDoesNotExist):
+        driver.set_queue_metadata(P, "missing", {})
+
+
+# -- messages -----------------------------------------------------------------
+
+def test_posted_messages_list_in_post_order_and_create_the_queue(messaging):
+    ids = post(messaging, "one", "two", "three")
+    assert listed(messaging) == ids
+    assert messaging.storage.get_queue_metadata(P, Q) == {}
+
+
+def test_listing_pages_by_marker(messaging):
+    ids = post(messaging, *range(5))
+    first, _ = messaging.list_messages(P, Q, client_id=CLIENT, marker=None, limit=2, echo=True,
+                                       include_claimed=False, include_delayed=False)
+    rest, _ = messaging.list_messages(P, Q, client_id=CLIENT, marker=first[-1].marker, limit=10,
+                                      echo=True, include_claimed=False, include_delayed=False)
+    assert [m.id for m in first + rest] == ids
+
+
+def test_listing_without_echo_hides_own_messages(messaging):
+    mine = post(messaging, "mine")
+    theirs = post(messaging, "theirs", client=OTHER_CLIENT)
+    found, _ = messaging.list_messages(P, Q, client_id=CLIENT, marker=None, limit=10, echo=False,
+                                       include_claimed=False, include_delayed=False)
+    assert [m.id for m in found] == theirs
+    assert mine[0] not in [m.id for m in found]
+
+
+def test_expired_messages_are_never_returned(messaging, clock):
+    ids = post(messaging, "short", ttl=60)
+    clock.advance(61)
+    assert listed(messaging) == []
+    assert messaging.get_messages(P, Q, ids)[0] == []
+    assert claim(messaging)[1] == []
+
+
+def test_pop_takes_visible_messages_fifo_and_deletes_them(messaging):
+    ids = post(messaging, 1, 2, 3)
+    claim(messaging, limit=1)
+    popped, _ = messaging.pop(P, Q, 5)
+    assert [m.id for m in popped] == ids[1:]
+    assert listed(messaging, include_claimed=True) == ids[:1]
+
+
+def test_purge_removes_claimed_messages_too(messaging):
+    post(messaging, 1, 2)
+    claim(messaging, limit=1)
+    messaging.purge(P, Q, ["messages"])
+    assert listed(messaging, include_claimed=True) == []
+
+
+def test_stats_count_claimed_free_and_delayed_apart(messaging):
+    ids = post(messaging, 1, 2, 3)
+    post(messaging, "later", delay=100)
+    claim(messaging, limit=1)
+    stats, _ = messaging.queue_stats(P, Q)
+    assert (stats.claimed, stats.free, stats.delayed, stats.total) == (1, 2, 1, 4)
+    assert stats.oldest.id == ids[0]
+
+
+def test_stats_of_empty_queue_have_no_oldest(messaging):
+    stats, _ = messaging.queue_stats(P, "empty")
+    assert (stats.total, stats.oldest, stats.newest) == (0, None, None)
+
+
+# -- delete rules (SPEC 1.4) --------------------------------------------------
+
+def test_deleting_an_absent_message_is_fine(messaging):
+    messaging.delete_message(P, Q, "no-such-id", None)
+    messaging.delete_message(P, Q, "no-such-id", "no-such-claim")
+
+
+def test_unclaimed_message_is_deleted_without_claim_id(messaging):
+    ids = post(messaging, 1)
+    messaging.delete_message(P, Q, ids[0], None)
+    assert listed(messaging) == []
+
+
+def test_claimed_message_cannot_be_deleted_without_claim_id(messaging):
+    ids = post(messaging, 1)
+    claim(messaging)
+    with pytest.raises(errors.MessageIsClaimed):
+        messaging.delete_message(P, Q, ids[0], None)
+
+
+def test_unknown_or_expired_claim_id_is_rejected(messaging, clock):
+    ids = post(messaging, 1)
+    claim_id, _ = claim(messaging, ttl=60)
+    with pytest.raises(errors.InvalidClaim):
+        messaging.delete_message(P, Q, ids[0], "not-a-claim")
+    clock.advance(61)
+    with pytest.raises(errors.InvalidClaim):
+        messaging.delete_message(P, Q, ids[0], claim_id)
+
+
+def test_claim_id_on_unclaimed_message_is_rejected(messaging):
+    first, second = post(messaging, 1, 2)
+    claim_id, _ = claim(messaging, limit=1)
+    with pytest.raises(errors.MessageNotClaimed):
+        messaging.delete_message(P, Q, second, claim_id)
+
+
+def test_message_held_by_another_claim_cannot_be_deleted(messaging):
+    first, second = post(messaging, 1, 2)
+    claim_a, _ = claim(messaging, limit=1)
+    claim(messaging, limit=1)
+    with pytest.raises(errors.MessageIsClaimedBy):
+        messaging.delete_message(P, Q, second, claim_a)
+
+
+def test_claimed_message_is_deleted_with_its_claim_id(messaging):
+    ids = post(messaging, 1)
+    claim_id, _ = claim(messaging)
+    messaging.delete_message(P, Q, ids[0], claim_id)
+    assert listed(messaging, include_claimed=True) == []
+
+
+def test_bulk_delete_with_claim_ids_keeps_messages_of_other_claims(messaging):
+    first, second, third = post(messaging, 1, 2, 3)
+    claim_a, _ = claim(messaging, limit=1)
+    claim(messaging, limit=1)
+    with pytest.raises(errors.MessageIsClaimedBy):
+        messaging.delete_messages(P, Q, [first, second, third], [claim_a])
+    assert listed(messaging, include_claimed=True) == [second]
+
+
+def test_bulk_delete_without_claim_ids_deletes_claimed_messages(messaging):
+    ids = post(messaging, 1, 2)
+    claim(messaging, limit=1)
+    messaging.delete_messages(P, Q, ids, None)
+    assert listed(messaging, include_claimed=True) == []
+
+
+# -- claims -------------------------------------------------------------------
+
+def test_claims_hand_out_messages_fifo_and_exclusively(messaging):
+    ids = post(messaging, *range(5))
+    _, first = claim(messaging, limit=3)
+    _, second = claim(messaging, limit=3)
+    assert first == ids[:3]
+    assert second == ids[3:]
+    assert claim(messaging)[1] == []
+
+
+def test_each_claim_increments_the_claim_count(messaging, clock):
+    ids = post(messaging, 1)
+    for expected in (1, 2, 3):
+        _, claimed, _ = messaging.claim(P, Q, 1, 60, 60)
+        assert claimed[0].claim_count == expected
+        clock.advance(61)
+    assert messaging.get_messages(P, Q, ids)[0][0].claim_count == 3
+
+
+def test_lapsed_claim_makes_its_messages_claimable_again(messaging, clock):
+    ids = post(messaging, 1)
+    claim(messaging, ttl=60)
+    clock.advance(59)
+    assert claim(messaging)[1] == []
+    clock.advance(2)
+    assert claim(messaging)[1] == ids
+
+
+def test_claim_extends_message_expiry_to_claim_end_plus_grace(messaging, clock):
+    ids = post(messaging, 1, ttl=60)
+    start = clock()
+    messaging.claim(P, Q, 1, 300, 100)
+    message = messaging.get_messages(P, Q, ids)[0][0]
+    assert message.expires == start + 400
+
+
+def test_get_claim_returns_its_messages_until_it_expires(messaging, clock):
+    ids = post(messaging, 1, 2)
+    claim_id, _ = claim(messaging, ttl=60)
+    found, held, _ = messaging.get_claim(P, Q, claim_id)
+    assert (found.ttl, [m.id for m in held]) == (60, ids)
+    clock.advance(61)
+    with pytest.raises(errors.ClaimDoesNotExist):
+        messaging.get_claim(P, Q, claim_id)
+
+
+def test_renewing_a_claim_restarts_its_ttl_from_now(messaging, clock):
+    post(messaging, 1)
+    claim_id, _ = claim(messaging, ttl=60)
+    clock.advance(50)
+    messaging.renew_claim(P, Q, claim_id, 120, 60)
+    clock.advance(100)
+    assert claim(messaging)[1] == []
+    assert messaging.get_claim(P, Q, claim_id)[0].ttl == 120
+
+
+def test_renewing_an_unknown_claim_raises(messaging):
+    with pytest.raises(errors.ClaimDoesNotExist):
+        messaging.renew_claim(P, Q, "nope", 60, 60)
+
+
+def test_releasing_a_claim_makes_messages_claimable_at_once(messaging):
+    ids = post(messaging, 1)
+    claim_id, _ = claim(messaging)
+    messaging.release_claim(P, Q, claim_id)
+    assert claim(messaging)[1] == ids
+    with pytest.raises(errors.ClaimDoesNotExist):
+        messaging.get_claim(P, Q, claim_id)
+
+
+def test_release_with_reason_appends_to_bounded_failure_history(messaging):
+    ids = post(messaging, 1)
+    for attempt in range(12):
+        claim_id, _ = claim(messaging)
+        messaging.release_message(P, Q, ids[0], claim_id,
+                                  {"error": f"timeout after {attempt} s", "error_type": "Timeout"})
+    message = messaging.get_messages(P, Q, ids)[0][0]
+    assert len(message.failures) == 10
+    assert message.failures[-1]["error"] == "timeout after 11 s"
+    assert message.failures[-1]["claim_count"] == 12
+    assert message.failures[0]["error"] == "timeout after 2 s"
+    assert message.claim_count == 12
+
+
+def test_release_of_one_message_requires_its_live_claim(messaging):
+    first, second = post(messaging, 1, 2)
+    claim_id, _ = claim(messaging, limit=1)
+    with pytest.raises(errors.MessageNotClaimed):
+        messaging.release_message(P, Q, second, claim_id, None)
+    with pytest.raises(errors.InvalidClaim):
+        messaging.release_message(P, Q, first, "nope", None)
+    with pytest.raises(errors.MessageDoesNotExist):
+        messaging.release_message(P, Q, "absent", claim_id, None)
+    messaging.release_message(P, Q, first, claim_id, None)
+    assert claim(messaging, limit=1)[1] == [first]
+
+
+# -- dead-letter queues (SPEC 2.2, 2.3) -----------------------------------------
+
+def _exhaust(messaging, clock, message_id, times):
+    """Hand a message out ``times`` times: lapsed, released, released with reason, in turn."""
+    for attempt in range(times):
+        claim_id, claimed, _ = messaging.claim(P, Q, 1, 60, 60)
+        assert [m.id for m in claimed] == [message_id]
+        if attempt % 3 == 0:
+            clock.advance(61)
+        elif attempt % 3 == 1:
+            messaging.release_claim(P, Q, claim_id)
+        else:
+            messaging.release_message(P, Q, message_id, claim_id,
+                                      {"error": "db timeout 30s", "error_type": "TimeoutError"})
+
+
+def test_message_is_handed_out_exactly_max_claim_count_times_then_moves(messaging, clock):
+    with_dlq(messaging, max_claims=3)
+    posted_at = clock()
+    doomed, healthy = post(messaging, "poison", "fine")
+    _exhaust(messaging, clock, doomed, 3)
+    clock.advance(5)
+    claim_id, claimed = claim(messaging, limit=5)
+    assert claimed == [healthy]
+    assert listed(messaging, include_claimed=True) == [healthy]
+    found, _ = messaging.get_messages(P, DLQ, [doomed])
+    assert [m.id for m in found] == [doomed]
+    moved = found[0]
+    assert moved.body == "poison"
+    assert moved.claim_count == 3
+    assert moved.is_claimed(clock()) is False
+    assert moved.dead_letter["source_queue"] == Q
+    assert moved.dead_letter["reason"] == "max_claims"
+    assert moved.dead_letter["dead_lettered_at"] == clock()
+    assert moved.dead_letter["claim_count"] == 3
+    assert moved.created == posted_at
+    assert [f["error_type"] for f in moved.failures] == ["TimeoutError"]
+
+
+def test_moved_message_is_claimable_at_once_in_the_dlq(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison")
+    _exhaust(messaging, clock, doomed, 1)
+    assert claim(messaging)[1] == []
+    assert claim(messaging, queue=DLQ)[1] == [doomed]
+
+
+def test_claim_keeps_filling_from_later_messages_after_moves(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    ids = post(messaging, *range(4))
+    _, first = claim(messaging, limit=2)
+    clock.advance(61)
+    newest, = post(messaging, "new")
+    _, claimed = claim(messaging, limit=3)
+    assert claimed == ids[2:] + [newest]
+    assert listed(messaging, queue=DLQ) == first
+    assert listed(messaging, include_claimed=True) == claimed
+
+
+def test_dead_letter_ttl_resets_the_expiry_of_moved_messages(messaging, clock):
+    with_dlq(messaging, max_claims=1, _dead_letter_queue_messages_ttl=7200)
+    doomed, = post(messaging, "poison", ttl=600)
+    _exhaust(messaging, clock, doomed, 1)
+    claim(messaging)
+    moved = messaging.get_messages(P, DLQ, [doomed])[0][0]
+    assert moved.expires == clock() + 7200
+
+
+def test_without_dead_letter_ttl_the_moved_message_keeps_its_expiry(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison", ttl=600)
+    expires = messaging.get_messages(P, Q, [doomed])[0][0].expires
+    claim(messaging, ttl=60, grace=60)
+    clock.advance(61)
+    claim(messaging)
+    assert messaging.get_messages(P, DLQ, [doomed])[0][0].expires == expires
+
+
+def test_move_recreates_a_deleted_dead_letter_queue(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison")
+    _exhaust(messaging, clock, doomed, 1)
+    messaging.delete_queue(P, DLQ)
+    claim(messaging)
+    assert messaging.storage.get_queue_metadata(P, DLQ) == {}
+    assert listed(messaging, queue=DLQ) == [doomed]
+
+
+def test_message_not_eligible_for_dlq_is_deleted_instead(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison", dlq_eligible=False)
+    _exhaust(messaging, clock, doomed, 1)
+    claim(messaging)
+    assert listed(messaging, include_claimed=True) == []
+    assert listed(messaging, queue=DLQ) == []
+
+
+def test_queue_without_dlq_never_moves_messages(messaging, clock):
+    ids = post(messaging, "again")
+    for _ in range(5):
+        assert claim(messaging)[1] == ids
+        clock.advance(61)
+
+
+def test_sweeper_moves_exhausted_messages_whose_claim_lapsed(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison")
+    claim(messaging, ttl=60)
+    messaging.sweep()
+    assert listed(messaging, queue=DLQ) == []
+    clock.advance(61)
+    result = messaging.sweep()
+    assert result.dead_lettered == 1
+    assert listed(messaging, queue=DLQ) == [doomed]
+    assert listed(messaging, include_claimed=True) == []
+
+
+# -- expiry (SPEC 2.4) ----------------------------------------------------------
+
+def test_sweeper_discards_expired_messages_without_dead_letter_on_expiry(messaging, clock):
+    with_dlq(messaging, max_claims=5)
+    post(messaging, "old", ttl=60)
+    clock.advance(61)
+    assert messaging.sweep().discarded == 1
+    assert listed(messaging, queue=DLQ) == []
+    stats, _ = messaging.queue_stats(P, Q)
+    assert stats.total == 0
+
+
+def test_expired_messages_move_to_the_dlq_with_reason_expired(messaging, clock):
+    with_dlq(messaging, max_claims=5, _dead_letter_on_expiry=True, _dead_letter_queue_messages_ttl=3600)
+    old, = post(messaging, "old", ttl=60)
+    keep, = post(messaging, "young", ttl=600)
+    clock.advance(61)
+    assert messaging.sweep().dead_lettered == 1
+    moved = messaging.get_messages(P, DLQ, [old])[0][0]
+    assert moved.dead_letter["reason"] == "expired"
+    assert moved.expires == clock() + 3600
+    assert listed(messaging) == [keep]
+
+
+def test_expired_message_not_eligible_is_discarded_even_with_dead_letter_on_expiry(messaging, clock):
+    with_dlq(messaging, max_claims=5, _dead_letter_on_expiry=True)
+    post(messaging, "old", ttl=60, dlq_eligible=False)
+    clock.advance(61)
+    assert messaging.sweep().discarded == 1
+    assert listed(messaging, queue=DLQ) == []
+
+
+# -- delays (SPEC 2.5) ----------------------------------------------------------
+
+def test_delayed_message_is_invisible_until_its_delay_passes(messaging, clock):
+    late, = post(messaging, "late", delay=120)
+    now_ready, = post(messaging, "now")
+    assert claim(messaging, ttl=600)[1] == [now_ready]
+    assert messaging.pop(P, Q, 5)[0] == []
+    assert listed(messaging) == []
+    assert listed(messaging, include_delayed=True, include_claimed=True) == [late, now_ready]
+    clock.advance(120)
+    assert claim(messaging)[1] == [late]
+
+
+def test_queue_default_delay_applies_and_message_delay_overrides_it(messaging, clock):
+    messaging.create_queue(P, Q, {"_default_message_delay": 300})
+    default_delayed, = post(messaging, "default")
+    immediate, = post(messaging, "immediate", delay=0)
+    short, = post(messaging, "short", delay=30)
+    assert claim(messaging, ttl=600)[1] == [immediate]
+    clock.advance(30)
+    assert claim(messaging, ttl=600)[1] == [short]
+    clock.advance(270)
+    assert claim(messaging, ttl=600)[1] == [default_delayed]
+
+
+def test_matured_delayed_messages_keep_fifo_order_with_ready_ones(messaging, clock):
+    first, = post(messaging, "first", delay=10)
+    second, = post(messaging, "second")
+    clock.advance(10)
+    assert claim(messaging, limit=2)[1] == [first, second]
+
+
+def test_message_whose_ttl_is_shorter_than_its_delay_is_never_seen(messaging, clock):
+    post(messaging, "ghost", ttl=60, delay=120)
+    clock.advance(121)
+    assert claim(messaging)[1] == []
+    assert listed(messaging, include_delayed=True) == []
+
+
+def test_delayed_message_expiring_unseen_is_dead_lettered_on_expiry(messaging, clock):
+    with_dlq(messaging, max_claims=5, _dead_letter_on_expiry=True)
+    ghost, = post(messaging, "ghost", ttl=60, delay=120)
+    clock.advance(61)
+    messaging.sweep()
+    assert listed(messaging, queue=DLQ) == [ghost]
+    assert messaging.get_messages(P, DLQ, [ghost])[0][0].expires == clock() + 60
+
+
+def test_ready_claims_are_not_blocked_by_many_delayed_messages(messaging, clock):
+    delayed = post(messaging, *range(15), delay=600)
+    ready = post(messaging, "ready-1", "ready-2")
+    assert claim(messaging, limit=5)[1] == ready
+    assert len(delayed) == 15
