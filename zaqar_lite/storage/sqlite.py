@@ -222,8 +222,9 @@ class SqliteStorage(Storage):
             self._insert(db, project, queue, messages)
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
-                limit: int | None = None) -> list[Message]:
-        sql = f"SELECT {_COLUMNS} FROM messages WHERE project=:project AND queue=:queue AND {where}"
+                limit: int | None = None, index: str | None = None) -> list[Message]:
+        table = f"messages INDEXED BY {index}" if index else "messages"
+        sql = f"SELECT {_COLUMNS} FROM {table} WHERE project=:project AND queue=:queue AND {where}"
         sql += " ORDER BY marker" + (" LIMIT :limit" if limit is not None else "")
         return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
 
@@ -284,7 +285,8 @@ class SqliteStorage(Storage):
 
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
-        found = self._select(db, _READY, args, limit) + self._select(db, _MATURED, args, limit)
+        found = (self._select(db, _READY, args, limit, "messages_by_visibility")
+                 + self._select(db, _MATURED, args, limit, "messages_by_visibility"))
         return sorted(found, key=lambda m: m.marker)[:limit]
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
