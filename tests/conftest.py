@@ -12,6 +12,9 @@ import pytest
 from zaqar_lite.api.app import create_app
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
+from tests.servers import available_kinds
+
+pytest_plugins = [f"tests.servers.{kind}" for kind in available_kinds()]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

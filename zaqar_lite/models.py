@@ -121,3 +121,16 @@ class SweepResult:
 
     dead_lettered: int = 0
     discarded: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A small versioned JSON document (subscriptions, delivery cursors, leases).
+
+    ``version`` starts at 1 and grows by one with every write; writers pass the
+    version they read so that two concurrent updates cannot both succeed.
+    """
+
+    key: str
+    value: dict[str, Any]
+    version: int

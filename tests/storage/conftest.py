@@ -10,9 +10,10 @@ import pytest
 
 from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import load_settings
+from tests.servers import available_kinds
 from zaqar_lite.storage import open_storage
 
-DRIVERS = ["sqlite"]
+DRIVERS = ["sqlite", *available_kinds()]
 
 
 def storage_uri(kind: str, request: pytest.FixtureRequest, tmp_path) -> str:

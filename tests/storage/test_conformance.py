@@ -512,3 +512,29 @@ def test_ready_claims_are_not_blocked_by_many_delayed_messages(messaging, clock)
     ready = post(messaging, "ready-1", "ready-2")
     assert claim(messaging, limit=5)[1] == ready
     assert len(delayed) == 15
+
+
+# -- versioned records ----------------------------------------------------------
+
+def test_records_are_written_by_compare_and_set(driver):
+    assert driver.put_record(P, "subscription", "s1", {"n": 1}, None) == 1
+    with pytest.raises(errors.Conflict):
+        driver.put_record(P, "subscription", "s1", {"n": 9}, None)
+    assert driver.put_record(P, "subscription", "s1", {"n": 2}, 1) == 2
+    with pytest.raises(errors.Conflict):
+        driver.put_record(P, "subscription", "s1", {"n": 3}, 1)
+    record = driver.get_record(P, "subscription", "s1")
+    assert (record.value, record.version) == ({"n": 2}, 2)
+    assert driver.get_record("project-b", "subscription", "s1") is None
+
+
+def test_records_list_by_prefix_and_marker_and_delete_by_version(driver):
+    for key in ("q1/b", "q1/a", "q2/c", "q1/c"):
+        driver.put_record(P, "subscription", key, {"k": key}, None)
+    assert [r.key for r in driver.list_records(P, "subscription", prefix="q1/")] == ["q1/a", "q1/b", "q1/c"]
+    assert [r.key for r in driver.list_records(P, "subscription", prefix="q1/", marker="q1/a", limit=1)] == ["q1/b"]
+    assert driver.record_projects("subscription") == [P]
+    assert driver.delete_record(P, "subscription", "q1/a", expected_version=2) is False
+    assert driver.delete_record(P, "subscription", "q1/a", expected_version=1) is True
+    assert driver.delete_record(P, "subscription", "q1/a") is False
+    assert [r.key for r in driver.list_records(P, "subscription")] == ["q1/b", "q1/c", "q2/c"]

@@ -27,7 +27,15 @@ from __future__ import annotations
 import abc
 from typing import Any, Iterator, Mapping, Sequence
 
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, SweepResult
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    DeadLetterPolicy,
+    Message,
+    QueueStats,
+    Record,
+    SweepResult,
+)
 
 
 class Storage(abc.ABC):
@@ -220,6 +228,45 @@ class Storage(abc.ABC):
         messages whose count is exhausted and whose claim has lapsed are moved,
         each move atomic as in :meth:`claim_messages`. Lapsed claims are removed.
         """
+
+    # -- versioned records (subscriptions, cursors, leases) -------------------
+    #
+    # A record is a JSON object under (project, kind, key), written only by
+    # compare-and-set on its version. Everything built on them (subscriptions,
+    # delivery cursors, notifier leases) is policy in zaqar_lite/notify/.
+
+    def get_record(self, project: str, kind: str, key: str) -> Record | None:
+        """Return a record, or None if absent."""
+        raise NotImplementedError(f"{self.name} does not store records yet")
+
+    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
+                   expected_version: int | None) -> int:
+        """Write a record by compare-and-set, atomically.
+
+        Args:
+            expected_version: None to create (fails if the record exists), else
+                the version read (fails if it changed since).
+
+        Returns:
+            The new version.
+
+        Raises:
+            Conflict: the record exists (create) or its version changed (update).
+        """
+        raise NotImplementedError(f"{self.name} does not store records yet")
+
+    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
+        """Delete a record (only at ``expected_version`` when given); return whether one was deleted."""
+        raise NotImplementedError(f"{self.name} does not store records yet")
+
+    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
+                     limit: int = 1000) -> list[Record]:
+        """Return up to ``limit`` records of a kind whose key starts with prefix and is > marker, by key."""
+        raise NotImplementedError(f"{self.name} does not store records yet")
+
+    def record_projects(self, kind: str) -> list[str]:
+        """Return every project that has at least one record of a kind."""
+        raise NotImplementedError(f"{self.name} does not store records yet")
 
     # -- health ---------------------------------------------------------------
 

@@ -24,7 +24,15 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, SweepResult
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    DeadLetterPolicy,
+    Message,
+    QueueStats,
+    Record,
+    SweepResult,
+)
 from zaqar_lite.storage.base import Storage
 
 SCHEMA = """
@@ -47,6 +55,9 @@ CREATE TABLE IF NOT EXISTS claims (
     id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
     ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS claims_by_queue ON claims (project, queue, expires);
+CREATE TABLE IF NOT EXISTS records (
+    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
 """
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
@@ -419,6 +430,51 @@ class SqliteStorage(Storage):
             self._apply(db, project, queue, plan, dead_letter, now)
             db.execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?", (project, queue, now))
         return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+
+    # -- versioned records ----------------------------------------------------
+
+    def get_record(self, project: str, kind: str, key: str) -> Record | None:
+        with self._translate_errors():
+            row = self._connection().execute(
+                "SELECT key, value, version FROM records WHERE kind=? AND project=? AND key=?",
+                (kind, project, key)).fetchone()
+        return Record(row[0], json.loads(row[1]), row[2]) if row else None
+
+    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
+                   expected_version: int | None) -> int:
+        with self.transaction() as db:
+            if expected_version is None:
+                cur = db.execute("INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, 1)",
+                                 (kind, project, key, json.dumps(value)))
+            else:
+                cur = db.execute("UPDATE records SET value=?, version=version+1"
+                                 " WHERE kind=? AND project=? AND key=? AND version=?",
+                                 (json.dumps(value), kind, project, key, expected_version))
+            if cur.rowcount != 1:
+                raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
+        return 1 if expected_version is None else expected_version + 1
+
+    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
+        sql = "DELETE FROM records WHERE kind=? AND project=? AND key=?"
+        args: tuple[Any, ...] = (kind, project, key)
+        if expected_version is not None:
+            sql, args = sql + " AND version=?", (*args, expected_version)
+        with self.transaction() as db:
+            return db.execute(sql, args).rowcount == 1
+
+    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
+                     limit: int = 1000) -> list[Record]:
+        with self._translate_errors():
+            rows = self._connection().execute(
+                "SELECT key, value, version FROM records WHERE kind=? AND project=? AND key>?"
+                " AND substr(key, 1, ?)=? ORDER BY key LIMIT ?",
+                (kind, project, marker or "", len(prefix), prefix, limit)).fetchall()
+        return [Record(r[0], json.loads(r[1]), r[2]) for r in rows]
+
+    def record_projects(self, kind: str) -> list[str]:
+        with self._translate_errors():
+            return [r[0] for r in self._connection().execute(
+                "SELECT DISTINCT project FROM records WHERE kind=?", (kind,))]
 
     def ping(self) -> bool:
         try:
