@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= redis,mongodb,swift,test
+EXTRAS ?= redis,mongodb,swift,spark,test
 STAMP := $(VENV)/.installed
 
 .PHONY: install serve test lint bench clean
@@ -19,6 +19,7 @@ serve: $(STAMP)
 	$(BIN)/zaqar-lite serve
 
 test: $(STAMP)
+	bash tests/install_servers.sh
 	bash tests/run_all.sh $(BIN)
 
 lint: $(STAMP)

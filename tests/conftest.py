@@ -39,10 +39,22 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+#: the store the API and end-to-end suites run on (the storage suite runs on all)
+STORE_KIND = os.environ.get("ZAQAR_LITE_TEST_STORE", "sqlite")
+
+
 @pytest.fixture
-def settings(tmp_path):
-    """Default settings on a fresh SQLite file."""
-    return load_settings(None, storage_uri=f"sqlite:///{tmp_path}/zaqar.db")
+def store_uri(request, tmp_path) -> str:
+    """A URI naming an empty store of kind ``$ZAQAR_LITE_TEST_STORE`` (default sqlite)."""
+    if STORE_KIND == "sqlite":
+        return f"sqlite:///{tmp_path}/zaqar.db?synchronous=normal"
+    return request.getfixturevalue(f"{STORE_KIND}_store_uri")
+
+
+@pytest.fixture
+def settings(store_uri):
+    """Default settings on a fresh store."""
+    return load_settings(None, storage_uri=store_uri)
 
 
 @pytest.fixture

@@ -20,6 +20,17 @@ def _settings(config: str | None, **overrides: Any) -> Settings:
         raise click.UsageError(str(exc)) from exc
 
 
+def _check_storage(settings: Settings) -> None:
+    """Refuse to start on a store that cannot be opened, saying why without a traceback."""
+    from zaqar_lite.errors import StorageUnavailable
+    from zaqar_lite.storage import open_storage
+
+    try:
+        open_storage(settings.storage_uri).close()
+    except (ValueError, OSError, StorageUnavailable) as exc:
+        raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
@@ -42,13 +53,27 @@ storage_option = click.option("--storage", "storage_uri",
 @storage_option
 @click.option("--bind", help="HOST:PORT to listen on (default 127.0.0.1:8888).")
 @click.option("--workers", type=click.IntRange(min=1), help="gunicorn worker processes (default 2).")
-def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None) -> None:
-    """Run the API under gunicorn, with the sweeper in one worker."""
+@click.option("--with-notifier", is_flag=True,
+              help="also run one notifier process (subscription delivery), stopped with the server.")
+def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None,
+          with_notifier: bool) -> None:
+    """Run the API under gunicorn, with the sweeper in one worker (and a notifier beside it)."""
     from zaqar_lite.server import run
 
     settings = _settings(config, storage_uri=storage_uri, bind=bind, workers=workers)
     _logging(settings.log_level)
-    run(settings)
+    _check_storage(settings)
+    if not with_notifier:
+        run(settings)
+        return
+    from zaqar_lite.notify.process import NotifierPool
+
+    notifiers = NotifierPool(settings, 1)
+    notifiers.start()
+    try:
+        run(settings)
+    finally:
+        notifiers.stop()
 
 
 @main.command()
@@ -65,9 +90,77 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
 
     settings = _settings(config, storage_uri=storage_uri)
     _logging(settings.log_level)
+    _check_storage(settings)
     messaging = Messaging(open_storage(settings.storage_uri), settings)
     while True:
         sweep_once(messaging)
         if not loop:
             return
         time.sleep(settings.sweep_interval)
+
+
+@main.command()
+@config_option
+@storage_option
+@click.option("--workers", type=click.IntRange(min=1),
+              help="notifier processes (default: [notifier] workers, 1).")
+def notifier(config: str | None, storage_uri: str | None, workers: int | None) -> None:
+    """Deliver subscribed queues' messages to their webhooks, until SIGTERM or Ctrl-C.
+
+    Any number of notifiers, here and on other machines, share the work through
+    leases in the store.
+    """
+    from zaqar_lite.notify.process import run_pool
+
+    settings = _settings(config, storage_uri=storage_uri)
+    _logging(settings.log_level)
+    _check_storage(settings)
+    run_pool(settings, workers or settings.notifier.workers)
+
+
+_FORWARD = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@main.command("dlq-report", context_settings=_FORWARD, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def dlq_report(args: tuple[str, ...]) -> None:
+    """Mine dead-letter queues with Spark: report.json, report.html, id lists (--help for options).
+
+    The same job runs on a cluster as ``spark-submit spark_jobs/dlq_report.py``.
+    Needs the spark extra: pip install 'zaqar-lite[spark]'.
+    """
+    try:
+        from spark_jobs.dlq_report import main as report_main
+    except ImportError as exc:
+        raise click.ClickException(f"the DLQ report needs PySpark: pip install 'zaqar-lite[spark]' ({exc})") from None
+
+    raise SystemExit(report_main(list(args)))
+
+
+@main.command("dlq-generate", context_settings=_FORWARD, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def dlq_generate(args: tuple[str, ...]) -> None:
+    """Post synthetic traffic with planted failure causes until some of it is dead-lettered (--help)."""
+    from spark_jobs.synthetic import main as generate_main
+
+    raise SystemExit(generate_main(list(args)))
+
+
+@main.command("export")
+@storage_option
+@click.option("--dlq", is_flag=True, required=True, help="export dead-lettered messages (the only kind for now).")
+@click.option("--out", "out", required=True,
+              help="file to write: JSON lines, or Parquet when it ends in .parquet; - for stdout.")
+@click.option("--project", "projects", multiple=True, help="only this project (repeatable).")
+@click.option("--queue", "queues", multiple=True,
+              help="only this DLQ (repeatable); default: every queue that is some queue's DLQ.")
+@config_option
+def export(storage_uri: str | None, dlq: bool, out: str, projects: tuple[str, ...], queues: tuple[str, ...],
+           config: str | None) -> None:
+    """Write dead-lettered messages with their provenance to a file, for offline analysis."""
+    from spark_jobs.export import export as export_dead_letters
+
+    settings = _settings(config, storage_uri=storage_uri)
+    _check_storage(settings)
+    count, targets = export_dead_letters(settings.storage_uri, out, projects, queues)
+    click.echo(f"exported {count} dead letters from {len(targets)} DLQs to {out}", err=True)

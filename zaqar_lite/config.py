@@ -10,6 +10,7 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -60,6 +61,52 @@ class Limits:
 
 
 @dataclasses.dataclass(frozen=True)
+class NotifierSettings:
+    """Subscription delivery settings of SPEC 4; every one is configurable in ``[notifier]``."""
+
+    #: URL schemes a subscriber may use: a subset of http and https
+    subscriber_schemes: tuple[str, ...] = ("http", "https")
+    #: seconds a notifier holds a subscription without renewing its lease
+    lease_seconds: float = 30.0
+    #: seconds between two looks at the store for new messages
+    poll_interval: float = 0.25
+    #: seconds to connect, and seconds to wait for the answer, of one webhook request
+    request_timeout: float = 10.0
+    #: subscriptions one notifier process delivers to at the same time
+    threads: int = 4
+    #: notifier processes ``zaqar-lite notifier`` starts when --workers is not given
+    workers: int = 1
+
+
+_NOTIFIER_SCHEMES = ("http", "https")
+
+
+def _notifier_settings(get: Callable[[str, str], str | None]) -> NotifierSettings:
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(NotifierSettings):
+        raw = get("notifier", field.name)
+        if raw is None:
+            continue
+        if field.name == "subscriber_schemes":
+            schemes = tuple(s.strip().lower() for s in raw.split(",") if s.strip())
+            if not schemes or set(schemes) - set(_NOTIFIER_SCHEMES):
+                raise ValueError("[notifier] subscriber_schemes must list http and/or https")
+            values[field.name] = schemes
+            continue
+        kind = int if field.name in ("threads", "workers") else float
+        try:
+            values[field.name] = kind(raw)
+        except ValueError:
+            raise ValueError(f"[notifier] {field.name} must be a number, got {raw!r}") from None
+        if values[field.name] <= 0:
+            raise ValueError(f"[notifier] {field.name} must be positive, got {raw!r}")
+    settings = NotifierSettings(**values)
+    if settings.lease_seconds < 2 * settings.request_timeout + 2:
+        raise ValueError("[notifier] lease_seconds must be at least 2 * request_timeout + 2")
+    return settings
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     """Every setting of zaqar-lite, loaded once and never mutated."""
 
@@ -69,9 +116,11 @@ class Settings:
     log_level: str = "INFO"
     sweep_interval: float = 1.0
     client_id_uuid_safe: str = "strict"
+    include_dead_letter: bool = True
     auth_strategy: str = "noauth"
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
+    notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
 
     def replace(self, **changes: Any) -> "Settings":
         """Return a copy with the given fields changed."""
@@ -126,6 +175,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         ValueError: a value has the wrong type or the file is malformed.
     """
     parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # tokens are case-sensitive
     path = path or os.environ.get(CONFIG_ENV)
     if path:
         if not parser.read(path):
@@ -147,12 +197,16 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         raw = get("server", key)
         if raw is not None:
             values[key] = kind(raw)
-    for key in ("client_id_uuid_safe",):
-        raw = get("transport", key)
-        if raw is not None:
-            if raw not in ("strict", "off"):
-                raise ValueError("[transport] client_id_uuid_safe must be 'strict' or 'off'")
-            values[key] = raw
+    raw = get("transport", "client_id_uuid_safe")
+    if raw is not None:
+        if raw not in ("strict", "off"):
+            raise ValueError("[transport] client_id_uuid_safe must be 'strict' or 'off'")
+        values["client_id_uuid_safe"] = raw
+    raw = get("transport", "include_dead_letter")
+    if raw is not None:
+        if raw.lower() not in ("true", "false"):
+            raise ValueError("[transport] include_dead_letter must be true or false")
+        values["include_dead_letter"] = raw.lower() == "true"
     strategy = get("auth", "strategy")
     if strategy is not None:
         if strategy not in ("noauth", "token"):
@@ -175,5 +229,6 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
             except ValueError:
                 raise ValueError(f"[limits] {field.name} must be an integer, got {raw!r}") from None
     values["limits"] = Limits(**limit_values)
+    values["notifier"] = _notifier_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)

@@ -16,6 +16,16 @@ from zaqar_lite.sweeper import SweeperThread, lock_path
 
 LOG = logging.getLogger(__name__)
 
+#: request threads per worker process. A sync worker is blocked for gunicorn's whole
+#: timeout by one client that stops sending mid-body, and is then killed; with
+#: threads such a client holds one thread and the worker keeps serving.
+THREADS_PER_WORKER = 8
+#: seconds an idle connection is kept open. 0 closes every connection after its response, as
+#: the sync worker did, and gunicorn then closes gracefully (FIN, then drain), so a client still
+#: sending a body we refused early gets its 4xx. With keep-alive, gunicorn drops such a
+#: connection abruptly: the 4xx may be lost to a reset, or the client's next request fails.
+KEEPALIVE = 0
+
 
 def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App:
     """Build one worker's app (its own store connection) and start its sweeper thread."""
@@ -37,12 +47,19 @@ class Server(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": self.settings.bind,
             "workers": self.settings.workers,
+            "worker_class": "gthread",
+            "threads": THREADS_PER_WORKER,
+            "keepalive": KEEPALIVE,
             "preload_app": False,
             "loglevel": self.settings.log_level.lower(),
             "accesslog": None,
             "graceful_timeout": 10,
             "proc_name": "zaqar-lite",
         }
+        # gunicorn >= 25 opens a control socket at one fixed per-user path, so a second
+        # server on the machine would take it over and the first to stop would delete it.
+        if "control_socket_disable" in self.cfg.settings:
+            options["control_socket_disable"] = True
         for key, value in options.items():
             self.cfg.set(key, value)
 

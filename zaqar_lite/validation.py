@@ -8,9 +8,11 @@ Body structure is described by JSON Schemas checked with :mod:`jsonschema`.
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jsonschema
 
@@ -20,6 +22,11 @@ from zaqar_lite.errors import InvalidBody, ValidationFailed
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+$")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 TRUE_VALUES, FALSE_VALUES = ("true", "1", "yes"), ("false", "0", "no")
+#: deepest nesting of arrays and objects a body may have: every reader (drivers, the
+#: response encoder) must be able to follow it far below Python's recursion limit
+MAX_JSON_DEPTH = 64
+#: a JSON escape of a UTF-16 surrogate; only bodies containing one can hold a lone surrogate
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _checked_int(text: str) -> int:
@@ -29,12 +36,48 @@ def _checked_int(text: str) -> int:
     return value
 
 
+def _checked_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidBody(f"Number {text} is too large to be represented.")
+    return value
+
+
 def parse_json(raw: bytes) -> Any:
-    """Parse a request body; integers beyond 64 bits and non-finite numbers are rejected."""
+    """Parse a request body.
+
+    Integers beyond 64 bits, non-finite numbers, lone UTF-16 surrogates (which
+    no response could encode) and nesting deeper than ``MAX_JSON_DEPTH`` are
+    rejected.
+    """
     try:
-        return json.loads(raw, parse_int=_checked_int, parse_constant=_reject_constant)
+        document = json.loads(raw, parse_int=_checked_int, parse_float=_checked_float,
+                              parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidBody(f"Request body is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise InvalidBody("Request body is nested too deeply.") from None
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _deeper_than(document, MAX_JSON_DEPTH):
+        raise InvalidBody(f"Request body may not nest arrays and objects more than {MAX_JSON_DEPTH} deep.")
+    if SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidBody("Request body contains a lone UTF-16 surrogate escape.") from None
+    return document
+
+
+def _deeper_than(document: Any, limit: int) -> bool:
+    pending = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            if depth > limit:
+                return True
+            pending.extend((child, depth + 1) for child in value)
+    return False
 
 
 def _reject_constant(name: str) -> Any:
@@ -117,7 +160,7 @@ def marker(raw: str | None) -> int | None:
     """Check a message listing marker (an opaque non-negative integer)."""
     if raw is None or raw == "":
         return None
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > INT64_MAX:
         raise ValidationFailed(f"marker {raw!r} is not a valid marker.")
     return int(raw)
 
@@ -173,8 +216,14 @@ def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
 
 
 def claim_options(document: Any, limits: Limits) -> tuple[int, int]:
-    """Check a claim create/renew body and return ``(ttl, grace)`` with defaults filled."""
+    """Check a claim create/renew body and return ``(ttl, grace)`` with defaults filled.
+
+    A null ``ttl`` or ``grace`` means the default (python-zaqarclient sends nulls
+    when its caller gives neither).
+    """
     document = {} if document is None else document
+    if isinstance(document, dict):
+        document = {k: v for k, v in document.items() if v is not None}
     check_schema(document, {
         "type": "object",
         "properties": {

@@ -145,6 +145,11 @@ def test_dead_lettered_message_shows_its_provenance(client, clock, dlq):
     assert provenance["failures"][0]["claim_count"] == 1
     listed = client.simulate_get("/v2/queues/dlq/messages", params={"echo": "true"}).json["messages"]
     assert listed[0]["dead_letter"]["reason"] == "max_claims"
+    plain = client.simulate_get("/v2/queues/dlq/messages",
+                                params={"echo": "true", "include_dead_letter": "false"}).json["messages"]
+    assert set(plain[0]) == {"id", "href", "ttl", "age", "body", "claim_count"}
+    claimed = claim(client, "dlq", ttl=60).json["messages"]
+    assert claimed[0]["dead_letter"]["source_queue"] == "src"
 
 
 @pytest.mark.parametrize("body, fragment", [
@@ -195,7 +200,6 @@ def test_delayed_message_is_hidden_from_claims_lists_and_pop_until_due(client, c
     assert client.simulate_get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"] == []
     shown = client.simulate_get("/v2/queues/q/messages", params={"echo": "true", "include_delayed": "true"})
     assert [m["id"] for m in shown.json["messages"]] == [late]
-    assert shown.json["messages"][0]["delay"] == 120
     stats = client.simulate_get("/v2/queues/q/stats").json["messages"]
     assert (stats["delayed"], stats["free"], stats["total"]) == (1, 0, 1)
     clock.advance(120)
@@ -208,3 +212,18 @@ def test_queue_default_delay_applies_to_messages_posted_without_delay(client, cl
     post_messages(client, "slow", {"body": "a"})
     now_id, = post_messages(client, "slow", {"body": "b", "delay": 0})
     assert [m["id"] for m in claim(client, "slow").json["messages"]] == [now_id]
+
+
+def test_deployment_can_leave_provenance_out_unless_asked(make_client):
+    client = make_client({"Client-ID": "4ad8f1d4-5a3b-4c1e-9d8f-0b6e2f6c1a77", "X-Project-ID": "p"},
+                         include_dead_letter=False)
+    assert put_queue(client, "dlq").status_code == 201
+    assert put_queue(client, "src", {"_max_claim_count": 1, "_dead_letter_queue": "dlq"}).status_code == 201
+    doomed, = post_messages(client, "src", {"body": 1})
+    claim_id = claim(client, "src").headers["location"].rsplit("/", 1)[1]
+    client.simulate_delete(f"/v2/queues/src/claims/{claim_id}")
+    assert claim(client, "src").status_code == 204
+    plain = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}").json
+    assert "dead_letter" not in plain
+    asked = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}", params={"include_dead_letter": "true"}).json
+    assert asked["dead_letter"]["reason"] == "max_claims"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import claims, health, messages, queues, versions
+from zaqar_lite.api import claims, health, messages, queues, subscriptions, versions
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api.middleware import RequestContext
 from zaqar_lite.claims.service import Messaging
@@ -32,6 +32,11 @@ def routes(messaging: Messaging) -> list[tuple[str, object]]:
         (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
         (q + "/claims", claims.ClaimCollection(messaging)),
         (q + "/claims/{claim_id}", claims.ClaimItem(messaging)),
+        (q + "/subscriptions", subscriptions.SubscriptionCollection(messaging)),
+        (q + "/subscriptions/{subscription_id}", subscriptions.SubscriptionItem(messaging)),
+        (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging)),
+        (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging)),
+        ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging)),
     ]
 
 

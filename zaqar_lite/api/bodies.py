@@ -2,32 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import falcon
+from falcon.typing import ReadableIO
 
+from zaqar_lite import validation
 from zaqar_lite.claims import policy
 from zaqar_lite.errors import InvalidBody
 from zaqar_lite.models import Message
 from zaqar_lite.validation import parse_json
+
+#: how much of a refused body is still read and thrown away before the 400, so that a
+#: client still sending it is not reset before it reads the answer; past this the
+#: connection is simply dropped
+DRAIN_LIMIT = 4 * 1024 * 1024
+DRAIN_CHUNK = 65536
 
 
 def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
     """Read and parse a JSON body no larger than ``max_size`` bytes.
 
     The size is judged on the bytes actually read, not only on Content-Length.
+    A body sent without Content-Length (chunked) is read to its end when the
+    server says the input is terminated there (``wsgi.input_terminated``, as
+    gunicorn does); falcon's bounded stream would read it as empty.
 
     Returns:
         The parsed document (None for an empty body) and its size in bytes.
     """
+    stream: ReadableIO = req.bounded_stream
+    if req.content_length is None and req.env.get("wsgi.input_terminated"):
+        stream = req.stream
     if req.content_length is not None and req.content_length > max_size:
-        raise InvalidBody(f"Request body may not exceed {max_size} bytes.")
-    raw = req.bounded_stream.read(max_size + 1)
+        refuse_oversized(stream, max_size)
+    raw = stream.read(max_size + 1)
     if len(raw) > max_size:
-        raise InvalidBody(f"Request body may not exceed {max_size} bytes.")
+        refuse_oversized(stream, max_size)
     if not raw.strip():
         return None, 0
     return parse_json(raw), len(raw)
+
+
+def refuse_oversized(stream: ReadableIO, max_size: int) -> NoReturn:
+    """Discard the rest of a body that is too large (up to ``DRAIN_LIMIT``), then refuse it."""
+    drained = 0
+    while drained < DRAIN_LIMIT:
+        chunk = stream.read(DRAIN_CHUNK)
+        if not chunk:
+            break
+        drained += len(chunk)
+    raise InvalidBody(f"Request body may not exceed {max_size} bytes.")
 
 
 def message_href(queue: str, message_id: str) -> str:
@@ -35,22 +60,45 @@ def message_href(queue: str, message_id: str) -> str:
     return f"/v2/queues/{queue}/messages/{message_id}"
 
 
-def message_view(message: Message, queue: str, now: float) -> dict[str, Any]:
-    """Render a message as Zaqar does, plus ``claim_count`` and DLQ provenance."""
-    href = message_href(queue, message.id)
-    view: dict[str, Any] = {
-        "id": message.id,
-        "href": href,
-        "ttl": message.ttl(),
-        "age": message.age(now),
-        "body": message.body,
-        "claim_count": message.claim_count,
-    }
-    if message.is_claimed(now):
-        view["href"] = f"{href}?claim_id={message.claim_id}"
-        view["claim_id"] = message.claim_id
-    if message.delay_until > now:
-        view["delay"] = int(round(message.delay_until - now))
-    if message.dead_letter is not None:
-        view["dead_letter"] = policy.provenance(message)
-    return view
+class MessageRenderer:
+    """Renders messages for one request, as Zaqar does plus ``claim_count``.
+
+    Inside a DLQ a message also carries its ``dead_letter`` provenance block,
+    unless the request says ``include_dead_letter=false`` or the deployment
+    turns it off (``[transport] include_dead_letter``): Zaqar clients that
+    refuse unknown fields (python-zaqarclient's ``Message``) read DLQs that way.
+    """
+
+    def __init__(self, req: falcon.Request, queue: str, now: float, default_dead_letter: bool) -> None:
+        self.queue = queue
+        self.now = now
+        self.dead_letter = validation.boolean(
+            req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
+
+    def __call__(self, message: Message) -> dict[str, Any]:
+        """Return the representation of one message."""
+        href = message_href(self.queue, message.id)
+        view: dict[str, Any] = {
+            "id": message.id,
+            "href": href,
+            "ttl": message.ttl(),
+            "age": message.age(self.now),
+            "body": message.body,
+            "claim_count": message.claim_count,
+        }
+        if message.is_claimed(self.now):
+            view["href"] = f"{href}?claim_id={message.claim_id}"
+            view["claim_id"] = message.claim_id
+        if self.dead_letter and message.dead_letter is not None:
+            view["dead_letter"] = policy.provenance(message)
+        return view
+
+    def many(self, messages: list[Message]) -> list[dict[str, Any]]:
+        """Return the representations of several messages."""
+        return [self(m) for m in messages]
+
+
+def joined_param(req: falcon.Request, name: str) -> str | None:
+    """Return a list parameter given as ``a,b`` or repeated (``name=a&name=b``) as ``a,b``."""
+    values = req.get_param_as_list(name)
+    return None if values is None else ",".join(values)

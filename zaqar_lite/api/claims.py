@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 
 from zaqar_lite import validation
-from zaqar_lite.api.bodies import message_view, read_json
+from zaqar_lite.api.bodies import MessageRenderer, read_json
 from zaqar_lite.claims.service import Messaging
 
 CLAIM_BODY_MAX = 4096
@@ -31,7 +31,8 @@ class ClaimCollection:
             return
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/claims/{claim_id}"
-        resp.media = {"messages": [message_view(m, queue, now) for m in claimed]}
+        render = MessageRenderer(req, queue, now, self.messaging.settings.include_dead_letter)
+        resp.media = {"messages": render.many(claimed)}
 
 
 class ClaimItem:
@@ -49,7 +50,8 @@ class ClaimItem:
             "age": claim.age(now),
             "ttl": claim.ttl,
             "href": f"/v2/queues/{queue}/claims/{claim.id}",
-            "messages": [message_view(m, queue, now) for m in messages],
+            "messages": MessageRenderer(req, queue, now,
+                                        self.messaging.settings.include_dead_letter).many(messages),
         }
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str, claim_id: str) -> None:

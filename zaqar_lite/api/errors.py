@@ -69,8 +69,8 @@ def handle_http_error(req: falcon.Request, resp: falcon.Response, exc: falcon.HT
     body = {"title": title, "description": exc.description or title}
     resp.status = exc.status
     resp.media = body
-    for name, value in (exc.headers or {}).items():
-        resp.set_header(name, value)
+    if exc.headers:
+        resp.set_headers(exc.headers)
 
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception,

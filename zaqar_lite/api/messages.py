@@ -7,7 +7,7 @@ import urllib.parse
 import falcon
 
 from zaqar_lite import errors, validation
-from zaqar_lite.api.bodies import message_view, read_json
+from zaqar_lite.api.bodies import MessageRenderer, joined_param, read_json
 from zaqar_lite.claims.service import Messaging
 
 
@@ -17,6 +17,9 @@ class MessageCollection:
     def __init__(self, messaging: Messaging) -> None:
         self.messaging = messaging
         self.limits = messaging.limits
+
+    def _renderer(self, req: falcon.Request, queue: str, now: float) -> MessageRenderer:
+        return MessageRenderer(req, queue, now, self.messaging.settings.include_dead_letter)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Post 1..max messages; the queue is created if missing."""
@@ -34,12 +37,13 @@ class MessageCollection:
         """List messages FIFO (marker pagination), or get the ones named by ``ids``."""
         validation.queue_name(queue, self.limits)
         project = req.context.project
-        if req.get_param("ids") is not None:
-            ids = validation.id_list(req.get_param("ids"), "ids", self.limits.max_messages_per_page)
+        ids_param = joined_param(req, "ids")
+        if ids_param is not None:
+            ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
             found, now = self.messaging.get_messages(project, queue, ids)
             if not found:
                 raise errors.NotFound("None of the requested messages exist.")
-            resp.media = {"messages": [message_view(m, queue, now) for m in found]}
+            resp.media = {"messages": self._renderer(req, queue, now).many(found)}
             return
         limit = validation.page_limit(req.get_param("limit"), self.limits.max_messages_per_page,
                                       self.limits.default_page_size)
@@ -54,25 +58,26 @@ class MessageCollection:
                      **{k: str(v).lower() for k, v in flags.items()}}
             links.append({"rel": "next",
                           "href": f"/v2/queues/{queue}/messages?" + urllib.parse.urlencode(query)})
-        resp.media = {"messages": [message_view(m, queue, now) for m in found], "links": links}
+        resp.media = {"messages": self._renderer(req, queue, now).many(found), "links": links}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Delete by ``ids`` (204) or pop ``pop`` visible messages (200 with them)."""
         validation.queue_name(queue, self.limits)
-        ids_param, pop_param = req.get_param("ids"), req.get_param("pop")
+        ids_param, pop_param = joined_param(req, "ids"), req.get_param("pop")
         if (ids_param is None) == (pop_param is None):
             raise errors.ValidationFailed("Give exactly one of the query parameters ids and pop.")
         project = req.context.project
         if pop_param is not None:
             limit = validation.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
             popped, now = self.messaging.pop(project, queue, limit)
-            resp.media = {"messages": [
-                {k: v for k, v in message_view(m, queue, now).items() if k != "href"} for m in popped]}
+            render = self._renderer(req, queue, now)
+            resp.media = {"messages": [{k: v for k, v in render(m).items() if k != "href"} for m in popped]}
             return
         ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
         claim_ids = None
-        if req.get_param("claim_ids") is not None:
-            claim_ids = validation.id_list(req.get_param("claim_ids"), "claim_ids",
+        claim_ids_param = joined_param(req, "claim_ids")
+        if claim_ids_param is not None:
+            claim_ids = validation.id_list(claim_ids_param, "claim_ids",
                                            self.limits.max_messages_per_page)
         self.messaging.delete_messages(project, queue, ids, claim_ids)
         resp.status = falcon.HTTP_204
@@ -90,7 +95,7 @@ class MessageItem:
         found, now = self.messaging.get_messages(req.context.project, queue, [message_id])
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue)
-        resp.media = message_view(found[0], queue, now)
+        resp.media = MessageRenderer(req, queue, now, self.messaging.settings.include_dead_letter)(found[0])
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Delete one message under the claim rules of SPEC 1.4."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
+from typing import Any
 
 import falcon
 
@@ -35,7 +36,7 @@ class QueueCollection:
                                           name=name, filters=filters)
         queues = []
         for queue, metadata in page:
-            item = {"name": queue, "href": f"/v2/queues/{queue}"}
+            item: dict[str, Any] = {"name": queue, "href": f"/v2/queues/{queue}"}
             if detailed:
                 item["metadata"] = metadata
             queues.append(item)
@@ -43,7 +44,7 @@ class QueueCollection:
         if queues:
             query = {**req.params, "marker": queues[-1]["name"], "limit": str(limit)}
             links.append({"rel": "next", "href": "/v2/queues?" + urllib.parse.urlencode(query)})
-        body = {"queues": queues, "links": links}
+        body: dict[str, Any] = {"queues": queues, "links": links}
         if with_count:
             body["count"] = self.messaging.count_queues(project)
         resp.media = body

@@ -30,7 +30,8 @@ HOME = {
     "resources": {
         "rel/queues": _resource("/v2/queues{?marker,limit,detailed,name,with_count}", ["GET"],
                                 marker="param/marker", limit="param/queue_limit", detailed="param/detailed"),
-        "rel/queue": _resource("/v2/queues/{queue_name}", ["PUT", "GET", "PATCH", "DELETE"], queue_name=QUEUE),
+        "rel/queue": _resource("/v2/queues/{queue_name}", ["PUT", "GET", "PATCH", "DELETE"],
+                               queue_name=QUEUE),
         "rel/queue_stats": _resource("/v2/queues/{queue_name}/stats", ["GET"], queue_name=QUEUE),
         "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", ["POST"], queue_name=QUEUE),
         "rel/messages": _resource(

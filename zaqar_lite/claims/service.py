@@ -6,6 +6,7 @@ generator, so tests can move time and predict nothing else.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from typing import Any, Callable, Mapping, Sequence
@@ -16,9 +17,18 @@ from zaqar_lite.claims import policy
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import Claim, ClaimRequest, Message, QueueStats, SweepResult
+from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
+
+
+def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
+    """Return whether a metadata value equals a query-string value (JSON text for non-strings)."""
+    if key not in metadata:
+        return False
+    value = metadata[key]
+    return value == wanted if isinstance(value, str) else json.dumps(value) == wanted
 
 
 def new_id() -> str:
@@ -91,8 +101,9 @@ class Messaging:
         return meta.with_defaults(stored, self.limits)
 
     def delete_queue(self, project: str, queue: str) -> None:
-        """Delete a queue and everything in it."""
+        """Delete a queue and everything in it, its subscriptions included."""
         self.storage.delete_queue(project, queue)
+        remove_queue_subscriptions(self.storage, project, queue)
 
     def list_queues(self, project: str, *, marker: str | None, limit: int, name: str | None,
                     filters: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
@@ -100,8 +111,7 @@ class Messaging:
         page: list[tuple[str, dict[str, Any]]] = []
         while len(page) < limit:
             batch = self.storage.list_queues(project, marker=marker, limit=limit, name_contains=name)
-            page.extend(q for q in batch
-                        if all(str(q[1].get(k)) == v for k, v in filters.items()))
+            page.extend(q for q in batch if all(_matches(q[1], k, v) for k, v in filters.items()))
             if len(batch) < limit:
                 break
             marker = batch[-1][0]
@@ -119,13 +129,12 @@ class Messaging:
     def purge(self, project: str, queue: str, resource_types: Sequence[str]) -> None:
         """Remove a queue's messages (claimed ones too) and/or subscriptions.
 
-        Raises:
-            QueueDoesNotExist: no such queue.
+        A missing queue has nothing to purge (204, as Zaqar).
         """
-        if self.storage.get_queue_metadata(project, queue) is None:
-            raise errors.QueueDoesNotExist(queue, project)
         if "messages" in resource_types:
             self.storage.purge_messages(project, queue)
+        if "subscriptions" in resource_types:
+            remove_queue_subscriptions(self.storage, project, queue)
 
     # -- messages -------------------------------------------------------------
 

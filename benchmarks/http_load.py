@@ -1,0 +1,295 @@
+"""HTTP load on zaqar-lite with wrk, next to a storage-free falcon app under the same gunicorn.
+
+Three loads run against each server for ``--duration`` seconds each:
+
+* ``post``: one message per POST;
+* ``claim+delete``: claim ``limit=1``, then DELETE the message with the claim id
+  from its href (a pair);
+* ``mixed``: each cycle posts (``--post-ratio`` of cycles) or claims and deletes.
+
+Figures are messages/s (posted, deleted, or both for mixed) and p50/p99 request
+latency, plus zaqar-lite/minimal ratios. Each load runs in ``--rounds`` rounds in
+which the two servers take turns (in alternating order); rates and latencies are
+medians over rounds, so that a burst of load from neighbours on a shared machine
+hits both sides of a ratio alike and moves a median little.
+
+Usage: ``python benchmarks/http_load.py [--workers 2] [-c 8] [--duration 10] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+LUA_SCRIPT = HERE / "wrk" / "queue_load.lua"
+LOADS = {"post": "post", "claim": "claim+delete", "mixed": "mixed"}
+SERVERS = ("zaqar-lite", "minimal")
+MEDIAN_KEYS = ("messages_per_s", "p50_ms", "p99_ms")
+SUMMED_KEYS = ("seconds", "requests", "posted", "claimed", "deleted", "empty_claims", "failures",
+               "socket_errors")
+PROJECT = "bench"
+BATCH = 20  # messages per POST when stocking the queue (the default per-request maximum)
+START_TIMEOUT = 30.0
+STOCK_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def call(url: str, method: str, path: str, client_id: str, body: Any = None) -> tuple[int, bytes]:
+    """Send one request with the headers every /v2 request needs; return status and body."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Client-ID": client_id, "X-Project-ID": PROJECT, "Content-Type": "application/json"}
+    req = urllib.request.Request(url + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def wait_until_ready(url: str, proc: subprocess.Popen[bytes] | None, log: Path | None) -> None:
+    """Poll ``/v2/ping`` until it answers 204, the server exits, or START_TIMEOUT passes."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            break
+        with contextlib.suppress(OSError):
+            if call(url, "GET", "/v2/ping", str(uuid.uuid4()))[0] == 204:
+                return
+        time.sleep(0.2)
+    tail = log.read_text()[-2000:] if log and log.exists() else ""
+    raise SystemExit(f"server at {url} did not become ready\n{tail}")
+
+
+@contextlib.contextmanager
+def serving(argv: list[str], workdir: Path, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None,
+            started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> Iterator[str]:
+    """Run a server command on a free port (appended as ``--bind``) and yield its URL.
+
+    Each server gets its own ``XDG_RUNTIME_DIR`` so the gunicorn control sockets
+    of the two servers (and of anyone else's gunicorn) do not clash. ``env`` adds
+    to (or overrides) the environment and ``cwd`` is the server's working
+    directory (``python -m`` puts it first on ``sys.path``); the server's output
+    goes to ``workdir/server.log``. ``started`` is called with the server process
+    (the leader of its own process group) once it is ready.
+    """
+    bind = f"127.0.0.1:{free_port()}"
+    workdir.mkdir()
+    log = workdir / "server.log"
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(workdir), **(env or {}))
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*argv, "--bind", bind], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=cwd, start_new_session=True)
+    url = f"http://{bind}"
+    try:
+        wait_until_ready(url, proc, log)
+        if started is not None:
+            started(proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def free_messages(url: str, queue: str, client_id: str) -> int:
+    """Return how many messages of the queue are claimable now."""
+    status, body = call(url, "GET", f"/v2/queues/{queue}/stats", client_id)
+    if status != 200:
+        raise SystemExit(f"GET /v2/queues/{queue}/stats -> {status} {body[:400]!r}")
+    count: int = json.loads(body)["messages"]["free"]
+    return count
+
+
+def stock_queue(url: str, queue: str, client_id: str, target: int) -> int:
+    """Post batches until the queue holds ``target`` free messages; return how many were posted."""
+    missing = target - free_messages(url, queue, client_id)
+    batch = {"messages": [{"body": {"event": "stock", "n": n}} for n in range(BATCH)]}
+    deadline = time.monotonic() + STOCK_TIMEOUT
+    posted = 0
+    while posted < missing and time.monotonic() < deadline:
+        status, body = call(url, "POST", f"/v2/queues/{queue}/messages", client_id, batch)
+        if status != 201:
+            raise SystemExit(f"POST /v2/queues/{queue}/messages -> {status} {body[:400]!r}")
+        posted += BATCH
+    return posted
+
+
+def run_wrk(wrk: str, url: str, mode: str, args: argparse.Namespace, seconds: int,
+            extra: Sequence[str] = ()) -> dict[str, Any]:
+    """Run one load with wrk and return the figures its script printed.
+
+    ``extra`` are the script's optional arguments after PROJECT (claim limit,
+    delete mode, release ratio: see ``wrk/queue_load.lua``).
+    """
+    command = [wrk, "-t", str(args.concurrency), "-c", str(args.concurrency), "-d", f"{seconds}s",
+               "--timeout", "10s", "-s", str(LUA_SCRIPT), url, "--",
+               mode, args.queue, str(args.post_ratio), args.client_id, PROJECT, *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith("BENCH_JSON "):
+            figures: dict[str, Any] = json.loads(line.removeprefix("BENCH_JSON "))
+            delivered = {"post": figures["posted"], "claim": figures["deleted"],
+                         "mixed": figures["posted"] + figures["deleted"]}[mode]
+            figures["messages_per_s"] = delivered / figures["seconds"]
+            return figures
+    raise SystemExit(f"wrk failed ({done.returncode}): {' '.join(command)}\n{done.stdout}{done.stderr}")
+
+
+def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge one server's rounds of a load: medians of the rates and latencies, sums of counts."""
+    figures: dict[str, Any] = {key: statistics.median(r[key] for r in rounds) for key in MEDIAN_KEYS}
+    figures.update({key: sum(r[key] for r in rounds) for key in SUMMED_KEYS})
+    figures["failure"] = next((r["failure"] for r in rounds if r["failure"]), None)
+    figures["rounds"] = rounds
+    return figures
+
+
+def ratio(a: float, b: float) -> float | None:
+    """Return a / b, or None when b is zero."""
+    return a / b if b else None
+
+
+def run_load(urls: dict[str, str], mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one load in rounds, the servers taking turns, and return the merged figures and ratios."""
+    seconds = args.duration // args.rounds
+    rounds: dict[str, list[dict[str, Any]]] = {server: [] for server in SERVERS}
+    for turn in range(args.rounds):
+        for server in SERVERS if turn % 2 == 0 else reversed(SERVERS):
+            rounds[server].append(run_wrk(args.wrk, urls[server], mode, args, seconds))
+    row = {server: combine(rounds[server]) for server in SERVERS}
+    row["ratio"] = {key: ratio(row["zaqar-lite"][key], row["minimal"][key]) for key in MEDIAN_KEYS}
+    return row
+
+
+def run_loads(urls: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    """Warm both servers up, then run every load, stocking zaqar-lite's queue before it is consumed."""
+    for url in urls.values():
+        run_wrk(args.wrk, url, "post", args, args.warmup)
+    results: dict[str, Any] = {}
+    for mode in LOADS:
+        stocked = 0
+        if mode != "post":
+            # A claim+delete pair costs two requests, so a queue holding what the post
+            # load achieved in the same time lasts the whole load with room to spare.
+            post_rate = results["post"]["zaqar-lite"]["messages_per_s"]
+            target = max(1000, math.ceil(post_rate * args.duration))
+            stocked = stock_queue(urls["zaqar-lite"], args.queue, args.client_id, target)
+        results[mode] = run_load(urls, mode, args)
+        results[mode]["zaqar-lite"]["stocked"] = stocked
+    return results
+
+
+def number(value: float | None, digits: int) -> str:
+    """Format a figure, or '-' when there is none."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
+    """Render the figures as a plain-text table, followed by any failure or shortage."""
+    lines = [
+        "zaqar-lite vs minimal falcon app: {workers} workers, {concurrency} connections, "
+        "{duration} s per load in {rounds} rounds, storage {storage}".format(**settings),
+        f"{'load':<14}{'server':<12}{'msgs/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'requests':>10}{'non-2xx':>9}{'sock err':>9}",
+    ]
+    notes = []
+    for mode, title in LOADS.items():
+        row = results[mode]
+        for server in SERVERS:
+            f = row[server]
+            lines.append(f"{title if server == SERVERS[0] else '':<14}{server:<12}"
+                         f"{f['messages_per_s']:>10.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
+                         f"{f['requests']:>10}{f['failures']:>9}{f['socket_errors']:>9}")
+            if f["failure"]:
+                notes.append(f"{title} on {server}: {f['failures']} failed, first: {f['failure']}")
+            if f["empty_claims"]:
+                notes.append(f"{title} on {server}: {f['empty_claims']} claims found the queue empty")
+        r = row["ratio"]
+        lines.append(f"{'':<14}{'ratio':<12}{number(r['messages_per_s'], 3):>10}"
+                     f"{number(r['p50_ms'], 2):>9}{number(r['p99_ms'], 2):>9}")
+    return "\n".join(lines + notes)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="benchmark this running zaqar-lite instead of starting one "
+                        "(give it --workers workers so the minimal app matches)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of both servers (2)")
+    parser.add_argument("--storage", help="storage URI of the started zaqar-lite "
+                        "(default: a SQLite file in a temporary directory)")
+    parser.add_argument("-c", "--concurrency", type=int, default=8,
+                        help="wrk connections, one per wrk thread (8)")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per load and server (10)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="turns per load and server; --duration must be a multiple (5)")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of posting before the loads (2)")
+    parser.add_argument("--post-ratio", type=float, default=0.5,
+                        help="share of mixed-load cycles that post rather than claim+delete (0.5)")
+    parser.add_argument("--queue", default="bench-http-load", help="queue name (bench-http-load)")
+    parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk", help="wrk executable")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if min(args.workers, args.concurrency, args.rounds, args.warmup) < 1:
+        parser.error("--workers, --concurrency, --rounds and --warmup must be at least 1")
+    if args.duration < args.rounds or args.duration % args.rounds:
+        parser.error("--duration must be a multiple of --rounds (wrk takes whole seconds)")
+    if not 0 <= args.post_ratio <= 1:
+        parser.error("--post-ratio must be between 0 and 1")
+    args.client_id = str(uuid.uuid4())
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start the servers, run the loads and print the figures."""
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="zaqar-lite-bench-") as tmp, contextlib.ExitStack() as stack:
+        storage = args.storage or f"sqlite:///{tmp}/bench.db"
+        workers = ["--workers", str(args.workers)]
+        zaqar_command = [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage, *workers]
+        minimal_command = [sys.executable, str(HERE / "minimal_app.py"), *workers]
+        zaqar_url = args.url or stack.enter_context(serving(zaqar_command, Path(tmp, "zaqar")))
+        minimal_url = stack.enter_context(serving(minimal_command, Path(tmp, "minimal")))
+        if args.url:
+            wait_until_ready(args.url, None, None)
+        results = run_loads({"zaqar-lite": zaqar_url, "minimal": minimal_url}, args)
+    settings = {"workers": args.workers, "concurrency": args.concurrency, "duration": args.duration,
+                "rounds": args.rounds, "post_ratio": args.post_ratio, "storage": args.url or storage,
+                "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if args.json:
+        print(json.dumps({"settings": settings, "loads": results}, indent=2))
+    else:
+        print(table(results, settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Where the DLQ report's rows come from: every store, in parallel partitions, or an export file.
+
+:class:`DeadLetterSource` is a PySpark Python data source (``pyspark.sql.datasource``,
+Spark 4) named ``zaqar_dlq``::
+
+    spark.dataSource.register(DeadLetterSource)
+    df = (spark.read.format("zaqar_dlq").option("uri", "sqlite:////srv/zaqar.db")
+          .option("queues", "orders-dlq").option("partitions", 8).load())
+
+Options: ``uri`` (a storage URI, required), ``projects`` and ``queues``
+(comma-separated; without ``queues``, every queue that some queue of its
+project names as ``_dead_letter_queue``), ``since`` (POSIX seconds: only
+messages dead-lettered then or later), ``partitions`` (the total to aim for,
+default 4), ``max_rows_per_partition`` (default 100000), ``now`` (POSIX
+seconds; messages expired by then are left out, default the planning time).
+
+Planning runs on the driver: it lists the queues through the storage
+contract, then asks the store's reader (one module per store here) to cut
+each DLQ into ranges the store can serve independently. Each partition opens
+its own connection on an executor and yields Arrow record batches. Every row
+has the schema :data:`~spark_jobs.sources.rows.DEAD_LETTER_DDL`.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from spark_jobs.sources.plan import StoreReader, Target, dead_letter_queues, pieces_per_target
+from spark_jobs.sources.rows import DEAD_LETTER_DDL, record_batches
+
+FORMAT = "zaqar_dlq"
+#: URI scheme -> (module, reader class) of this package
+READERS = {
+    "sqlite": ("spark_jobs.sources.sqlite", "SqliteReader"),
+    "redis": ("spark_jobs.sources.redis", "RedisReader"),
+    "rediss": ("spark_jobs.sources.redis", "RedisReader"),
+    "mongodb": ("spark_jobs.sources.mongodb", "MongoReader"),
+    "mongodb+srv": ("spark_jobs.sources.mongodb", "MongoReader"),
+    "swift": ("spark_jobs.sources.swift", "SwiftReader"),
+}
+EXPORT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
+
+
+def store_reader(uri: str) -> StoreReader:
+    """Return the reader of the store a URI names.
+
+    Raises:
+        ValueError: no reader for that scheme (the message names the ones there are).
+    """
+    import importlib
+
+    scheme = urllib.parse.urlsplit(uri).scheme
+    if scheme not in READERS:
+        known = ", ".join(sorted(READERS))
+        raise ValueError(f"no dead-letter reader for {scheme!r} stores ({uri!r}); readers exist for: {known}")
+    module, name = READERS[scheme]
+    reader: StoreReader = getattr(importlib.import_module(module), name)(uri)
+    return reader
+
+
+def _listed(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+class DeadLetterReader(DataSourceReader):
+    """Plans the partitions (driver) and reads one of them (executor)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        if not options.get("uri"):
+            raise ValueError(f"the {FORMAT} data source needs the 'uri' option (a storage URI)")
+        self.uri = options["uri"]
+        self.projects = _listed(options.get("projects"))
+        self.queues = _listed(options.get("queues"))
+        self.since = float(options["since"]) if options.get("since") else None
+        self.partitions_wanted = int(options.get("partitions", 4))
+        self.max_rows = int(options.get("max_rows_per_partition", 100_000))
+        self.now = float(options["now"]) if options.get("now") else time.time()
+
+    def targets(self) -> list[Target]:
+        """Return the DLQs this read covers."""
+        return dead_letter_queues(store_reader(self.uri).queues(), self.projects, self.queues)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """Cut every DLQ into ranges its store can serve in parallel."""
+        reader = store_reader(self.uri)
+        targets = self.targets()
+        pieces = pieces_per_target({t: reader.count(t) for t in targets}, self.partitions_wanted, self.max_rows)
+        specs = [spec for t in targets for spec in reader.plan(t, pieces[t])]
+        # Spark needs at least one partition; an empty spec reads nothing
+        return [InputPartition(spec) for spec in specs] or [InputPartition(None)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Stream one partition's rows as Arrow record batches."""
+        spec = partition.value
+        if spec is None:
+            return iter(())
+        rows = store_reader(self.uri).read(spec, self.now)
+        if self.since is not None:
+            since = self.since
+            rows = (r for r in rows if (r["dead_lettered_at"] or 0.0) >= since)
+        return record_batches(rows)
+
+
+class DeadLetterSource(DataSource):
+    """The ``zaqar_dlq`` data source: dead-lettered messages straight from a store (module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """Return the format name used with ``spark.read.format``."""
+        return FORMAT
+
+    def schema(self) -> str:
+        """Return the dead-letter row schema."""
+        return DEAD_LETTER_DDL
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        """Return the reader for these options."""
+        return DeadLetterReader(self.options)
+
+
+def is_export_file(source: str) -> bool:
+    """Return whether ``source`` names an export file (or folder) rather than a storage URI."""
+    scheme = urllib.parse.urlsplit(source).scheme
+    return scheme in ("", "file") or source.lower().endswith(EXPORT_SUFFIXES) and scheme not in READERS
+
+
+def read_store(spark: SparkSession, uri: str, *, projects: Sequence[str] = (), queues: Sequence[str] = (),
+               since: float | None = None, partitions: int | None = None,
+               max_rows_per_partition: int | None = None) -> DataFrame:
+    """Return the dead letters of a store as a DataFrame, read by :class:`DeadLetterSource`."""
+    spark.dataSource.register(DeadLetterSource)
+    reader = spark.read.format(FORMAT).option("uri", uri).option("now", repr(time.time()))
+    if projects:
+        reader = reader.option("projects", ",".join(projects))
+    if queues:
+        reader = reader.option("queues", ",".join(queues))
+    if since is not None:
+        reader = reader.option("since", repr(float(since)))
+    reader = reader.option("partitions", partitions or spark.sparkContext.defaultParallelism * 2)
+    if max_rows_per_partition:
+        reader = reader.option("max_rows_per_partition", max_rows_per_partition)
+    return reader.load()
+
+
+def read_export(spark: SparkSession, path: str, *, projects: Sequence[str] = (), queues: Sequence[str] = (),
+                since: float | None = None) -> DataFrame:
+    """Return the dead letters of an export: Parquet rows as they are, JSON lines mapped to rows."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.export import from_export_lines
+
+    if path.lower().rstrip("/").endswith(".parquet"):
+        df = spark.read.schema(DEAD_LETTER_DDL).parquet(path)
+    else:
+        df = from_export_lines(spark.read.text(path))
+    if projects:
+        df = df.where(F.col("project").isin(list(projects)))
+    if queues:
+        df = df.where(F.col("queue").isin(list(queues)))
+    if since is not None:
+        df = df.where(F.col("dead_lettered_at") >= F.lit(float(since)))
+    return df
+
+
+__all__ = ["FORMAT", "DeadLetterSource", "is_export_file", "read_export", "read_store", "store_reader"]

@@ -1,0 +1,91 @@
+"""Read dead letters from a zaqar-lite MongoDB store, in marker ranges of each DLQ.
+
+Layout (``zaqar_lite.storage.mongodb``): one ``messages`` collection with
+``project``, ``queue`` and ``marker`` fields and the ``by_marker`` index on
+them; bodies are JSON text, ``failures`` a list and ``dead_letter`` a
+document. The planner finds the markers at equal rank steps (an index walk
+with ``skip``); a partition runs one ``find`` over its range ``(after, upto]``
+hinted to that index, and the cursor streams it in batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spark_jobs.sources.plan import Target
+from spark_jobs.sources.rows import dead_letter_row
+
+BY_MARKER = "by_marker"  # zaqar_lite.storage.mongodb.BY_MARKER
+DEFAULT_DATABASE = "zaqar_lite"
+BATCH = 1000
+_FIELDS = {"body": 1, "created": 1, "client_id": 1, "claim_count": 1, "failures": 1, "dead_letter": 1,
+           "expires": 1}
+
+
+class MongoReader:
+    """The MongoDB side of the dead-letter data source (see the module docstring)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self._db: Any = None
+
+    def database(self) -> Any:
+        """Return the URI's database (default ``zaqar_lite``), connecting on first use in this process."""
+        if self._db is None:
+            import pymongo
+
+            client: Any = pymongo.MongoClient(self.uri, serverSelectionTimeoutMS=5000)
+            self._db = client.get_default_database(DEFAULT_DATABASE)
+        return self._db
+
+    def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+        """Yield every queue with its metadata, through the storage contract."""
+        from zaqar_lite.storage import open_storage
+
+        store = open_storage(self.uri)
+        try:
+            yield from store.all_queues()
+        finally:
+            store.close()
+
+    def count(self, target: Target) -> int:
+        """Return the number of messages in the queue."""
+        return int(self.database().messages.count_documents(
+            {"project": target.project, "queue": target.queue}, hint=BY_MARKER))
+
+    def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
+        """Cut the queue into marker ranges ``(after, upto]`` of about equal sizes."""
+        scope = {"project": target.project, "queue": target.queue}
+        total = self.count(target)
+        cuts: list[int] = []
+        for i in range(1, max(1, min(pieces, total))):
+            found = list(self.database().messages.find(scope, {"marker": 1}).sort("marker", 1)
+                         .hint(BY_MARKER).skip(i * total // pieces - 1).limit(1))
+            if found and (not cuts or found[0]["marker"] > cuts[-1]):
+                cuts.append(found[0]["marker"])
+        bounds: list[int | None] = [None, *cuts, None]
+        return [{"store": "mongodb", "uri": self.uri, "project": target.project, "queue": target.queue,
+                 "after": lo, "upto": hi} for lo, hi in zip(bounds, bounds[1:])]
+
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
+        """Stream the dead letters of one marker range."""
+        marker: dict[str, Any] = {}
+        if spec["after"] is not None:
+            marker["$gt"] = spec["after"]
+        if spec["upto"] is not None:
+            marker["$lte"] = spec["upto"]
+        query: dict[str, Any] = {"project": spec["project"], "queue": spec["queue"]}
+        if marker:
+            query["marker"] = marker
+        cursor = (self.database().messages.find(query, _FIELDS).sort("marker", 1).hint(BY_MARKER)
+                  .batch_size(BATCH))
+        try:
+            for doc in cursor:
+                if not doc.get("dead_letter") or doc["expires"] <= now:
+                    continue
+                yield dead_letter_row(spec["project"], spec["queue"], doc["_id"], doc["body"], doc["created"],
+                                      doc.get("client_id"), doc.get("claim_count", 0), doc.get("failures"),
+                                      doc["dead_letter"])
+        finally:
+            cursor.close()

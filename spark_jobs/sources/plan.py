@@ -1,0 +1,79 @@
+"""Which queues a report reads, and how many partitions each gets: the same for every store."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+DEAD_LETTER_QUEUE = "_dead_letter_queue"  # zaqar_lite.claims.metadata.DEAD_LETTER_QUEUE
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Target:
+    """One dead-letter queue to read: a queue of a project."""
+
+    project: str
+    queue: str
+
+
+class StoreReader(Protocol):
+    """What a store's reader offers the data source (one module per store in this package)."""
+
+    def queues(self) -> Iterable[tuple[str, str, Mapping[str, Any]]]:
+        """Yield ``(project, queue, metadata)`` of every queue (driver side)."""
+
+    def count(self, target: Target) -> int | None:
+        """Return how many messages the queue holds, or None when that is costly to know."""
+
+    def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
+        """Return up to ``pieces`` picklable partition specs that together cover the queue."""
+
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterable[dict[str, Any]]:
+        """Yield the dead-letter rows (``rows.dead_letter_row``) of one partition, unexpired at ``now``."""
+
+
+def dead_letter_queues(queues: Iterable[tuple[str, str, Mapping[str, Any]]],
+                       projects: Sequence[str] = (), names: Sequence[str] = ()) -> list[Target]:
+    """Return the queues to report on, sorted.
+
+    Without ``names`` these are the queues that some queue of the same project
+    names as its ``_dead_letter_queue``; with ``names``, the existing queues of
+    that name (a DLQ whose source queue was reconfigured is still read when
+    named). ``projects`` limits both to those projects.
+    """
+    wanted_projects = set(projects)
+    existing: set[Target] = set()
+    named: set[Target] = set()
+    for project, queue, metadata in queues:
+        if wanted_projects and project not in wanted_projects:
+            continue
+        existing.add(Target(project, queue))
+        dlq = (metadata or {}).get(DEAD_LETTER_QUEUE)
+        if isinstance(dlq, str) and dlq:
+            named.add(Target(project, dlq))
+    if names:
+        wanted = set(names)
+        return sorted(t for t in existing if t.queue in wanted)
+    # a DLQ that no message has reached yet may not exist: nothing to read there
+    return sorted(named & existing)
+
+
+def pieces_per_target(counts: Mapping[Target, int | None], partitions: int, max_rows: int) -> dict[Target, int]:
+    """Share ``partitions`` among queues by size, giving no piece more than ``max_rows`` rows.
+
+    A queue of unknown size gets an equal share.
+    """
+    known = sum(c for c in counts.values() if c)
+    share = max(1, partitions // max(1, len(counts)))
+    result = {}
+    for target, count in counts.items():
+        if count is None:
+            result[target] = share
+        elif count == 0:
+            result[target] = 1
+        else:
+            by_share = round(partitions * count / known) if known else 1
+            result[target] = max(1, min(count, max(by_share, math.ceil(count / max_rows))))
+    return result

@@ -1,0 +1,101 @@
+"""Read dead letters from a zaqar-lite Redis store, in marker-score ranges of each DLQ's index.
+
+Layout (``zaqar_lite.storage.redis``): ``zl:{P}:q:Q:all`` is a sorted set of
+every message id of queue Q scored by marker, and ``zl:{P}:m:<id>`` a hash
+holding the message. The planner reads the scores found at equal rank steps
+(``ZRANGE key i i WITHSCORES``); a partition pages through its score range
+``(after, upto]`` with ``ZRANGEBYSCORE ... LIMIT`` and fetches each page's
+hashes in one pipeline. On Redis Cluster every key of a project shares the
+hash tag ``{P}``, so a partition talks to one node.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spark_jobs.sources.plan import Target
+from spark_jobs.sources.rows import dead_letter_row
+
+PAGE = 500
+
+
+def _namespace(project: str) -> str:
+    return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
+
+
+def _index_key(project: str, queue: str) -> str:
+    return f"{_namespace(project)}q:{urllib.parse.quote(queue, safe='')}:all"
+
+
+class RedisReader:
+    """The Redis side of the dead-letter data source (see the module docstring)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self._client: Any = None
+
+    def client(self) -> Any:
+        """Return a client (redis-py, responses decoded), made on first use in this process."""
+        if self._client is None:
+            import redis
+
+            self._client = redis.Redis.from_url(self.uri, decode_responses=True, socket_timeout=30)
+        return self._client
+
+    def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+        """Yield every queue with its metadata, through the storage contract."""
+        from zaqar_lite.storage import open_storage
+
+        store = open_storage(self.uri)
+        try:
+            yield from store.all_queues()
+        finally:
+            store.close()
+
+    def count(self, target: Target) -> int:
+        """Return the number of messages in the queue."""
+        return int(self.client().zcard(_index_key(target.project, target.queue)))
+
+    def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
+        """Cut the queue into score ranges ``(after, upto]`` of about equal sizes."""
+        key = _index_key(target.project, target.queue)
+        total = self.count(target)
+        cuts: list[float] = []
+        for i in range(1, max(1, min(pieces, total))):
+            found = self.client().zrange(key, i * total // pieces - 1, i * total // pieces - 1, withscores=True)
+            if found and (not cuts or found[0][1] > cuts[-1]):
+                cuts.append(found[0][1])
+        bounds: list[float | None] = [None, *cuts, None]
+        return [{"store": "redis", "uri": self.uri, "project": target.project, "queue": target.queue,
+                 "after": lo, "upto": hi} for lo, hi in zip(bounds, bounds[1:])]
+
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
+        """Stream the dead letters of one score range, a page of hashes per round trip."""
+        client = self.client()
+        project, queue = spec["project"], spec["queue"]
+        key, prefix = _index_key(project, queue), _namespace(project) + "m:"
+        after = "-inf" if spec["after"] is None else f"({spec['after']!r}"
+        upto = "+inf" if spec["upto"] is None else repr(spec["upto"])
+        while True:
+            page = client.zrangebyscore(key, after, upto, start=0, num=PAGE, withscores=True)
+            if not page:
+                return
+            with client.pipeline(transaction=False) as pipe:
+                for message_id, _ in page:
+                    pipe.hgetall(prefix + message_id)
+                hashes = pipe.execute()
+            for (message_id, _), fields in zip(page, hashes):
+                if fields.get("q") != queue or not fields.get("dead_letter") or float(fields["expires"]) <= now:
+                    continue
+                failures = fields.get("failures")
+                yield dead_letter_row(
+                    project, queue, message_id, fields["body"], float(fields["created"]),
+                    fields.get("client_id"), int(fields.get("claim_count", 0)),
+                    [json.loads(line) for line in failures.split("\n")] if failures else [],
+                    json.loads(fields["dead_letter"]))
+            if len(page) < PAGE:
+                return
+            after = f"({page[-1][1]!r}"

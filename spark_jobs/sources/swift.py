@@ -1,0 +1,129 @@
+"""Read dead letters from a zaqar-lite Swift store, in name ranges of each DLQ's pseudo-folder.
+
+Layout (``zaqar_lite.storage.swift_objects``): a container per project; a
+message is the object ``m/<queue>/<marker:020d>_<id>`` whose JSON body is its
+whole state, and markers are post times in microseconds (x 1000), so names
+sort in post order. The planner lists a DLQ's names once (never a body: a
+listing page holds 1000 names, and only their markers are kept, 8 bytes
+each) and cuts them into ranges of equal counts; a partition lists its range
+with ``marker``/``end_marker`` (skipping expired objects by their listing
+hint) and GETs the bodies a few at a time on the driver client's thread pool.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from spark_jobs.sources.plan import Target
+from spark_jobs.sources.rows import dead_letter_row
+
+PAGE = 1000
+
+
+def swift_objects_marker(name: str) -> int:
+    """Return the marker in a message object's name ``m/<queue>/<marker:020d>_<id>``."""
+    return int(name.rsplit("/", 1)[-1].partition("_")[0])
+
+
+class SwiftReader:
+    """The Swift side of the dead-letter data source (see the module docstring)."""
+
+    def __init__(self, uri: str) -> None:
+        from zaqar_lite.storage import swift_objects
+
+        self.uri = uri
+        self.options = swift_objects.parse_uri(uri)
+        self._objects: Any = None
+        self._listed: dict[Target, array.array] = {}
+
+    def objects(self) -> Any:
+        """Return the driver's object client (auth, retries, StorageUnavailable), made on first use."""
+        if self._objects is None:
+            from zaqar_lite.storage.swift_client import SwiftObjects
+
+            self._objects = SwiftObjects(self.options)
+        return self._objects
+
+    def _container(self, project: str) -> str:
+        from zaqar_lite.storage import swift_objects
+
+        return swift_objects.project_container(self.options.prefix, project)
+
+    def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+        """Yield every queue with its metadata, through the storage contract."""
+        from zaqar_lite.storage import open_storage
+
+        store = open_storage(self.uri)
+        try:
+            yield from store.all_queues()
+        finally:
+            store.close()
+
+    def _markers(self, target: Target) -> array.array:
+        """Return the markers of the queue's unexpired messages, listed once (names only) and kept."""
+        if target not in self._listed:
+            found = array.array("q")
+            now = time.time()
+            for name, hint in self.objects().rows(self._container(target.project), f"m/{target.queue}/"):
+                if hint.expires > now:
+                    found.append(swift_objects_marker(name))
+            self._listed[target] = found
+        return self._listed[target]
+
+    def count(self, target: Target) -> int:
+        """Return the number of unexpired messages in the queue (a listing of names)."""
+        return len(self._markers(target))
+
+    def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
+        """Cut the queue's names into ``pieces`` marker ranges ``(after, upto]`` of equal counts."""
+        markers = self._markers(target)
+        total = len(markers)
+        cuts: list[int] = []
+        for i in range(1, max(1, min(pieces, total))):
+            marker = markers[i * total // pieces - 1]
+            if not cuts or marker > cuts[-1]:
+                cuts.append(marker)
+        bounds: list[int | None] = [None, *cuts, None]
+        return [{"store": "swift", "uri": self.uri, "container": self._container(target.project),
+                 "project": target.project, "queue": target.queue, "after": lo, "upto": hi}
+                for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+    def _names(self, spec: Mapping[str, Any], now: float) -> Iterator[list[str]]:
+        from zaqar_lite.storage import swift_objects
+
+        prefix, queue = f"m/{spec['queue']}/", spec["queue"]
+        marker = swift_objects.after_marker(queue, spec["after"])
+        end = swift_objects.after_marker(queue, spec["upto"])
+        from swiftclient.exceptions import ClientException
+
+        while True:
+            try:
+                _, page = self.objects().call("get_container", spec["container"], prefix=prefix,
+                                              marker=marker, end_marker=end, limit=PAGE)
+            except ClientException as exc:
+                if exc.http_status == 404:
+                    return
+                raise
+            yield [row["name"] for row in page
+                   if swift_objects.parse_hint(row.get("content_type", "")).expires > now]
+            if len(page) < PAGE:
+                return
+            marker = page[-1]["name"]
+
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
+        """Stream the dead letters of one span, a listing page at a time."""
+        objects = self.objects()
+        for names in self._names(spec, now):
+            for found in objects.map(lambda name: objects.read(spec["container"], name), names):
+                if found is None:
+                    continue  # deleted since it was listed
+                record = json.loads(found[0])
+                if not record.get("dead_letter") or record["expires"] <= now:
+                    continue
+                yield dead_letter_row(spec["project"], spec["queue"], record["id"], json.dumps(record["body"]),
+                                      record["created"], record.get("client_id"), record.get("claim_count", 0),
+                                      record.get("failures"), record["dead_letter"])

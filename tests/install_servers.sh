@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install the real servers the test suites start, from Debian packages, when missing.
+# Idempotent: a server already on PATH is left alone. Uses sudo only when not root.
+# Usage: tests/install_servers.sh
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+UPDATED=""
+
+# need COMMAND PACKAGE...: install PACKAGE... unless COMMAND is already on PATH
+need() {
+    local command=$1
+    shift
+    if command -v "$command" >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ -z "$UPDATED" ]; then
+        $SUDO apt-get update
+        UPDATED=yes
+    fi
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
+}
+
+need redis-server redis-server
+# OpenStack Swift (account/container/object/proxy servers) and the memcached tempauth needs.
+need swift-proxy-server swift swift-proxy swift-account swift-container swift-object memcached
+need memcached memcached

@@ -1,0 +1,60 @@
+"""Error-text masking and signature ids: plain Python, and the same in Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.signatures import NO_REASON, failure_signature_id, mask_error, signature
+
+MASKED = [
+    ('missing field "customer.id" in order 81723', 'missing field "<str>" in order <n>'),
+    ("can't parse 'abc' at /srv/data/x.json line 3", "can't parse '<str>' at <path> line <n>"),
+    ("upstream 10.0.3.17:8443 returned 502 for txn 5f1c2a3b-1111-2222-3333-444455556666 after 30000 ms",
+     "upstream <ip> returned <n> for txn <uuid> after <n> ms"),
+    ("bad pointer 0xDEADbeef in block 9f86d081884c7d65", "bad pointer <hex> in block <hex>"),
+    ("mail to bob.smith@example.com via https://api.example.com/v1/send?x=1 failed",
+     "mail to <email> via <url> failed"),
+    ("  spaces\t and\nnewlines  ", "spaces and newlines"),
+    ("ratio 3.14 of 1,000 items for user42", "ratio <n> of <n> items for user<n>"),
+    ("deadbeefcafe is a word, not an id", "deadbeefcafe is a word, not an id"),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MASKED, ids=[m[1] or "empty" for m in MASKED])
+def test_error_texts_are_masked(text, expected):
+    assert mask_error(text) == expected
+
+
+def test_signature_joins_type_and_masked_text_and_names_missing_reasons():
+    assert signature("ValueError", "bad id 42") == "ValueError: bad id <n>"
+    assert signature(" ValueError ", None) == "ValueError"
+    assert signature(None, "bad id 42") == "bad id <n>"
+    assert signature(None, None) == NO_REASON
+    assert signature("", "") == NO_REASON
+
+
+def test_signature_id_is_the_short_sha1_of_the_signature():
+    # sha1("ValueError: bad id <n>") = 68a77eba133a...
+    assert failure_signature_id("ValueError", "bad id 42") == "68a77eba133a"
+    assert failure_signature_id("ValueError", "bad id 7") == "68a77eba133a"
+    assert failure_signature_id(None, None) == "49471713812f"
+
+
+@pytest.mark.slow
+def test_spark_masks_exactly_as_python_does(spark):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.transforms import short_hash, signature_text
+
+    texts = [t for t, _ in MASKED] + ["über 5 €", "path/with/relative 12 and /abs/one/", "'unterminated 5",
+                                      "a\x0bb", "x" * 400 + " 1"]
+    df = spark.createDataFrame([(i, "E" if i % 2 else None, t) for i, t in enumerate(texts)],
+                               "i int, error_type string, error string")
+    got = df.select("i", signature_text(F.col("error_type"), F.col("error")).alias("s")).orderBy("i").collect()
+    ids = df.select("i", short_hash(signature_text(F.col("error_type"), F.col("error"))).alias("h")) \
+        .orderBy("i").collect()
+    for row, hashed, text in zip(got, ids, texts):
+        error_type = "E" if row["i"] % 2 else None
+        assert row["s"] == signature(error_type, text), text
+        assert hashed["h"] == failure_signature_id(error_type, text), text

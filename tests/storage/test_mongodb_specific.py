@@ -1,0 +1,256 @@
+"""MongoDB-only behaviour: outages, index use, guarded writes racing, TTL fields, URIs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pymongo
+import pytest
+
+from tests.conftest import missing_server
+from tests.servers.mongodb import SecantusServer, with_database
+from zaqar_lite import errors
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.storage import mongodb
+from zaqar_lite.storage.mongodb import MongoStorage
+
+P, Q, DLQ = "p", "q", "q-dlq"
+NOW = 1_800_000_000.0
+
+
+def _messages(count: int, delay: float = 0.0, prefix: str = "m") -> list[Message]:
+    return [Message(id=f"{prefix}{i}", body=i, created=NOW, expires=NOW + 3600,
+                    delay_until=NOW + delay if delay else 0.0) for i in range(count)]
+
+
+def _claim(storage: MongoStorage, claim_id: str, limit: int) -> list[str]:
+    request = ClaimRequest(claim_id, NOW, 60, 60, limit)
+    return [m.id for m in storage.claim_messages(P, Q, request)]
+
+
+@pytest.fixture
+def store(mongodb_store_uri):
+    storage = MongoStorage(mongodb_store_uri)
+    yield storage
+    storage.close()
+
+
+@pytest.fixture
+def raw(mongodb_store_uri):
+    """The test database through a plain client, to look at documents and plans."""
+    client: pymongo.MongoClient[dict] = pymongo.MongoClient(mongodb_store_uri)
+    yield client.get_default_database()
+    client.close()
+
+
+# -- outages ---------------------------------------------------------------------
+
+def test_unreachable_server_raises_storage_unavailable_quickly_and_the_driver_recovers(tmp_path):
+    server = SecantusServer(log_dir=str(tmp_path))
+    try:
+        server.start()
+    except RuntimeError as exc:
+        missing_server(f"SecantusDB ({exc})")
+    storage = MongoStorage(with_database(server.uri, "outage"))
+    try:
+        storage.post_messages(P, Q, _messages(1), NOW)
+        server.stop()
+        started = time.monotonic()
+        with pytest.raises(errors.StorageUnavailable):
+            storage.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1))
+        assert time.monotonic() - started < 6
+        assert storage.ping() is False
+
+        server = SecantusServer(port=server.port, log_dir=str(tmp_path))
+        server.start()
+        deadline = time.monotonic() + 15
+        while not storage.ping():
+            assert time.monotonic() < deadline, "the driver did not reconnect within 15 s"
+            time.sleep(0.2)
+        # An in-memory server restarts empty, without indexes: the hinted claim re-creates them.
+        storage.post_messages(P, Q, _messages(2, prefix="after"), NOW)
+        assert _claim(storage, "c2", 5) == ["after0", "after1"]
+    finally:
+        storage.close()
+        server.stop()
+
+
+def test_driver_starts_while_the_server_is_down_and_names_the_default_database():
+    storage = MongoStorage("mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=200")
+    try:
+        assert "zaqar_lite" in storage.describe()
+        with pytest.raises(errors.StorageUnavailable):
+            storage.get_queue_metadata(P, Q)
+    finally:
+        storage.close()
+
+
+def test_uri_options_win_over_the_drivers_fail_fast_defaults():
+    options = mongodb._client_options("mongodb://a:1,b:2/db?replicaSet=rs0&serverselectiontimeoutms=9000")
+    assert "serverSelectionTimeoutMS" not in options
+    assert options["socketTimeoutMS"] == 10000
+
+
+# -- indexes ---------------------------------------------------------------------
+
+def _plans(store: MongoStorage, raw, monkeypatch, operation) -> list[dict]:
+    """Run ``operation`` and return the executionStats explain of every message query it made."""
+    queries = []
+    real_find = store._find
+
+    def recording_find(query, index, limit=0, projection=None):
+        queries.append((query, index, limit))
+        return real_find(query, index, limit, projection)
+
+    monkeypatch.setattr(store, "_find", recording_find)
+    operation()
+    plans = []
+    for query, index, limit in queries:
+        command = {"find": "messages", "filter": query, "sort": {"marker": 1}, "limit": limit, "hint": index}
+        plans.append(raw.command("explain", command, verbosity="executionStats"))
+    return plans
+
+
+def _stages(plan: dict) -> list[dict]:
+    found, todo = [], [plan["queryPlanner"]["winningPlan"]]
+    while todo:
+        stage = todo.pop()
+        found.append(stage)
+        todo += [stage[k] for k in ("inputStage",) if k in stage] + stage.get("inputStages", [])
+    return found
+
+
+def test_claims_read_ready_and_matured_messages_through_the_claim_index(store, raw, monkeypatch):
+    store.post_messages(P, Q, _messages(30, delay=600, prefix="late"), NOW)
+    store.post_messages(P, Q, _messages(3), NOW)
+    plans = _plans(store, raw, monkeypatch, lambda: _claim(store, "c1", 2))
+    assert plans, "the claim made no query"
+    for plan in plans:
+        scans = [s for s in _stages(plan) if s["stage"] == "IXSCAN"]
+        assert [s["indexName"] for s in scans] == ["claim_candidates"]
+        assert not any(s["stage"] == "COLLSCAN" for s in _stages(plan))
+        # still-delayed messages are outside both index ranges: they are never read
+        assert plan["executionStats"]["totalKeysExamined"] <= 3
+
+
+def test_listing_and_sweeping_use_indexes(store, raw, monkeypatch):
+    store.post_messages(P, Q, _messages(5), NOW)
+    _claim(store, "c1", 2)
+    policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    plans = _plans(store, raw, monkeypatch, lambda: (
+        store.list_messages(P, Q, now=NOW, marker=None, limit=10, include_claimed=False,
+                            include_delayed=False, exclude_client_id=None),
+        store.sweep_queue(P, Q, NOW + 3601, policy)))
+    assert len(plans) >= 3
+    for plan in plans:
+        stages = [s["stage"] for s in _stages(plan)]
+        assert "COLLSCAN" not in stages and "IXSCAN" in stages
+
+
+def test_indexes_include_a_ttl_index_on_purge_at_an_hour_after_expiry(store, raw):
+    ttl = raw.messages.index_information()["purge_after_expiry"]
+    assert (ttl["key"], ttl["expireAfterSeconds"]) == ([("purge_at", 1)], 0)
+    store.post_messages(P, Q, _messages(1), NOW)
+    _claim(store, "c1", 1)  # the claim pushes the expiry; the purge date follows it
+    doc = raw.messages.find_one({"_id": "m0"})
+    assert doc["purge_at"].timestamp() == pytest.approx(doc["expires"] + mongodb.PURGE_MARGIN, abs=0.01)
+
+
+# -- guarded writes racing -------------------------------------------------------
+
+def test_threads_claiming_at_once_never_share_a_message(mongodb_store_uri):
+    first, second = MongoStorage(mongodb_store_uri), MongoStorage(mongodb_store_uri)
+    first.post_messages(P, Q, _messages(24), NOW)
+    start = threading.Barrier(2)
+    got: dict[str, list[str]] = {}
+
+    def claim_all(storage: MongoStorage, name: str) -> None:
+        mine: list[str] = []
+        while True:
+            start.wait(timeout=30)  # both read the same candidates, then race to write
+            claimed = _claim(storage, f"{name}-{len(mine)}", 3)
+            mine += claimed
+            if not claimed:
+                break
+        got[name] = mine
+
+    workers = [threading.Thread(target=claim_all, args=(s, n)) for s, n in ((first, "a"), (second, "b"))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    try:
+        assert not set(got["a"]) & set(got["b"])
+        assert sorted(got["a"] + got["b"]) == sorted(m.id for m in _messages(24))
+        assert {m.claim_count for m in first.get_messages(P, Q, got["a"] + got["b"], NOW)} == {1}
+    finally:
+        first.close()
+        second.close()
+        start.abort()
+
+
+def test_claim_planned_on_a_stale_read_takes_nothing_and_moves_on(mongodb_store_uri, monkeypatch):
+    slow, fast = MongoStorage(mongodb_store_uri), MongoStorage(mongodb_store_uri)
+    slow.post_messages(P, Q, _messages(4), NOW)
+    read_candidates = slow._candidates
+    taken: list[str] = []
+
+    def candidates_then_lose_the_race(*args):
+        found = read_candidates(*args)
+        if not taken:
+            taken.extend(_claim(fast, "fast", 2))
+        return found
+
+    monkeypatch.setattr(slow, "_candidates", candidates_then_lose_the_race)
+    assert _claim(slow, "slow", 2) == ["m2", "m3"]
+    assert taken == ["m0", "m1"]
+    claimed = {m.id: (m.claim_id, m.claim_count) for m in slow.get_messages(P, Q, ["m0", "m1", "m2"], NOW)}
+    assert claimed == {"m0": ("fast", 1), "m1": ("fast", 1), "m2": ("slow", 1)}
+    fast.close()
+    slow.close()
+
+
+def test_dead_letter_move_planned_on_a_stale_read_happens_once(mongodb_store_uri, raw, monkeypatch):
+    slow, fast = MongoStorage(mongodb_store_uri), MongoStorage(mongodb_store_uri)
+    policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    slow.post_messages(P, Q, _messages(1), NOW)
+    _claim(slow, "c1", 1)
+    later = NOW + 61
+    real_find = slow._find
+    moved_by_fast = []
+
+    def find_then_lose_the_race(*args, **kwargs):
+        found = real_find(*args, **kwargs)
+        if found and not moved_by_fast:
+            moved_by_fast.append(fast.sweep_queue(P, Q, later, policy).dead_lettered)
+        return found
+
+    monkeypatch.setattr(slow, "_find", find_then_lose_the_race)
+    assert slow.sweep_queue(P, Q, later, policy).dead_lettered == 0
+    assert moved_by_fast == [1]
+    doc = raw.messages.find_one({"_id": "m0"})
+    assert (doc["queue"], doc["marker"], doc["dead_letter"]["reason"]) == (DLQ, 1, "max_claims")
+    fast.close()
+    slow.close()
+
+
+# -- posts -----------------------------------------------------------------------
+
+def test_a_post_of_several_messages_is_stored_whole_or_not_at_all(store):
+    if not store._transactions():
+        pytest.skip("a standalone mongod has no multi-document transactions")
+    store.post_messages(P, Q, _messages(1, prefix="dup"), NOW)
+    batch = _messages(2, prefix="new") + _messages(1, prefix="dup")
+    with pytest.raises(pymongo.errors.BulkWriteError):
+        store.post_messages(P, Q, batch, NOW)
+    assert [m.id for m in store.get_messages(P, Q, ["new0", "new1", "dup0"], NOW)] == ["dup0"]
+
+
+def test_any_json_body_and_metadata_round_trip_even_where_bson_cannot_hold_them(store):
+    bodies = [{"$ref": "queues", "$id": 1}, {"a\u0000b": 1}, {"a.b": {"$set": [1, {"$x": None}]}}]
+    store.post_messages(P, Q, [Message(id=f"b{i}", body=body, created=NOW, expires=NOW + 60)
+                               for i, body in enumerate(bodies)], NOW)
+    assert [m.body for m in store.get_messages(P, Q, ["b0", "b1", "b2"], NOW)] == bodies
+    store.set_queue_metadata(P, Q, {"com.example.owner": "ops", "$tag": 1})
+    assert store.get_queue_metadata(P, Q) == {"com.example.owner": "ops", "$tag": 1}

@@ -1,0 +1,133 @@
+"""The Redis scripts against the reference driver: random operation sequences, same outcomes.
+
+Each seed drives the same operations (posts with ttl/delay/eligibility, claims,
+releases with reasons, renewals, deletes, pops, purges, sweeps, clock jumps) on
+a SQLite and a Redis store in lockstep, and compares every result and error and
+a full view of both queues after each step. Markers are left out: SQLite's are
+global, Redis's per queue; both are FIFO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from zaqar_lite import errors
+from zaqar_lite.claims.service import Messaging
+from zaqar_lite.clock import ManualClock
+from zaqar_lite.config import load_settings
+from zaqar_lite.storage import open_storage
+
+P, Q, DLQ = "p", "q", "q-dlq"
+SEEDS = range(8)
+STEPS = 60
+
+
+def _comparable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if k != "marker"}
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    return value
+
+
+class Twins:
+    """Two messaging services, SQLite and Redis, with clocks and id generators in lockstep."""
+
+    def __init__(self, sqlite_uri: str, redis_uri: str) -> None:
+        self.clock = ManualClock()
+        settings = load_settings(None, storage_uri="sqlite:///unused.db")
+        self.services = []
+        for uri in (sqlite_uri, redis_uri):
+            counter = itertools.count()
+            self.services.append(Messaging(open_storage(uri), settings, self.clock,
+                                           ids=lambda c=counter: f"id{next(c):05d}"))
+
+    def both(self, method: str, *args: Any, pick: Callable[[Any], Any] = lambda r: r, **kwargs: Any) -> Any:
+        """Call ``method`` on both services; assert the same result (through ``pick``) or error."""
+        outcomes = []
+        for service in self.services:
+            try:
+                outcomes.append(("ok", _comparable(pick(getattr(service, method)(*args, **kwargs)))))
+            except errors.ZaqarLiteError as exc:
+                outcomes.append(("error", type(exc).__name__))
+        assert outcomes[0] == outcomes[1], f"{method}{args}: sqlite {outcomes[0]} != redis {outcomes[1]}"
+        return outcomes[0]
+
+    def observe(self, ids: list[str]) -> None:
+        """Compare listings (three flag sets), stats and reads of both queues, and the queue list."""
+        first = lambda result: result[0]  # noqa: E731 - (value, now) pairs: compare the value
+        for queue in (Q, DLQ):
+            for claimed, delayed, echo in ((False, False, True), (True, True, True), (True, False, False)):
+                self.both("list_messages", P, queue, client_id="c2", marker=None, limit=20, echo=echo,
+                          include_claimed=claimed, include_delayed=delayed, pick=first)
+            self.both("queue_stats", P, queue, pick=first)
+            self.both("get_messages", P, queue, ids, pick=first)
+        self.both("list_queues", P, marker=None, limit=10, name=None, filters={})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_operation_sequences_match_the_sqlite_reference(seed, tmp_path, redis_store_uri):
+    rnd = random.Random(seed)
+    twins = Twins(f"sqlite:///{tmp_path}/reference.db?synchronous=normal", redis_store_uri)
+    ids: list[str] = []
+    claims: list[tuple[str, str]] = []
+    if rnd.random() < 0.75:
+        twins.both("create_queue", P, DLQ, {})
+        metadata: dict[str, Any] = {"_max_claim_count": rnd.randint(1, 3), "_dead_letter_queue": DLQ,
+                                    "_dead_letter_on_expiry": rnd.random() < 0.5}
+        if rnd.random() < 0.4:
+            metadata["_dead_letter_queue_messages_ttl"] = rnd.choice([60, 600])
+        if rnd.random() < 0.3:
+            metadata["_default_message_delay"] = 30
+        twins.both("create_queue", P, Q, metadata)
+    for _ in range(STEPS):
+        queue = Q if rnd.random() < 0.85 else DLQ
+        known_claim = rnd.choice(claims) if claims else (queue, "no-claim")
+        message_id = rnd.choice(ids + ["no-message"]) if ids else "no-message"
+        op = rnd.random()
+        if op < 0.22:
+            items = [{"body": {"n": len(ids) + i}, "ttl": rnd.choice([None, 60, 120, 600]),
+                      "delay": rnd.choice([None, None, 0, 30, 120]), "dlq_eligible": rnd.random() < 0.8}
+                     for i in range(rnd.randint(1, 3))]
+            outcome = twins.both("post", P, queue, rnd.choice(["c1", "c2"]), items, 10)
+            ids.extend(outcome[1])
+        elif op < 0.42:
+            limit, ttl, grace = rnd.randint(1, 4), rnd.choice([60, 90]), rnd.choice([0, 30, 60])
+            outcome = twins.both("claim", P, queue, limit, ttl, grace, pick=lambda r: r[:2])
+            if outcome[1][1]:
+                claims.append((queue, outcome[1][0]))
+        elif op < 0.5:
+            twins.clock.advance(rnd.choice([1, 10, 31, 61, 130]))
+        elif op < 0.55:
+            twins.both("sweep")
+        elif op < 0.62:
+            claim_id = rnd.choice([None, "no-claim", known_claim[1]])
+            twins.both("delete_message", P, queue, message_id, claim_id)
+        elif op < 0.66:
+            chosen = rnd.sample(ids, min(len(ids), 3))
+            claim_ids = rnd.choice([None, [c for _, c in claims[-2:]]])
+            twins.both("delete_messages", P, queue, chosen, claim_ids)
+        elif op < 0.7:
+            twins.both("pop", P, queue, rnd.randint(1, 3), pick=lambda r: r[0])
+        elif op < 0.76:
+            twins.both("release_claim", P, *known_claim)
+        elif op < 0.83:
+            reason = rnd.choice([None, {"error": "timeout 30s", "error_type": "Timeout"}])
+            twins.both("release_message", P, known_claim[0], message_id, known_claim[1], reason)
+        elif op < 0.88:
+            twins.both("renew_claim", P, *known_claim, rnd.choice([60, 120]), 30)
+        elif op < 0.93:
+            twins.both("get_claim", P, *known_claim, pick=lambda r: r[:2])
+        elif op < 0.95:
+            twins.both("purge", P, queue, ["messages"])
+        elif op < 0.96:
+            twins.both("delete_queue", P, queue)
+        twins.observe(ids)

@@ -1,0 +1,209 @@
+"""Redis-only behaviour: durability across kill -9, outages, work per claim, key slots, processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+
+import pytest
+import redis
+
+from tests.conftest import missing_server
+from tests.servers.redis import RedisServer
+from zaqar_lite import errors
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.storage.redis import RedisStorage
+
+P, Q, DLQ = "p", "q", "q-dlq"
+NOW = 1_800_000_000.123456
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """Start a redis-server of the test's own (options given by the test); stop it at the end."""
+    if shutil.which("redis-server") is None:
+        missing_server("redis-server")
+    started: list[RedisServer] = []
+
+    def start(*options: str, port: int | None = None, password: str | None = None) -> RedisServer:
+        server = RedisServer(tmp_path, *options, port=port, password=password)
+        server.start(attempts=5 if port is None else 1)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def store(redis_store_uri):
+    storage = RedisStorage(redis_store_uri)
+    yield storage
+    storage.close()
+
+
+def _messages(count: int, now: float = NOW, delay: float = 0.0, prefix: str = "m", ttl: float = 3600,
+              ) -> list[Message]:
+    return [Message(id=f"{prefix}{i}", body={"n": i, "text": "é"}, created=now, expires=now + ttl,
+                    delay_until=now + delay if delay else 0.0, client_id="c")
+            for i in range(count)]
+
+
+def _claim(storage: RedisStorage, limit: int, now: float = NOW, queue: str = Q,
+           dead_letter: DeadLetterPolicy | None = None, claim_id: str | None = None) -> list[str]:
+    request = ClaimRequest(claim_id or f"claim-{now}-{limit}", now, 60, 60, limit,
+                           dead_letter or DeadLetterPolicy())
+    return [m.id for m in storage.claim_messages(P, queue, request)]
+
+
+def test_acknowledged_messages_and_their_state_survive_kill_9(own_server):
+    server = own_server("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+    storage = RedisStorage(server.uri())
+    policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    storage.create_queue(P, DLQ, {}, NOW)
+    storage.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ}, NOW)
+    storage.post_messages(P, Q, _messages(40), NOW)
+    storage.post_messages(P, Q, _messages(10, delay=300, prefix="d"), NOW)
+    assert _claim(storage, 3, claim_id="first", dead_letter=policy) == ["m0", "m1", "m2"]
+    storage.release_message(P, Q, "m1", "first", NOW + 1, {"error": "boom", "error_type": "E"}, 10)
+    assert _claim(storage, 2, NOW + 2, claim_id="second", dead_letter=policy) == ["m3", "m4"]
+    ids = [f"m{i}" for i in range(40)] + [f"d{i}" for i in range(10)]
+    before = {q: storage.get_messages(P, q, ids, NOW + 2) for q in (Q, DLQ)}
+    assert [m.id for m in before[DLQ]] == ["m1"]
+
+    server.stop(signal.SIGKILL)
+    restarted = own_server("--appendonly", "yes", "--appendfsync", "always", "--save", "",
+                           port=server.port)
+
+    for reader in (storage, RedisStorage(restarted.uri())):
+        assert {q: reader.get_messages(P, q, ids, NOW + 2) for q in (Q, DLQ)} == before
+        assert reader.get_claim(P, Q, "second", NOW + 2)[0].expires == NOW + 2 + 60
+    assert _claim(storage, 2, NOW + 3, claim_id="third", dead_letter=policy) == ["m5", "m6"]
+
+
+def test_outage_raises_storage_unavailable_and_the_same_driver_recovers(own_server):
+    server = own_server()
+    storage = RedisStorage(server.uri())
+    storage.post_messages(P, Q, _messages(2), NOW)
+    server.stop()
+
+    assert storage.ping() is False
+    with pytest.raises(errors.StorageUnavailable):
+        storage.post_messages(P, Q, _messages(1, prefix="lost"), NOW)
+    with pytest.raises(errors.StorageUnavailable):
+        _claim(storage, 1)
+
+    own_server(port=server.port)
+    assert storage.ping() is True
+    storage.post_messages(P, Q, _messages(1, prefix="after"), NOW)
+    assert _claim(storage, 5) == ["after0"]
+
+
+def test_password_in_the_uri_is_used(own_server):
+    server = own_server(password="s3cret")
+    with pytest.raises(errors.StorageUnavailable):
+        RedisStorage(server.uri()).post_messages(P, Q, _messages(1), NOW)
+    storage = RedisStorage(f"redis://:s3cret@127.0.0.1:{server.port}/2")
+    storage.post_messages(P, Q, _messages(1), NOW)
+    assert storage.describe() == f"redis at 127.0.0.1:{server.port}/2"
+    assert _claim(storage, 1) == ["m0"]
+
+
+def _commands_run_by(server: RedisServer, action) -> tuple[object, int]:
+    """Run ``action`` and count the data commands Redis executed for it (script calls included)."""
+    with server.client() as admin:
+        admin.config_resetstat()
+        result = action()
+        stats = admin.info("commandstats")
+    bookkeeping = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_config|resetstat", "cmdstat_info",
+                   "cmdstat_script|load", "cmdstat_ping")
+    return result, sum(v["calls"] for k, v in stats.items() if k not in bookkeeping)
+
+
+def test_claim_work_does_not_grow_with_delayed_or_claimed_messages(store, redis_server):
+    store.post_messages(P, Q, _messages(1000, prefix="claimed"), NOW)
+    assert len(_claim(store, 1000, claim_id="long")) == 1000
+    store.post_messages(P, Q, _messages(1000, delay=900, prefix="delayed"), NOW)
+    store.post_messages(P, Q, _messages(2, prefix="ready"), NOW)
+
+    claimed, work = _commands_run_by(redis_server, lambda: _claim(store, 1, NOW + 1))
+    assert claimed == ["ready0"]
+    # two empty promotions, one head read, about 8 writes for the claimed message, the claim record
+    assert work <= 20
+    claimed, work = _commands_run_by(redis_server, lambda: _claim(store, 5, NOW + 2))
+    assert claimed == ["ready1"]
+    assert work <= 20
+    claimed, work = _commands_run_by(redis_server, lambda: _claim(store, 5, NOW + 3))
+    assert claimed == []
+    assert work <= 5
+
+
+def test_scripts_are_loaded_again_after_the_server_forgets_them(store, redis_server):
+    store.post_messages(P, Q, _messages(1), NOW)
+    with redis_server.client() as admin:
+        admin.script_flush()
+    store.post_messages(P, Q, _messages(1, prefix="n"), NOW)
+    with redis_server.client() as admin:
+        admin.script_flush()
+    assert _claim(store, 5) == ["m0", "n0"]
+
+
+def test_every_key_of_a_project_shares_one_cluster_slot(store, redis_server):
+    project = "tenant{x}:a/b"
+    policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    store.create_queue(project, DLQ, {}, NOW)
+    store.create_queue(project, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ}, NOW)
+    store.post_messages(project, Q, _messages(3), NOW)
+    request = ClaimRequest("c1", NOW, 60, 60, 2, policy)
+    store.claim_messages(project, Q, request)
+    store.claim_messages(project, Q, ClaimRequest("c2", NOW + 61, 60, 60, 2, policy))
+    store.put_record(project, "subscription", "s", {"a": 1}, None)
+    assert store.get_messages(project, DLQ, ["m0", "m1"], NOW + 61) != []
+    with redis_server.client() as plain:
+        keys = [k for k in plain.scan_iter("*") if not k.startswith(("zl:projects", "zl:record-projects:"))]
+    slots = {redis.crc.key_slot(k.encode()) for k in keys}
+    assert len(keys) > 10
+    assert slots == {redis.crc.key_slot(b"{tenant%7Bx%7D%3Aa%2Fb}")}
+    assert [p for p, _, _ in store.all_queues()] == [project, project]
+
+
+def test_projects_with_key_syntax_in_their_names_stay_apart(store):
+    store.post_messages("a}:q:b", Q, _messages(1, prefix="x"), NOW)
+    store.post_messages("a", Q, _messages(1, prefix="y"), NOW)
+    assert [m.id for m in store.list_messages("a", Q, now=NOW, marker=None, limit=10, include_claimed=True,
+                                              include_delayed=True, exclude_client_id=None)] == ["y0"]
+    assert store.get_messages("a", Q, ["x0"], NOW) == []
+
+
+def _claim_all(uri: str, results: multiprocessing.Queue) -> None:
+    storage = RedisStorage(uri)
+    got: list[str] = []
+    while True:
+        claimed = _claim(storage, 3, claim_id=f"{os.getpid()}-{len(got)}")
+        if not claimed:
+            break
+        got.extend(claimed)
+    results.put(got)
+
+
+def test_processes_claiming_at_once_never_share_a_message(store, redis_store_uri):
+    store.post_messages(P, Q, _messages(300), NOW)
+    results: multiprocessing.Queue = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=_claim_all, args=(redis_store_uri, results)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    got = [results.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=10)
+    everything = [i for ids in got for i in ids]
+    assert len(everything) == 300
+    assert set(everything) == {f"m{i}" for i in range(300)}
+
+
+@pytest.mark.parametrize("uri", ["sqlite:///x.db", "http://127.0.0.1:1/0"])
+def test_uris_of_another_scheme_are_refused(uri):
+    with pytest.raises(ValueError):
+        RedisStorage(uri)

@@ -1,0 +1,159 @@
+"""Swift-only behaviour: a move cut between copy and delete, an outage, racing claimers, URIs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from zaqar_lite import errors
+from zaqar_lite.claims.service import Messaging
+from zaqar_lite.config import load_settings
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.storage import swift_objects
+from zaqar_lite.storage.swift import SwiftStorage
+
+P, Q, DLQ = "project-a", "orders", "orders-dlq"
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture
+def store(swift_store_uri):
+    storage = SwiftStorage(swift_store_uri)
+    yield storage
+    storage.close()
+
+
+def _messages(count: int, prefix: str = "m") -> list[Message]:
+    return [Message(id=f"{prefix}{i}", body={"n": i}, created=NOW, expires=NOW + 3600) for i in range(count)]
+
+
+def _names(store: SwiftStorage, queue: str) -> list[str]:
+    """Return the object names of a queue's messages, expired ones included."""
+    container = swift_objects.project_container(store.options.prefix, P)
+    return [name for name, _ in store.objects.rows(container, swift_objects.message_prefix(queue))]
+
+
+def test_uri_gives_tempauth_user_key_and_options():
+    options = swift_objects.parse_uri(
+        "swift://test%3Atester:tes%40ting@127.0.0.1:8080/auth/v1.0?prefix=t1&settle=0.2&os_region_name=r1")
+    assert (options.user, options.key, options.auth_url) == ("test:tester", "tes@ting",
+                                                             "http://127.0.0.1:8080/auth/v1.0")
+    assert (options.prefix, options.settle, options.os_options) == ("t1", 0.2, {"region_name": "r1"})
+
+
+@pytest.mark.parametrize("uri", ["redis://x:1/0", "swift:///auth/v1.0", "swift://u:k@h:1/a?prefix=a.b",
+                                 "swift://u:k@h:1/a?setle=1"])
+def test_uris_of_another_scheme_without_host_with_a_bad_prefix_or_option_are_refused(uri):
+    with pytest.raises(ValueError):
+        swift_objects.parse_uri(uri)
+
+
+def test_message_names_sort_in_post_order_across_calls():
+    clock = swift_objects.MarkerClock()
+    markers = clock.take(3) + clock.take(2)
+    names = [swift_objects.message_object(Q, m, f"id{9 - i}") for i, m in enumerate(markers)]
+    assert sorted(names) == names
+    assert all(swift_objects.message_id_of(n) == f"id{9 - i}" for i, n in enumerate(names))
+
+
+def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_removes(store, monkeypatch):
+    messaging = Messaging(store, load_settings(None, storage_uri="sqlite:///unused.db"), lambda: NOW)
+    messaging.create_queue(P, DLQ, {})
+    messaging.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ})
+    store.post_messages(P, Q, _messages(1), NOW)
+    policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    assert [m.id for m in store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1, policy))] == ["m0"]
+    later = NOW + 61
+    real_delete = store.objects.delete
+
+    def crash_on_source_delete(container: str, name: str) -> bool:
+        if name.startswith(swift_objects.message_prefix(Q)):
+            raise RuntimeError("process killed between the DLQ copy and the source delete")
+        return real_delete(container, name)
+
+    monkeypatch.setattr(store.objects, "delete", crash_on_source_delete)
+    with pytest.raises(RuntimeError):
+        store.claim_messages(P, Q, ClaimRequest("c2", later, 60, 60, 1, policy))
+    monkeypatch.undo()
+
+    assert len(_names(store, Q)) == 1 and len(_names(store, DLQ)) == 1
+    assert [m.id for m in store.get_messages(P, DLQ, ["m0"], later)] == ["m0"]
+    assert [m.id for m in store.get_messages(P, Q, ["m0"], later)] == ["m0"]
+
+    result = store.sweep_queue(P, Q, later + 1, policy)
+    assert result.dead_lettered == 1
+    assert _names(store, Q) == [] and len(_names(store, DLQ)) == 1
+    assert store.claim_messages(P, Q, ClaimRequest("c3", later + 1, 60, 60, 1, policy)) == []
+    moved = store.get_messages(P, DLQ, ["m0"], later + 1)[0]
+    assert (moved.body, moved.claim_count, moved.dead_letter["reason"]) == ({"n": 0}, 1, "max_claims")
+    assert moved.dead_letter["dead_lettered_at"] == later
+
+
+def test_an_unreachable_swift_raises_storage_unavailable_and_the_same_driver_recovers(store, swift_server):
+    store.post_messages(P, Q, _messages(1), NOW)
+    swift_server.stop_server("proxy")
+    try:
+        with pytest.raises(errors.StorageUnavailable):
+            store.get_queue_metadata(P, Q)
+        with pytest.raises(errors.StorageUnavailable):
+            store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1))
+        assert store.ping() is False
+    finally:
+        swift_server.start_server("proxy")
+    assert store.ping() is True
+    assert [m.id for m in store.claim_messages(P, Q, ClaimRequest("c2", NOW, 60, 60, 1))] == ["m0"]
+
+
+def _race(stores: list[SwiftStorage], message_id: str, claim_ids: list[str]) -> list[list[str]]:
+    """Let each store claim at the same instant; return what each one got."""
+    start = threading.Barrier(len(stores))
+    won: list[list[str]] = [[] for _ in stores]
+
+    def claim(who: int) -> None:
+        start.wait()
+        request = ClaimRequest(claim_ids[who], NOW, 60, 60, 1)
+        won[who] = [m.id for m in stores[who].claim_messages(P, Q, request)]
+
+    threads = [threading.Thread(target=claim, args=(who,)) for who in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return won
+
+
+def test_two_claimers_racing_for_one_message_never_both_win(swift_store_uri):
+    stores = [SwiftStorage(swift_store_uri) for _ in range(2)]
+    rounds_won = 0
+    try:
+        for round_ in range(8):
+            message_id = f"race{round_}-0"
+            stores[0].post_messages(P, Q, _messages(1, prefix=f"race{round_}-"), NOW)
+            claim_ids = [f"claim-{round_}-{who}" for who in (0, 1)]
+            won = _race(stores, message_id, claim_ids)
+            winners = [who for who in (0, 1) if won[who]]
+            assert len(winners) <= 1, f"round {round_}: both claimers won {message_id}"
+            if winners:
+                rounds_won += 1
+                held = stores[1].get_claim(P, Q, claim_ids[winners[0]], NOW)[1]
+                assert [m.id for m in held] == [message_id]
+                stores[1].delete_message(P, Q, message_id, claim_ids[winners[0]], NOW)
+            else:
+                stores[0].delete_messages(P, Q, [message_id], None, NOW)
+    finally:
+        for storage in stores:
+            storage.close()
+    assert rounds_won > 0
+
+
+@pytest.mark.parametrize("queue", [".", "..", "a.b"])
+def test_dot_queue_names_and_odd_ids_stay_inside_their_own_objects(store, queue):
+    assert store.create_queue(P, queue, {"k": queue}, NOW) is True
+    store.post_messages(P, queue, _messages(1), NOW)
+    assert store.get_queue_metadata(P, queue) == {"k": queue}
+    assert [n for n, _ in store.list_queues(P, marker=None, limit=10)] == [queue]
+    assert [m.id for m in store.get_messages(P, queue, ["m0"], NOW)] == ["m0"]
+    with pytest.raises(errors.InvalidClaim):
+        store.delete_message(P, queue, "m0", "bad\x00claim/..", NOW)
+    assert store.get_record(P, "subscription", f"{queue}/\x00") is None

@@ -1,0 +1,91 @@
+"""etc/zaqar-lite.conf documents every setting with its real default."""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from zaqar_lite.config import Limits, Settings, load_settings
+
+CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
+
+#: Settings field -> (section, key) it is read from in the ini file
+SETTINGS_KEYS = {
+    "storage_uri": ("storage", "uri"),
+    "bind": ("server", "bind"),
+    "workers": ("server", "workers"),
+    "log_level": ("server", "log_level"),
+    "sweep_interval": ("server", "sweep_interval"),
+    "client_id_uuid_safe": ("transport", "client_id_uuid_safe"),
+    "include_dead_letter": ("transport", "include_dead_letter"),
+    "auth_strategy": ("auth", "strategy"),
+}
+
+
+@pytest.fixture(autouse=True)
+def no_environment_overrides(monkeypatch):
+    """Keep ZAQAR_LITE_* variables of the caller's shell out of these tests."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("ZAQAR_LITE_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def parsed() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    assert parser.read(CONF), f"{CONF} cannot be read"
+    return parser
+
+
+def test_every_settings_field_is_known_to_this_test():
+    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier"}
+    assert {f.name for f in dataclasses.fields(Settings)} == known
+
+
+def test_every_limits_field_is_set_in_the_limits_section(parsed):
+    missing = [f.name for f in dataclasses.fields(Limits) if not parsed.has_option("limits", f.name)]
+    assert missing == []
+
+
+def test_the_limits_section_names_no_unknown_key(parsed):
+    known = {f.name for f in dataclasses.fields(Limits)}
+    assert set(parsed.options("limits")) - known == set()
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(Limits)])
+def test_each_limit_in_the_file_equals_its_default(parsed, field):
+    default = next(f.default for f in dataclasses.fields(Limits) if f.name == field)
+    assert int(parsed.get("limits", field)) == default
+    assert getattr(load_settings(CONF).limits, field) == default
+
+
+@pytest.mark.parametrize("field", sorted(SETTINGS_KEYS))
+def test_each_setting_the_file_names_equals_its_default(parsed, field):
+    section, key = SETTINGS_KEYS[field]
+    if parsed.has_option(section, key):
+        assert getattr(load_settings(CONF), field) == getattr(Settings(), field)
+
+
+@pytest.mark.parametrize("field", sorted(SETTINGS_KEYS))
+def test_each_setting_is_documented_in_its_section(field):
+    section, key = SETTINGS_KEYS[field]
+    text = CONF.read_text()
+    start = text.index(f"[{section}]")
+    following = re.search(r"^\[", text[start + 1:], re.MULTILINE)
+    body = text[start:start + 1 + following.start()] if following else text[start:]
+    assert re.search(rf"^#? ?{key} = ", body, re.MULTILINE), f"[{section}] {key} is not in the file"
+
+
+def test_the_token_file_setting_is_documented():
+    assert re.search(r"^#? ?token_file = ", CONF.read_text(), re.MULTILINE)
+
+
+def test_the_file_as_shipped_loads_to_the_defaults():
+    assert load_settings(CONF) == Settings()
+    assert load_settings(CONF).tokens == {}

@@ -1,0 +1,144 @@
+"""Checks of subscription request bodies; each failure names the offending field.
+
+A subscription body is ``{"subscriber": url, "ttl": seconds, "options": {...}}``.
+Options are free-form as in Zaqar, except the keys zaqar-lite acts on:
+``_retry_policy`` (see :mod:`zaqar_lite.notify.retry`), ``post_data`` (a JSON
+text, or a JSON value, in which ``"$zaqar_message$"`` stands for the
+notification), ``post_headers`` (extra request headers) and ``secret`` (the key
+of the ``X-Zaqar-Lite-Signature`` HMAC).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import urllib.parse
+from typing import Any
+
+from zaqar_lite.config import Limits, NotifierSettings
+from zaqar_lite.errors import InvalidBody, ValidationFailed
+from zaqar_lite.notify import retry
+
+MAX_SUBSCRIBER_LENGTH = 2048
+MAX_SECRET_LENGTH = 1024
+#: an RFC 9110 header name
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+CREATE_KEYS = ("subscriber", "ttl", "options")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def subscriber(value: Any, settings: NotifierSettings, field: str = "subscriber") -> str:
+    """Check a subscriber URL: an absolute URL with a host, of an allowed scheme."""
+    schemes = " or ".join(settings.subscriber_schemes)
+    if not isinstance(value, str) or not value:
+        raise ValidationFailed(f"{field} must be a non-empty string, got {_show(value)}.")
+    if len(value) > MAX_SUBSCRIBER_LENGTH:
+        raise ValidationFailed(f"{field} may not be longer than {MAX_SUBSCRIBER_LENGTH} characters.")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        raise ValidationFailed(f"{field} is not a valid URL: {_show(value)}.") from None
+    if parts.scheme.lower() not in settings.subscriber_schemes:
+        raise ValidationFailed(f"{field} must be an {schemes} URL, got {_show(value)}.")
+    if not parts.hostname or any(c.isspace() for c in value):
+        raise ValidationFailed(f"{field} must be an absolute {schemes} URL with a host, got {_show(value)}.")
+    return value
+
+
+def ttl(value: Any, limits: Limits, now: float) -> int:
+    """Check a subscription ttl: an integer of at least ``min_subscription_ttl`` seconds."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed(f"ttl must be an integer number of seconds, got {_show(value)}.")
+    if value < limits.min_subscription_ttl:
+        raise ValidationFailed(f"ttl must be at least {limits.min_subscription_ttl} seconds, got {value}.")
+    try:
+        datetime.datetime.fromtimestamp(now + value, tz=datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        raise ValidationFailed(f"ttl {value} puts the expiry beyond the largest date.") from None
+    return value
+
+
+def options(value: Any) -> dict[str, Any]:
+    """Check the options object and the keys zaqar-lite acts on."""
+    if not isinstance(value, dict):
+        raise ValidationFailed(f"options must be a JSON object, got {_show(value)}.")
+    if retry.RETRY_POLICY in value:
+        retry.check_policy(value[retry.RETRY_POLICY], f"options.{retry.RETRY_POLICY}")
+    if "post_data" in value and not isinstance(value["post_data"], (str, dict, list)):
+        raise ValidationFailed("options.post_data must be a JSON text or a JSON object or array, "
+                               f"got {_show(value['post_data'])}.")
+    if "post_headers" in value:
+        _post_headers(value["post_headers"])
+    if "secret" in value:
+        secret = value["secret"]
+        if not isinstance(secret, str) or not 1 <= len(secret) <= MAX_SECRET_LENGTH:
+            raise ValidationFailed(f"options.secret must be a string of 1 to {MAX_SECRET_LENGTH} characters.")
+    return dict(value)
+
+
+def _post_headers(headers: Any) -> None:
+    if not isinstance(headers, dict):
+        raise ValidationFailed(f"options.post_headers must be a JSON object, got {_show(headers)}.")
+    for name, text in headers.items():
+        if not HEADER_NAME.match(name):
+            raise ValidationFailed(f"options.post_headers: {_show(name)} is not a valid header name.")
+        if not isinstance(text, str) or "\r" in text or "\n" in text:
+            raise ValidationFailed(
+                f"options.post_headers.{name} must be a one-line string, got {_show(text)}.")
+
+
+def _document(document: Any, empty: str) -> dict[str, Any]:
+    if document is None or document == {}:
+        raise InvalidBody(empty)
+    if not isinstance(document, dict):
+        raise InvalidBody(f"The request body must be a JSON object, got {_show(document)}.")
+    unknown = sorted(set(document) - set(CREATE_KEYS))
+    if unknown:
+        raise InvalidBody(f"{unknown[0]} is not a subscription field; known: {', '.join(CREATE_KEYS)}.")
+    return document
+
+
+def creation(document: Any, limits: Limits, settings: NotifierSettings, now: float) -> dict[str, Any]:
+    """Check a subscription POST body; return ``subscriber``, ``ttl`` and ``options`` with defaults."""
+    document = _document(document, "subscriber is required: send "
+                         '{"subscriber": "https://...", "ttl": seconds, "options": {...}}.')
+    if "subscriber" not in document:
+        raise InvalidBody("subscriber is required.")
+    return {
+        "subscriber": subscriber(document["subscriber"], settings),
+        "ttl": ttl(document.get("ttl", limits.default_subscription_ttl), limits, now),
+        "options": options(document.get("options", {})),
+    }
+
+
+def update(document: Any, limits: Limits, settings: NotifierSettings, now: float) -> dict[str, Any]:
+    """Check a subscription PATCH body; return only the fields it changes."""
+    document = _document(document, f"Name at least one of {', '.join(CREATE_KEYS)} to update.")
+    changes: dict[str, Any] = {}
+    if "subscriber" in document:
+        changes["subscriber"] = subscriber(document["subscriber"], settings)
+    if "ttl" in document:
+        changes["ttl"] = ttl(document["ttl"], limits, now)
+    if "options" in document:
+        changes["options"] = options(document["options"])
+    return changes
+
+
+def confirmation(document: Any) -> bool:
+    """Check a confirm body ``{"confirmed": bool}`` and return the flag."""
+    if not isinstance(document, dict) or not isinstance(document.get("confirmed"), bool):
+        raise InvalidBody("confirmed must be true or false: send {\"confirmed\": true}.")
+    return bool(document["confirmed"])
+
+
+def resume_request(document: Any, settings: NotifierSettings) -> str:
+    """Check a project-wide resume body ``{"subscriber": url}`` and return the URL."""
+    if not isinstance(document, dict) or "subscriber" not in document:
+        raise InvalidBody("subscriber is required: send {\"subscriber\": \"https://...\"}.")
+    return subscriber(document["subscriber"], settings)

@@ -1,0 +1,104 @@
+"""One webhook request: the notification body, its headers and signature, and the outcome.
+
+The body is the message as Zaqar's notifier sends it::
+
+    {"id": ..., "body": ..., "ttl": ..., "claim_count": ...,
+     "queue_name": ..., "Message_Type": "Notification"}
+
+or, when the subscription has ``options.post_data``, that template with
+``"$zaqar_message$"`` (quotes included) replaced by the notification. Headers:
+``Content-Type: application/json``, then ``options.post_headers``, then ours:
+``X-Zaqar-Lite-Message-Id``, ``X-Zaqar-Lite-Subscription-Id`` and, when
+``options.secret`` is set, ``X-Zaqar-Lite-Signature: sha256=<hex HMAC-SHA256
+of the exact body bytes keyed by the secret>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import requests
+
+from zaqar_lite.models import Message
+
+MESSAGE_PLACEHOLDER = '"$zaqar_message$"'
+SIGNATURE_HEADER = "X-Zaqar-Lite-Signature"
+MESSAGE_ID_HEADER = "X-Zaqar-Lite-Message-Id"
+SUBSCRIPTION_ID_HEADER = "X-Zaqar-Lite-Subscription-Id"
+MAX_ERROR_LENGTH = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one delivery attempt came to: acknowledged (2xx) or an error text."""
+
+    acknowledged: bool
+    error: str | None = None
+
+
+def notification(message: Message, queue: str) -> dict[str, Any]:
+    """Return the notification document of one message."""
+    return {
+        "id": message.id,
+        "body": message.body,
+        "ttl": message.ttl(),
+        "claim_count": message.claim_count,
+        "queue_name": queue,
+        "Message_Type": "Notification",
+    }
+
+
+def render_body(document: Mapping[str, Any], options: Mapping[str, Any]) -> bytes:
+    """Return the request body: the notification, or the ``post_data`` template filled with it."""
+    encoded = json.dumps(document, ensure_ascii=False)
+    template = options.get("post_data")
+    if template is None:
+        return encoded.encode()
+    if not isinstance(template, str):
+        template = json.dumps(template, ensure_ascii=False)
+    return template.replace(MESSAGE_PLACEHOLDER, encoded).encode()
+
+
+def signature(secret: str, body: bytes) -> str:
+    """Return the signature header value of a body: ``sha256=<hex digest>``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def request_headers(body: bytes, options: Mapping[str, Any], subscription_id: str,
+                    message_id: str) -> dict[str, str]:
+    """Return the headers of one delivery."""
+    headers = {"Content-Type": "application/json"}
+    headers.update(options.get("post_headers") or {})
+    headers[MESSAGE_ID_HEADER] = message_id
+    headers[SUBSCRIPTION_ID_HEADER] = subscription_id
+    if options.get("secret"):
+        headers[SIGNATURE_HEADER] = signature(options["secret"], body)
+    return headers
+
+
+def post(session: requests.Session, url: str, body: bytes, headers: Mapping[str, str],
+         timeout: float) -> Outcome:
+    """POST one notification; only a 2xx answer acknowledges it.
+
+    Redirects are not followed (a 3xx is a failure like any other non-2xx).
+    """
+    try:
+        response = session.post(url, data=body, headers=dict(headers), timeout=(timeout, timeout),
+                                allow_redirects=False)
+    except requests.Timeout as exc:
+        return Outcome(False, _short(f"timeout after {timeout:g} s: {exc}"))
+    except requests.RequestException as exc:
+        return Outcome(False, _short(f"{type(exc).__name__}: {exc}"))
+    with response:
+        if 200 <= response.status_code < 300:
+            return Outcome(True)
+        return Outcome(False, _short(f"HTTP {response.status_code} {response.reason or ''}".strip()))
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_LENGTH else text[:MAX_ERROR_LENGTH - 3] + "..."

@@ -1,0 +1,150 @@
+-- _lib.lua: helpers shared by the operation scripts; RedisStorage prepends this
+-- file to every script before registering it, so each EVALSHA still runs one
+-- self-contained script.
+--
+-- Key layout (P = percent-encoded project, Q = percent-encoded queue name;
+-- "{P}" is the Redis Cluster hash tag, so a project's queues, DLQs, messages
+-- and claims share one slot):
+--   zl:{P}:queues          ZSET   queue names, score 0
+--   zl:{P}:q:Q:meta        STRING queue metadata JSON (the queue exists while it does)
+--   zl:{P}:q:Q:marker      STRING last marker assigned in Q (INCR)
+--   zl:{P}:q:Q:ready       ZSET   unclaimed, undelayed messages; score marker
+--   zl:{P}:q:Q:delayed     ZSET   delayed messages; score delay_until
+--   zl:{P}:q:Q:claimed     ZSET   claimed messages; score claim_expires
+--   zl:{P}:q:Q:all         ZSET   every message of Q; score marker
+--   zl:{P}:q:Q:expires     ZSET   every message of Q; score expires
+--   zl:{P}:q:Q:counted     ZSET   messages claimed at least once; score claim_count
+--   zl:{P}:q:Q:claims      ZSET   claim ids; score claim expiry
+--   zl:{P}:q:Q:c:<claim>   HASH   ttl, grace, created, expires of one claim
+--   zl:{P}:q:Q:cm:<claim>  SET    ids of the messages that claim took
+--   zl:{P}:m:<id>          HASH   one message: q, marker, body, created, expires,
+--                                 delay_until, client_id, claim_id, claim_expires,
+--                                 claim_count, dlq_eligible, failures, dead_letter
+-- A message of Q is in all and expires, and in at most one of ready, delayed
+-- and claimed (none once a script has seen it expired: the sweep owns it then).
+--
+-- Standard KEYS of every script that takes them:
+--   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,
+--                counted, claims (in that order)
+--   KEYS[10]     zl:{P}:queues
+--   KEYS[11..19] the dead-letter queue's keys, same order (claim and sweep only)
+-- Message and claim keys are built here from the prefixes ARGV[1] = "zl:{P}:"
+-- and ARGV[2] = "zl:{P}:q:Q:"; they carry the same hash tag.
+--
+-- Times arrive as strings written by Python (repr of a float). Scripts compare
+-- them with tonumber() and store the strings they were given: Lua's own
+-- number formatting (tostring, .., cjson) keeps only 14 digits.
+
+local function queue_keys(first)
+  return {meta = KEYS[first], marker = KEYS[first + 1], ready = KEYS[first + 2],
+          delayed = KEYS[first + 3], claimed = KEYS[first + 4], all = KEYS[first + 5],
+          expires = KEYS[first + 6], counted = KEYS[first + 7], claims = KEYS[first + 8]}
+end
+
+local function message_key(ns, id)
+  return ns .. 'm:' .. id
+end
+
+-- True when the stored time string t is set and later than now.
+local function after(t, now)
+  return t ~= false and t ~= nil and tonumber(t) > now
+end
+
+-- A message as the reply to Python: {id, field, value, field, value, ...}.
+local function dump(ns, id)
+  local fields = redis.call('HGETALL', message_key(ns, id))
+  table.insert(fields, 1, id)
+  return fields
+end
+
+-- Create a queue with empty metadata unless it exists.
+local function ensure_queue(Q, name, index)
+  if redis.call('SET', Q.meta, '{}', 'NX') then
+    redis.call('ZADD', index, 0, name)
+  end
+end
+
+-- Drop a message id from every index of queue Q and from its last claim's set.
+local function unindex(qp, Q, id, claim_id)
+  for _, key in ipairs({Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted}) do
+    redis.call('ZREM', key, id)
+  end
+  if claim_id then
+    redis.call('SREM', qp .. 'cm:' .. claim_id, id)
+  end
+end
+
+-- Delete a message of queue Q.
+local function drop(ns, qp, Q, id)
+  local key = message_key(ns, id)
+  unindex(qp, Q, id, redis.call('HGET', key, 'claim_id'))
+  redis.call('DEL', key)
+end
+
+-- Move a message of Q into the dead-letter queue D (policy.dead_lettered):
+-- same id, body, count and failures; unclaimed, undelayed, a new DLQ marker,
+-- and the provenance record, whose JSON starts with record_head
+-- ('{"source_queue":..,"reason":..,"dead_lettered_at":..'). Its expiry becomes
+-- dlq_expires (now + the DLQ messages ttl) when that is not ''; else a message
+-- moved because it expired gets its own ttl again from now (now + (expires -
+-- created), computed in that order as Python does and stored by redis.call,
+-- which keeps every digit); else it keeps its expiry.
+local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_head, now, expired)
+  local key = message_key(ns, id)
+  local f = redis.call('HMGET', key, 'claim_id', 'claim_count', 'expires', 'created')
+  unindex(qp, Q, id, f[1])
+  ensure_queue(D, dlq, index)
+  local marker = redis.call('INCR', D.marker)
+  local expires = f[3]
+  if dlq_expires ~= '' then
+    expires = dlq_expires
+  elseif expired then
+    expires = now + (tonumber(f[3]) - tonumber(f[4]))
+  end
+  local last_claim = 'null'
+  if f[1] then last_claim = cjson.encode(f[1]) end
+  local record = record_head .. ',"claim_count":' .. f[2] .. ',"last_claim_id":' .. last_claim .. '}'
+  redis.call('HDEL', key, 'claim_id', 'claim_expires')
+  redis.call('HSET', key, 'q', dlq, 'marker', marker, 'delay_until', '0', 'expires', expires,
+             'dead_letter', record)
+  redis.call('ZADD', D.ready, marker, id)
+  redis.call('ZADD', D.all, marker, id)
+  redis.call('ZADD', D.expires, expires, id)
+  if tonumber(f[2]) > 0 then
+    redis.call('ZADD', D.counted, f[2], id)
+  end
+end
+
+-- Move the entries of zset `from` due at now (score <= now) into Q's ready set,
+-- scored by marker; expired ones are only dropped from `from`.
+local function promote(ns, Q, from, now_s)
+  local due = redis.call('ZRANGEBYSCORE', from, '-inf', now_s)
+  if #due == 0 then return end
+  local now = tonumber(now_s)
+  redis.call('ZREMRANGEBYSCORE', from, '-inf', now_s)
+  for _, id in ipairs(due) do
+    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires')
+    if f[1] and tonumber(f[2]) > now then
+      redis.call('ZADD', Q.ready, f[1], id)
+    end
+  end
+end
+
+-- Whether claim_id names a live claim of the queue with prefix qp.
+local function claim_is_live(qp, claim_id, now)
+  return after(redis.call('HGET', qp .. 'c:' .. claim_id, 'expires'), now)
+end
+
+-- policy.check_claim_rules: nil when allowed, else the rule broken
+-- ('claimed', 'invalid_claim', 'not_claimed' or 'claimed_by').
+local function claim_rule_violation(qp, held_by, held_until, has_claim, claim_id, now)
+  local claimed = held_by ~= false and after(held_until, now)
+  if has_claim ~= '1' then
+    if claimed then return 'claimed' end
+    return nil
+  end
+  if not claim_is_live(qp, claim_id, now) then return 'invalid_claim' end
+  if not claimed then return 'not_claimed' end
+  if held_by ~= claim_id then return 'claimed_by' end
+  return nil
+end

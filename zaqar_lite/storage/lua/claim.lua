@@ -1,0 +1,69 @@
+-- claim.lua: claim up to `limit` visible messages FIFO, applying policy.plan_claim (claim_messages).
+--
+-- KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
+-- KEYS[10]     zl:{P}:queues
+-- KEYS[11..19] the dead-letter queue's keys, same order (the queue's own when it has none)
+-- ARGV[1] "zl:{P}:"           ARGV[2] "zl:{P}:q:Q:"
+-- ARGV[3] now                 ARGV[4] claim id        ARGV[5] limit
+-- ARGV[6] claim expiry (now + ttl)                    ARGV[7] expiry floor (now + ttl + grace)
+-- ARGV[8] ttl                 ARGV[9] grace
+-- ARGV[10] max claim count, '' when claims are not counted (no DLQ)
+-- ARGV[11] dead-letter queue name ('' for none)
+-- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own
+-- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"max_claims","dead_lettered_at":now'
+-- Returns: the claimed messages, FIFO, each {id, field, value, ...} after the claim.
+-- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
+-- <= now) messages go back to ready; then ready is taken from its head (lowest
+-- marker). Each head is removed from ready: an expired one is left to the
+-- sweep, an exhausted one (claim_count >= max) is moved to the DLQ (deleted
+-- when not dlq_eligible), any other is claimed (count + 1, claim_expires,
+-- expires >= floor) until `limit` are claimed. Work: O((k + promoted) log n).
+-- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
+-- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
+local Q, D = queue_keys(1), queue_keys(11)
+local ns, qp, now_s, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+local now = tonumber(now_s)
+promote(ns, Q, Q.delayed, now_s)
+promote(ns, Q, Q.claimed, now_s)
+local members = qp .. 'cm:' .. claim_id
+local claimed = {}
+while #claimed < limit do
+  local heads = redis.call('ZRANGE', Q.ready, 0, limit - #claimed - 1)
+  if #heads == 0 then break end
+  for _, id in ipairs(heads) do
+    local key = message_key(ns, id)
+    local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible')
+    redis.call('ZREM', Q.ready, id)
+    if f[1] and tonumber(f[1]) > now then
+      local count = tonumber(f[2])
+      if max_count ~= '' and count >= tonumber(max_count) then
+        if f[4] == '1' then
+          dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
+        else
+          drop(ns, qp, Q, id)
+        end
+      else
+        local expires = f[1]
+        if tonumber(expires) < tonumber(floor) then expires = floor end
+        redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
+                   'claim_count', count + 1, 'expires', expires, 'delay_until', '0')
+        redis.call('ZADD', Q.claimed, claim_expires, id)
+        redis.call('ZADD', Q.expires, expires, id)
+        redis.call('ZADD', Q.counted, count + 1, id)
+        if f[3] and f[3] ~= claim_id then
+          redis.call('SREM', qp .. 'cm:' .. f[3], id)
+        end
+        redis.call('SADD', members, id)
+        claimed[#claimed + 1] = dump(ns, id)
+      end
+    end
+  end
+end
+if #claimed > 0 then
+  redis.call('HSET', qp .. 'c:' .. claim_id, 'ttl', ARGV[8], 'grace', ARGV[9], 'created', now_s,
+             'expires', claim_expires)
+  redis.call('ZADD', Q.claims, claim_expires, claim_id)
+end
+return claimed

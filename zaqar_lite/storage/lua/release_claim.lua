@@ -1,0 +1,29 @@
+-- release_claim.lua: release a claim; its messages become visible at once (release_claim).
+--
+-- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
+-- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] now    ARGV[4] claim id
+-- ARGV[5] the queue name
+-- Returns: the number of messages released (an absent claim releases none).
+-- Each message still held (claim_id matches, claim_expires > now) gets
+-- claim_expires = now (its claim_id and claim_count stay) and moves from
+-- claimed back to ready at its marker; the claim's keys are deleted.
+-- Keys written: zl:{P}:q:Q:c:<claim>, zl:{P}:q:Q:cm:<claim>, zl:{P}:q:Q:{claims,claimed,ready},
+-- zl:{P}:m:<id>.
+local Q = queue_keys(1)
+local ns, qp, now_s, claim_id, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now = tonumber(now_s)
+local members = qp .. 'cm:' .. claim_id
+local released = 0
+for _, id in ipairs(redis.call('SMEMBERS', members)) do
+  local key = message_key(ns, id)
+  local f = redis.call('HMGET', key, 'q', 'claim_id', 'claim_expires', 'marker')
+  if f[1] == name and f[2] == claim_id and after(f[3], now) then
+    redis.call('HSET', key, 'claim_expires', now_s)
+    redis.call('ZREM', Q.claimed, id)
+    redis.call('ZADD', Q.ready, f[4], id)
+    released = released + 1
+  end
+end
+redis.call('DEL', qp .. 'c:' .. claim_id, members)
+redis.call('ZREM', Q.claims, claim_id)
+return released

@@ -1,0 +1,42 @@
+-- release_message.lua: release one claimed message with an optional failure (release_message).
+--
+-- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
+-- ARGV[1] "zl:{P}:"     ARGV[2] "zl:{P}:q:Q:"    ARGV[3] now    ARGV[4] the queue name
+-- ARGV[5] message id    ARGV[6] claim id
+-- ARGV[7] '1' when a failure is recorded, else '0'
+-- ARGV[8..10] the failure's "at", "error_type" and "error" values, each as JSON
+-- ARGV[11] history limit (policy.released keeps the last N entries; 0 keeps all)
+-- Returns: 'ok', 'no_message' (absent, expired or in another queue), or the
+-- claim rule broken: 'invalid_claim', 'not_claimed', 'claimed_by' (nothing changed).
+-- On success claim_expires = now, the message moves from claimed to ready at
+-- its marker and leaves the claim's cm set; the failure entry
+-- {"at","claim_count","error_type","error"} is appended to `failures`
+-- (JSON objects, one a line) and the oldest lines beyond the limit dropped.
+-- Keys written: zl:{P}:m:<id>, zl:{P}:q:Q:{claimed,ready}, zl:{P}:q:Q:cm:<claim>.
+local Q = queue_keys(1)
+local ns, qp, now_s, name, id, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local now = tonumber(now_s)
+local key = message_key(ns, id)
+local f = redis.call('HMGET', key, 'q', 'expires', 'claim_id', 'claim_expires', 'claim_count',
+                     'failures', 'marker')
+if f[1] ~= name or not after(f[2], now) then return 'no_message' end
+local broken = claim_rule_violation(qp, f[3], f[4], '1', claim_id, now)
+if broken then return broken end
+redis.call('HSET', key, 'claim_expires', now_s)
+if ARGV[7] == '1' then
+  local entries = {}
+  if f[6] then
+    for line in string.gmatch(f[6], '[^\n]+') do entries[#entries + 1] = line end
+  end
+  entries[#entries + 1] = '{"at":' .. ARGV[8] .. ',"claim_count":' .. f[5] .. ',"error_type":'
+                          .. ARGV[9] .. ',"error":' .. ARGV[10] .. '}'
+  local keep = tonumber(ARGV[11])
+  if keep > 0 then
+    while #entries > keep do table.remove(entries, 1) end
+  end
+  redis.call('HSET', key, 'failures', table.concat(entries, '\n'))
+end
+redis.call('ZREM', Q.claimed, id)
+redis.call('ZADD', Q.ready, f[7], id)
+redis.call('SREM', qp .. 'cm:' .. claim_id, id)
+return 'ok'

@@ -1,0 +1,427 @@
+"""Redis driver: every state change is one Lua script, run atomically by the server.
+
+URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
+``from_url`` query options (``?socket_timeout=2``) override :data:`DEFAULTS`.
+
+Key layout. ``P`` is the project and ``Q`` the queue name, both percent-encoded
+(no ``{``, ``}`` or ``:`` left). ``{P}`` is a Redis Cluster hash tag: a project's
+queues, their dead-letter queues (always in the same project), messages, claims
+and records share one hash slot, so every script touches a single slot::
+
+    zl:{P}:queues          ZSET   queue names, score 0 (ZRANGEBYLEX pages by name)
+    zl:{P}:q:Q:meta        STRING queue metadata JSON; the queue exists while this does
+    zl:{P}:q:Q:marker      STRING last marker given in Q (INCR: FIFO order of posts)
+    zl:{P}:q:Q:ready       ZSET   messages neither claimed nor delayed, score marker
+    zl:{P}:q:Q:delayed     ZSET   delayed messages, score delay_until
+    zl:{P}:q:Q:claimed     ZSET   claimed messages, score claim_expires
+    zl:{P}:q:Q:all         ZSET   every message of Q, score marker (listing, purge)
+    zl:{P}:q:Q:expires     ZSET   every message of Q, score expires (sweep, stats)
+    zl:{P}:q:Q:counted     ZSET   messages claimed at least once, score claim_count
+    zl:{P}:q:Q:claims      ZSET   claim ids, score claim expiry
+    zl:{P}:q:Q:c:<claim>   HASH   ttl, grace, created, expires of one claim
+    zl:{P}:q:Q:cm:<claim>  SET    ids of the messages the claim took
+    zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
+                                  delay_until, client_id, claim_id, claim_expires, claim_count,
+                                  dlq_eligible, failures (JSON objects, one a line), dead_letter
+    zl:{P}:r:<kind>        HASH   versioned records: key -> "<version> <value JSON>"
+    zl:{P}:rk:<kind>       ZSET   record keys, score 0
+    zl:projects            SET    projects that ever had a queue (all_queues)
+    zl:record-projects:<kind>  SET  projects that ever had a record of that kind
+
+The two global sets are the only keys outside the project slots. No script
+touches them: each write that may create a queue or a record sends an SADD just
+before its script in the same pipeline.
+
+A claim costs O(log n + k): its script first moves matured delayed messages and
+lapsed claimed ones back to ``ready`` (each once per delay or claim: amortised),
+then takes the head of ``ready``, where a claimed or delayed message never is.
+Claim order is strict FIFO by post order within a queue.
+
+Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
+``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
+NOSCRIPT. Times travel as ``repr(float)`` strings, so no digit is lost.
+Connection errors and timeouts become :class:`~zaqar_lite.errors.StorageUnavailable`;
+the connection pool reconnects by itself when Redis is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.commands.core import Script
+from redis.retry import Retry
+
+from zaqar_lite import errors
+from zaqar_lite.claims import policy
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, Record, SweepResult
+from zaqar_lite.storage.base import Storage
+
+PROJECTS = "zl:projects"
+RECORD_PROJECTS = "zl:record-projects:"
+QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires", "counted", "claims")
+SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
+           "pop", "sweep", "purge", "list", "stats", "put_record", "delete_record")
+SWEEP_BATCH = 1000
+DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
+            "decode_responses": True}
+# unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
+_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
+                redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)
+_RULES = {
+    "claimed": lambda mid, cid: errors.MessageIsClaimed(mid),
+    "invalid_claim": lambda mid, cid: errors.InvalidClaim(cid),
+    "not_claimed": lambda mid, cid: errors.MessageNotClaimed(mid),
+    "claimed_by": lambda mid, cid: errors.MessageIsClaimedBy(mid, cid),
+}
+
+
+def _t(value: float) -> str:
+    """Format a time exactly (Lua would keep only 14 digits)."""
+    return repr(float(value))
+
+
+def _opt(value: Any, fmt: Any = str) -> str:
+    return "" if value is None else fmt(value)
+
+
+def _to_message(message_id: str, f: Mapping[str, str]) -> Message:
+    failures = f.get("failures")
+    return Message(
+        id=message_id, body=json.loads(f["body"]), created=float(f["created"]),
+        expires=float(f["expires"]), delay_until=float(f.get("delay_until", 0)),
+        client_id=f.get("client_id", ""), claim_id=f.get("claim_id"),
+        claim_expires=float(f["claim_expires"]) if "claim_expires" in f else None,
+        claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
+        failures=[json.loads(line) for line in failures.split("\n")] if failures else [],
+        dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
+        marker=int(f["marker"]))
+
+
+def _from_reply(reply: Sequence[str]) -> Message:
+    """Parse a script's ``{id, field, value, ...}`` message."""
+    return _to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
+
+
+def _record_head(queue: str, reason: str, now: float) -> str:
+    """Return the start of a provenance record (policy.dead_lettered); the script ends it."""
+    return json.dumps({"source_queue": queue, "reason": reason, "dead_lettered_at": float(now)})[:-1]
+
+
+class RedisStorage(Storage):
+    """Redis driver; one client (a thread-safe connection pool) per instance."""
+
+    name = "redis"
+
+    def __init__(self, uri: str) -> None:
+        scheme = urllib.parse.urlsplit(uri).scheme
+        if scheme not in ("redis", "rediss"):
+            raise ValueError(f"not a redis URI: {uri}")
+        # retry only a refused or broken connection (stale after a restart), never a timeout:
+        # the script may have run (post is idempotent by id; a claim's messages come back)
+        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
+                      supported_errors=(redis.exceptions.ConnectionError,))
+        # Any: redis-py types replies as bytes | str; with decode_responses they are str
+        self.client: Any = redis.Redis.from_url(uri, retry=retry, **DEFAULTS)
+        lua = resources.files("zaqar_lite.storage") / "lua"
+        library = (lua / "_lib.lua").read_text()
+        self._scripts: dict[str, Script] = {
+            name: self.client.register_script(library + (lua / f"{name}.lua").read_text())
+            for name in SCRIPTS}
+
+    def describe(self) -> str:
+        """Return the server and database, without credentials."""
+        kwargs = self.client.connection_pool.connection_kwargs
+        return f"redis at {kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.client.close()
+
+    # -- plumbing -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _translate_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except _UNAVAILABLE as exc:
+            raise errors.StorageUnavailable(f"redis: {exc}") from exc
+
+    @staticmethod
+    def _ns(project: str) -> str:
+        return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
+
+    def _prefix(self, project: str, queue: str) -> str:
+        return f"{self._ns(project)}q:{urllib.parse.quote(queue, safe='')}:"
+
+    def _keys(self, project: str, queue: str, dead_letter_queue: str | None = None) -> list[str]:
+        """Return the standard KEYS: the queue's, the project's queue index, then the DLQ's if given."""
+        keys = [self._prefix(project, queue) + kind for kind in QUEUE_KEYS] + [self._ns(project) + "queues"]
+        if dead_letter_queue is not None:
+            keys += [self._prefix(project, dead_letter_queue) + kind for kind in QUEUE_KEYS]
+        return keys
+
+    def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
+              register: tuple[str, str] | None = None) -> Any:
+        """Run a script by SHA; with ``register=(index, project)``, SADD the project first, same trip."""
+        code = self._scripts[script]
+        with self._translate_errors():
+            if register is None:
+                return code(keys, args)
+            for attempt in range(2):
+                with self.client.pipeline(transaction=False) as pipe:
+                    pipe.sadd(*register).evalsha(code.sha, len(keys), *keys, *args)
+                    try:
+                        return pipe.execute()[1]
+                    except redis.exceptions.NoScriptError:
+                        if attempt:
+                            raise
+                        code.sha = self.client.script_load(code.script)
+
+    def _run(self, script: str, project: str, queue: str, args: Sequence[Any],
+             dead_letter_queue: str | None = None, register: bool = False) -> Any:
+        """Run a queue script with the standard KEYS and ARGV[1..2]."""
+        return self._eval(script, self._keys(project, queue, dead_letter_queue),
+                          [self._ns(project), self._prefix(project, queue), *args],
+                          (PROJECTS, project) if register else None)
+
+    # -- queues ---------------------------------------------------------------
+
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        with self._translate_errors(), self.client.pipeline(transaction=True) as multi:
+            self.client.sadd(PROJECTS, project)  # before the queue exists, never after
+            multi.set(self._prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
+            multi.zadd(self._ns(project) + "queues", {queue: 0}, nx=True)
+            created, _ = multi.execute()
+        return bool(created)
+
+    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
+        with self._translate_errors():
+            stored = self.client.get(self._prefix(project, queue) + "meta")
+        return json.loads(stored) if stored is not None else None
+
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        with self._translate_errors():
+            updated = self.client.set(self._prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
+        if not updated:
+            raise errors.QueueDoesNotExist(queue, project)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        self._run("purge", project, queue, [queue, "1"])
+
+    def list_queues(self, project: str, *, marker: str | None, limit: int,
+                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        index, names = self._ns(project) + "queues", list[str]()
+        lower = "(" + marker if marker else "-"
+        with self._translate_errors():
+            while len(names) < limit:
+                batch = self.client.zrangebylex(index, lower, "+", start=0, num=max(limit, 100))
+                names += [n for n in batch if not name_contains or name_contains in n]
+                if len(batch) < max(limit, 100):
+                    break
+                lower = "(" + batch[-1]
+            names = names[:limit]
+            metas = self.client.mget([self._prefix(project, n) + "meta" for n in names]) if names else []
+        return [(n, json.loads(m)) for n, m in zip(names, metas, strict=True) if m is not None]
+
+    def count_queues(self, project: str) -> int:
+        with self._translate_errors():
+            return int(self.client.zcard(self._ns(project) + "queues"))
+
+    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        with self._translate_errors():
+            projects = sorted(self.client.sscan_iter(PROJECTS, count=500))
+        for project in projects:
+            for queue, metadata in self.list_queues(project, marker=None, limit=2**31):
+                yield project, queue, metadata
+
+    # -- messages -------------------------------------------------------------
+
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+        args: list[Any] = [queue, _t(now)]
+        for m in messages:
+            args += [m.id, json.dumps(m.body), _t(m.created), _t(m.expires), _t(m.delay_until),
+                     m.client_id, _opt(m.claim_id), _opt(m.claim_expires, _t), str(m.claim_count),
+                     "1" if m.dlq_eligible else "0",
+                     "\n".join(json.dumps(f) for f in m.failures),
+                     json.dumps(m.dead_letter) if m.dead_letter else ""]
+        self._run("post", project, queue, args, register=True)
+
+    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
+                      include_claimed: bool, include_delayed: bool,
+                      exclude_client_id: str | None) -> list[Message]:
+        reply = self._run("list", project, queue, [
+            str(marker or 0), str(limit), _t(now), "1" if include_claimed else "0",
+            "1" if include_delayed else "0", "0" if exclude_client_id is None else "1",
+            exclude_client_id or ""])
+        return [_from_reply(r) for r in reply]
+
+    def _read(self, project: str, ids: Sequence[str]) -> list[tuple[str, dict[str, str]]]:
+        ns = self._ns(project)
+        with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
+            for message_id in ids:
+                pipe.hgetall(ns + "m:" + message_id)
+            return list(zip(ids, pipe.execute(), strict=True))
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
+        found = {i: _to_message(i, f) for i, f in self._read(project, list(dict.fromkeys(ids)))
+                 if f.get("q") == queue and float(f["expires"]) > now}
+        return sorted(found.values(), key=lambda m: m.marker)
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
+        outcome = self._run("delete", project, queue, [
+            _t(now), queue, message_id, "0" if claim_id is None else "1", claim_id or ""])
+        if outcome != "ok":
+            raise _RULES[outcome](message_id, claim_id)
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None, now: float) -> None:
+        guard = ["-1"] if claim_ids is None else [str(len(claim_ids)), *claim_ids]
+        kept = self._run("bulk_delete", project, queue, [_t(now), queue, *guard, *ids])
+        if kept:
+            raise errors.MessageIsClaimedBy(kept, ",".join(claim_ids or ()))
+
+    def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
+        return [_from_reply(r) for r in self._run("pop", project, queue, [_t(now), str(limit)])]
+
+    def purge_messages(self, project: str, queue: str) -> None:
+        self._run("purge", project, queue, [queue, "0"])
+
+    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
+        claimed, delayed, total, oldest, newest = self._run("stats", project, queue, [_t(now)])
+        return QueueStats(claimed=claimed, delayed=delayed, free=total - claimed - delayed,
+                          oldest=_from_reply(oldest) if oldest else None,
+                          newest=_from_reply(newest) if newest else None)
+
+    # -- claims ---------------------------------------------------------------
+
+    @staticmethod
+    def _dead_letter_args(now: float, dead_letter: DeadLetterPolicy) -> list[str]:
+        """Return the ARGV both claim.lua and sweep.lua take: max count, DLQ name, moved expiry."""
+        return [str(dead_letter.max_claim_count) if dead_letter.counts_claims else "",
+                dead_letter.queue or "",
+                _t(now + dead_letter.messages_ttl) if dead_letter.messages_ttl else ""]
+
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        now, dead_letter = request.now, request.dead_letter
+        reply = self._run("claim", project, queue, [
+            _t(now), request.claim_id, str(request.limit), _t(now + request.ttl),
+            _t(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
+            *self._dead_letter_args(now, dead_letter),
+            _record_head(queue, policy.REASON_MAX_CLAIMS, now)],
+            dead_letter_queue=dead_letter.queue or queue)
+        return [_from_reply(r) for r in reply]
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
+        prefix = self._prefix(project, queue)
+        with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(prefix + "c:" + claim_id).smembers(prefix + "cm:" + claim_id)
+            record, members = pipe.execute()
+        if not record or float(record["expires"]) <= now:
+            raise errors.ClaimDoesNotExist(claim_id, queue)
+        claim = Claim(claim_id, int(record["ttl"]), int(record["grace"]), float(record["created"]),
+                      float(record["expires"]))
+        held = [_to_message(i, f) for i, f in self._read(project, sorted(members))
+                if f.get("q") == queue and f.get("claim_id") == claim_id
+                and float(f.get("claim_expires", 0)) > now and float(f["expires"]) > now]
+        return claim, sorted(held, key=lambda m: m.marker)
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
+        renewed = self._run("renew", project, queue, [
+            _t(now), claim_id, _t(now + ttl), _t(now + ttl + grace), str(ttl), str(grace), queue])
+        if not renewed:
+            raise errors.ClaimDoesNotExist(claim_id, queue)
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+        self._run("release_claim", project, queue, [_t(now), claim_id, queue])
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+        entry = failure or {}
+        outcome = self._run("release_message", project, queue, [
+            _t(now), queue, message_id, claim_id, "0" if failure is None else "1",
+            json.dumps(policy.iso(now)), json.dumps(entry.get("error_type")),
+            json.dumps(entry.get("error")), str(history_limit)])
+        if outcome == "no_message":
+            raise errors.MessageDoesNotExist(message_id, queue)
+        if outcome != "ok":
+            raise _RULES[outcome](message_id, claim_id)
+
+    # -- background work ------------------------------------------------------
+
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        args = [_t(now), *self._dead_letter_args(now, dead_letter),
+                "1" if dead_letter.on_expiry else "0",
+                _record_head(queue, policy.REASON_EXPIRED, now),
+                _record_head(queue, policy.REASON_MAX_CLAIMS, now), str(SWEEP_BATCH)]
+        moved = discarded = 0
+        more = True
+        while more:
+            step_moved, step_discarded, more = self._run(
+                "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue)
+            moved, discarded = moved + step_moved, discarded + step_discarded
+        return SweepResult(dead_lettered=moved, discarded=discarded)
+
+    # -- versioned records ----------------------------------------------------
+
+    def _record_keys(self, project: str, kind: str) -> list[str]:
+        encoded = urllib.parse.quote(kind, safe="")
+        return [f"{self._ns(project)}r:{encoded}", f"{self._ns(project)}rk:{encoded}"]
+
+    @staticmethod
+    def _to_record(key: str, stored: str) -> Record:
+        version, value = stored.split(" ", 1)
+        return Record(key, json.loads(value), int(version))
+
+    def get_record(self, project: str, kind: str, key: str) -> Record | None:
+        with self._translate_errors():
+            stored = self.client.hget(self._record_keys(project, kind)[0], key)
+        return self._to_record(key, stored) if stored is not None else None
+
+    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
+                   expected_version: int | None) -> int:
+        version = self._eval("put_record", self._record_keys(project, kind),
+                             [key, json.dumps(value), _opt(expected_version)],
+                             (RECORD_PROJECTS + kind, project))
+        if not version:
+            raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
+        return int(version)
+
+    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
+        deleted = self._eval("delete_record", self._record_keys(project, kind), [key, _opt(expected_version)])
+        return bool(deleted)
+
+    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
+                     limit: int = 1000) -> list[Record]:
+        values, names = self._record_keys(project, kind)
+        lower = "(" + marker if marker is not None and marker >= prefix else "[" + prefix
+        with self._translate_errors():
+            # keys with the prefix are contiguous in key order: the first ones read are the page
+            keys = [k for k in self.client.zrangebylex(names, lower, "+", start=0, num=limit)
+                    if k.startswith(prefix)]
+            stored = self.client.hmget(values, keys) if keys else []
+        return [self._to_record(k, s) for k, s in zip(keys, stored, strict=True) if s is not None]
+
+    def record_projects(self, kind: str) -> list[str]:
+        with self._translate_errors():
+            projects = sorted(self.client.smembers(RECORD_PROJECTS + kind))
+            with self.client.pipeline(transaction=False) as pipe:
+                for project in projects:
+                    pipe.zcard(self._record_keys(project, kind)[1])
+                counts = pipe.execute()
+        return [p for p, n in zip(projects, counts, strict=True) if n]
+
+    def ping(self) -> bool:
+        try:
+            with self._translate_errors():
+                return bool(self.client.ping())
+        except errors.StorageUnavailable:
+            return False

@@ -1,0 +1,439 @@
+"""OpenStack Swift driver (python-swiftclient): messages as JSON objects, claims by conditional PUT.
+
+URI ``swift://ACCOUNT%3AUSER:KEY@HOST:PORT/auth/v1.0`` (tempauth v1; options and
+the object layout: :mod:`~zaqar_lite.storage.swift_objects`; connections and
+the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift_client`).
+Every decision is :mod:`zaqar_lite.claims.policy`'s; this module reads, writes, moves.
+
+Claims. Swift has no atomic compare-and-swap: Swift 2.30 ignores ``If-Match``
+on PUT, and checks ``If-None-Match: *`` before writing the body, so two
+concurrent creates both succeed (84 times in 100 on the test Swift). A claim
+(1) reads a candidate and its ETag, (2) plans with ``policy.plan_claim``, (3)
+PUTs the claimed state, claim count included, with ``If-Match: <etag>`` (a 412
+from a store that honours it means another claimer won), (4) waits ``settle``
+seconds (URI option, default 0.5) after its last PUT returned, and (5) reads
+back: it holds the messages that still carry its claim id, except those whose
+read-to-PUT took longer than ``settle``. Two claimers never both win: a
+competitor's write landing after my read-back must have read before my write
+landed, so its read-to-PUT took longer than ``settle`` and it gave up. A
+given-up write stays until its claim's ttl lapses (that attempt is counted).
+Pop claims, then deletes. Creating a queue and compare-and-set of records
+use the same write, settle, read-back.
+
+Dead-letter move: PUT the DLQ copy under the same marker and id with
+``If-None-Match: *`` (a repeat, or a concurrent mover, writes the same object),
+then DELETE the source (Swift has no ETag-conditional DELETE). A crash between
+the two leaves the message in both queues, never in neither; the copy left
+behind is exhausted or expired, so it is never handed out, and the next claim or
+sweep plans its move again, finds the DLQ object (412) and deletes the source.
+DLQ order is thus original post order.
+
+Expiry: ``X-Delete-At`` an hour after the body's expiry (the sweep may
+dead-letter first); with no object-expirer running, expired objects stay
+listed, so the body's ``expires`` always decides.
+
+Single node (the test Swift): reads see every completed write, so all of the
+above holds; FIFO is strict within a process and by post time across them.
+Multi-node: a GET may come from a replica that missed a recent write, and
+listings (with their hints) are updated asynchronously, so (a) a read-back can
+miss a competitor's write and two claims can overlap: raise ``settle`` above
+the replication lag for a practical, never absolute, guarantee (the same for
+queue creation and records); (b) new messages are listed late, so FIFO is
+approximate and a claim may answer 204 right after a post; (c) overwrites
+(claim, release, renew) can be read stale; (d) stats lag. On every cluster:
+moves never lose a message; batch posts are not atomic (a failed post deletes
+what it wrote, best effort); a delete races a concurrent claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from swiftclient.exceptions import ClientException
+
+from zaqar_lite import errors
+from zaqar_lite.claims import policy
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, SweepResult
+from zaqar_lite.storage import swift_objects as layout
+from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.swift_client import SwiftObjects
+from zaqar_lite.storage.swift_records import SwiftRecordsMixin
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class _Attempt:
+    """One message a claim wrote, waiting to be read back."""
+
+    name: str
+    original: Message
+    claimed: Message
+    started: float
+    written: float
+
+
+class SwiftStorage(SwiftRecordsMixin, Storage):
+    """Swift driver; safe across threads and processes."""
+
+    name = "swift"
+
+    def __init__(self, uri: str) -> None:
+        self.options = layout.parse_uri(uri)
+        self.objects = SwiftObjects(self.options)
+        self._markers = layout.MarkerClock()
+
+    def describe(self) -> str:
+        """Return the auth endpoint and the container prefix."""
+        return f"swift {self.options.auth_url} containers {self.options.prefix}.*"
+
+    def _load(self, container: str, name: str) -> tuple[Message, str] | None:
+        got = self.objects.read(container, name)
+        return None if got is None else (layout.message_from(name, got[0]), got[1])
+
+    def _store(self, container: str, name: str, message: Message,
+               headers: Mapping[str, str] | None = None) -> None:
+        self.objects.write(container, name, layout.message_body(message), layout.message_type(message),
+                           {**layout.delete_at(message.expires), **(headers or {})})
+
+    # -- queues ---------------------------------------------------------------
+
+    @staticmethod
+    def _queue_record(project: str, queue: str, metadata: Mapping[str, Any], now: float) -> dict[str, Any]:
+        return {"project": project, "name": queue, "metadata": dict(metadata), "created": now,
+                "writer": uuid.uuid4().hex}
+
+    def _ensure_queue(self, container: str, project: str, queue: str, now: float) -> None:
+        record = self._queue_record(project, queue, {}, now)
+        body = json.dumps(record).encode()
+        self.objects.create(container, layout.queue_object(queue), body, layout.QUEUE_TYPE)
+
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        container, name = self._container(project), layout.queue_object(queue)
+        record = self._queue_record(project, queue, metadata, now)
+        sent = self.objects.create(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
+        if sent is None:
+            return False
+        return self.objects.kept(container, name, record["writer"], sent, time.monotonic())
+
+    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
+        record = self.objects.read_json(self._container(project), layout.queue_object(queue))
+        return None if record is None else record["metadata"]
+
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        container, name = self._container(project), layout.queue_object(queue)
+        record = self.objects.read_json(container, name)
+        if record is None:
+            raise errors.QueueDoesNotExist(queue, project)
+        record["metadata"] = dict(metadata)
+        self.objects.write(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        self.objects.delete(self._container(project), layout.queue_object(queue))
+        self.purge_messages(project, queue)
+
+    def _queue_names(self, container: str, marker: str | None = None) -> Iterator[str]:
+        after = None if marker is None else layout.queue_object(marker)
+        for name, _ in self.objects.rows(container, "q/", after):
+            yield layout.queue_name_of(name)
+
+    def _queue_records(self, container: str, names: Iterable[str]) -> list[dict[str, Any]]:
+        found = self.objects.map(lambda n: self.objects.read_json(container, layout.queue_object(n)), names)
+        return [record for record in found if record is not None]
+
+    def list_queues(self, project: str, *, marker: str | None, limit: int,
+                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        container = self._container(project)
+        names = (n for n in self._queue_names(container, marker) if not name_contains or name_contains in n)
+        records = self._queue_records(container, itertools.islice(names, limit))
+        return [(r["name"], r["metadata"]) for r in records]
+
+    def count_queues(self, project: str) -> int:
+        return sum(1 for _ in self._queue_names(self._container(project)))
+
+    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        for container in self.objects.containers(f"{self.options.prefix}."):
+            for record in self._queue_records(container, list(self._queue_names(container))):
+                yield record["project"], record["name"], record["metadata"]
+
+    # -- messages -------------------------------------------------------------
+
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+        container = self._container(project)
+        self._ensure_queue(container, project, queue, now)
+        named = [(layout.message_object(queue, marker, m.id), m)
+                 for marker, m in zip(self._markers.take(len(messages)), messages, strict=True)]
+        try:
+            self.objects.map(lambda item: self._store(container, *item), named)
+        except BaseException:
+            try:
+                self.objects.map(lambda item: self.objects.delete(container, item[0]), named)
+            except (errors.StorageUnavailable, ClientException):
+                pass
+            raise
+
+    def _alive(self, container: str, names: Iterable[str], now: float) -> list[tuple[str, Message]]:
+        """Read messages by name, FIFO, leaving out absent and expired ones."""
+        loaded = self.objects.map(lambda n: (n, self._load(container, n)), sorted(names))
+        return [(n, got[0]) for n, got in loaded if got is not None and got[0].expires > now]
+
+    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
+                      include_claimed: bool, include_delayed: bool,
+                      exclude_client_id: str | None) -> list[Message]:
+        key = None if exclude_client_id is None else layout.client_key(exclude_client_id)
+        container = self._container(project)
+        rows = (n for n, h in self.objects.rows(container, layout.message_prefix(queue),
+                                                 layout.after_marker(queue, marker))
+                if h.expires > now and (include_claimed or h.claim_expires <= now)
+                and (include_delayed or h.delay_until <= now) and h.client != key)
+        found: list[Message] = []
+        while len(found) < limit and (batch := list(itertools.islice(rows, limit - len(found)))):
+            found += [m for _, m in self._alive(container, batch, now)
+                      if (include_claimed or not m.is_claimed(now))
+                      and (include_delayed or not m.is_delayed(now)) and m.client_id != exclude_client_id]
+        return found
+
+    def _locate(self, container: str, queue: str, ids: Sequence[str], known: Iterable[str] = ()) -> list[str]:
+        """Return the names of messages by id: from ``known`` names (a claim's), else by listing the queue."""
+        wanted = set(ids)
+        found = {layout.message_id_of(n): n for n in known if layout.message_id_of(n) in wanted}
+        if wanted - found.keys():
+            for name, _ in self.objects.rows(container, layout.message_prefix(queue)):
+                if layout.message_id_of(name) in wanted:
+                    found[layout.message_id_of(name)] = name
+        return list(found.values())
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
+        container = self._container(project)
+        return [m for _, m in self._alive(container, self._locate(container, queue, ids), now)]
+
+    def _live_claim(self, container: str, queue: str, claim_id: str | None,
+                    now: float) -> dict[str, Any] | None:
+        if claim_id is None:
+            return None
+        record = self.objects.read_json(container, layout.claim_object(queue, claim_id))
+        return record if record is not None and record["expires"] > now else None
+
+    def _claimed_message(self, container: str, queue: str, message_id: str, claim_id: str | None,
+                         now: float) -> tuple[tuple[str, Message] | None, bool]:
+        """Return the (name, message) of an unexpired message, and whether ``claim_id`` is live."""
+        claim = self._live_claim(container, queue, claim_id, now)
+        names = self._locate(container, queue, [message_id], claim["names"] if claim else ())
+        found = self._alive(container, names, now)
+        return (found[0] if found else None), claim is not None
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
+        container = self._container(project)
+        found, live = self._claimed_message(container, queue, message_id, claim_id, now)
+        if found is not None:
+            policy.check_claim_rules(found[1], claim_id, live, now)
+            self.objects.delete(container, found[0])
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None, now: float) -> None:
+        container = self._container(project)
+        kept, doomed = None, []
+        for name, message in self._alive(container, self._locate(container, queue, ids), now):
+            if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
+                kept = message
+            else:
+                doomed.append(name)
+        self.objects.map(lambda n: self.objects.delete(container, n), doomed)
+        if kept is not None:
+            raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
+
+    def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
+        container = self._container(project)
+        request = ClaimRequest(claim_id=f"pop-{uuid.uuid4()}", now=now, ttl=60, grace=0, limit=limit)
+        won = self._claim(container, project, queue, request)
+        self.objects.map(lambda attempt: self.objects.delete(container, attempt.name), won)
+        return [attempt.original for attempt in won]
+
+    def purge_messages(self, project: str, queue: str) -> None:
+        container = self._container(project)
+        for prefix in (layout.message_prefix(queue), layout.claim_prefix(queue)):
+            names = [n for n, _ in self.objects.rows(container, prefix)]
+            self.objects.map(lambda n: self.objects.delete(container, n), names)
+
+    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
+        container = self._container(project)
+        rows = [(n, h) for n, h in self.objects.rows(container, layout.message_prefix(queue))
+                if h.expires > now]
+        claimed = sum(1 for _, h in rows if h.claim_expires > now)
+        delayed = sum(1 for _, h in rows if h.claim_expires <= now and h.delay_until > now)
+
+        def first_alive(names: Iterable[str]) -> Message | None:
+            return next((m for n in names for _, m in self._alive(container, [n], now)), None)
+
+        return QueueStats(claimed=claimed, delayed=delayed, free=len(rows) - claimed - delayed,
+                          oldest=first_alive(n for n, _ in rows),
+                          newest=first_alive(n for n, _ in reversed(rows)))
+
+    # -- claims ---------------------------------------------------------------
+
+    def _move(self, container: str, project: str, source: str, dead_letter_queue: str,
+              moved: Message, now: float) -> None:
+        """Copy a message into its DLQ under the same marker and id, then delete the source."""
+        self._ensure_queue(container, project, dead_letter_queue, now)
+        target = layout.message_object(dead_letter_queue, moved.marker, moved.id)
+        self.objects.create(container, target, layout.message_body(moved), layout.message_type(moved),
+                            layout.delete_at(moved.expires))
+        self.objects.delete(container, source)
+
+    def _apply_removals(self, container: str, project: str, names: Mapping[str, str], plan: policy.Plan,
+                        dead_letter: DeadLetterPolicy, now: float) -> None:
+        for moved in plan.moved:
+            self._move(container, project, names[moved.id], dead_letter.queue or "", moved, now)
+        for message_id in plan.deleted:
+            self.objects.delete(container, names[message_id])
+
+    def _read_visible(self, container: str, name: str, now: float) -> tuple[Message, str, float] | None:
+        """Read a visible candidate: message, ETag and when the read began (step 1)."""
+        for retry in (True, False):  # a slow read is cheaper to repeat than the write it would spoil
+            self.objects.connection()  # authenticating is not part of the timed read-to-PUT
+            started = time.monotonic()
+            got = self._load(container, name)
+            if got is None or not policy.is_visible(got[0], now):
+                return None
+            if not retry or time.monotonic() - started <= self.options.settle / 2:
+                return got[0], got[1], started
+        return None
+
+    def _attempt(self, container: str, project: str, queue: str, name: str, request: ClaimRequest,
+                 already: int) -> _Attempt | None:
+        """Read one candidate, apply the claim plan to it and write the result (steps 1-3)."""
+        found = self._read_visible(container, name, request.now)
+        if found is None:
+            return None
+        message, etag, started = found
+        plan = policy.plan_claim([message], request, queue, already)
+        self._apply_removals(container, project, {message.id: name}, plan, request.dead_letter, request.now)
+        if not plan.claimed:
+            return None
+        try:
+            self._store(container, name, plan.claimed[0], {"If-Match": etag})
+        except ClientException as exc:
+            if exc.http_status == 412:
+                return None
+            raise
+        return _Attempt(name, message, plan.claimed[0], started, time.monotonic())
+
+    def _claim(self, container: str, project: str, queue: str, request: ClaimRequest) -> list[_Attempt]:
+        """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring)."""
+        rows = (n for n, h in self.objects.rows(container, layout.message_prefix(queue))
+                if h.visible(request.now))
+        won: list[_Attempt] = []
+        while len(won) < request.limit and (batch := list(itertools.islice(rows, request.limit - len(won)))):
+            # One at a time: parallel writes slow each other down, and a slow attempt is given up.
+            attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won))
+                                    for n in batch) if a]
+            if not attempts:
+                continue
+            self.objects.settle(max(a.written for a in attempts))
+
+            def held(attempt: _Attempt) -> bool:
+                got = self._load(container, attempt.name)
+                mine = got is not None and got[0].claim_id == request.claim_id
+                if mine and attempt.written - attempt.started > self.options.settle:
+                    LOG.warning("claim %s gave up %s: its read and write took %.2f s, more than settle "
+                                "(%.2f s); it stays claimed until %s", request.claim_id, attempt.name,
+                                attempt.written - attempt.started, self.options.settle,
+                                policy.iso(request.now + request.ttl))
+                    return False
+                return mine
+
+            won += [a for a, ok in zip(attempts, self.objects.map(held, attempts), strict=True) if ok]
+        return won
+
+    def _write_claim(self, container: str, queue: str, record: Mapping[str, Any]) -> None:
+        self.objects.write(container, layout.claim_object(queue, record["id"]), json.dumps(record).encode(),
+                           layout.claim_type(record["expires"]), layout.delete_at(record["expires"]))
+
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        container = self._container(project)
+        won = self._claim(container, project, queue, request)
+        if won:
+            self._write_claim(container, queue, {
+                "id": request.claim_id, "ttl": request.ttl, "grace": request.grace, "created": request.now,
+                "expires": request.now + request.ttl, "names": [a.name for a in won]})
+        return [a.claimed for a in won]
+
+    def _held(self, container: str, record: Mapping[str, Any], now: float) -> list[tuple[str, Message]]:
+        return [(n, m) for n, m in self._alive(container, record["names"], now)
+                if m.claim_id == record["id"] and m.is_claimed(now)]
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
+        container = self._container(project)
+        record = self._live_claim(container, queue, claim_id, now)
+        if record is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue)
+        claim = Claim(claim_id, record["ttl"], record["grace"], record["created"], record["expires"])
+        return claim, [m for _, m in self._held(container, record, now)]
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
+        container = self._container(project)
+        record = self._live_claim(container, queue, claim_id, now)
+        if record is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue)
+        held = self._held(container, record, now)
+        self.objects.map(lambda item: self._store(container, item[0], dataclasses.replace(
+            item[1], claim_expires=now + ttl,
+            expires=policy.claimed_expiry(item[1].expires, now, ttl, grace))), held)
+        self._write_claim(container, queue, {**record, "ttl": ttl, "grace": grace, "expires": now + ttl})
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+        container = self._container(project)
+        record = self.objects.read_json(container, layout.claim_object(queue, claim_id))
+        if record is not None:
+            held = self._held(container, record, now)
+            self.objects.map(lambda item: self._store(
+                container, item[0], dataclasses.replace(item[1], claim_expires=now)), held)
+            self.objects.delete(container, layout.claim_object(queue, claim_id))
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+        container = self._container(project)
+        found, live = self._claimed_message(container, queue, message_id, claim_id, now)
+        if found is None:
+            raise errors.MessageDoesNotExist(message_id, queue)
+        policy.check_claim_rules(found[1], claim_id, live, now)
+        self._store(container, found[0], policy.released(found[1], failure, now, history_limit))
+
+    # -- background work ------------------------------------------------------
+
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        container = self._container(project)
+        limit = dead_letter.max_claim_count if dead_letter.counts_claims else None
+        names = [n for n, h in self.objects.rows(container, layout.message_prefix(queue))
+                 if h.expires <= now
+                 or (limit is not None and h.claim_count >= limit and h.claim_expires <= now)]
+        got = dict(zip(names, self.objects.map(lambda n: self._load(container, n), names), strict=True))
+        loaded = {n: found[0] for n, found in got.items() if found is not None}
+        plan = policy.plan_sweep(loaded.values(), queue, now, dead_letter)
+        self._apply_removals(container, project, {m.id: n for n, m in loaded.items()}, plan, dead_letter, now)
+        # Objects Swift already expired (X-Delete-At) stay listed until deleted; so do lapsed claims.
+        stale = [n for n, found in got.items() if found is None]
+        stale += [n for n, h in self.objects.rows(container, layout.claim_prefix(queue)) if h.expires <= now]
+        self.objects.map(lambda n: self.objects.delete(container, n), stale)
+        return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+
+    # -- health ---------------------------------------------------------------
+
+    def ping(self) -> bool:
+        try:
+            self.objects.call("head_account")
+        except (errors.StorageUnavailable, ClientException):
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close connections and worker threads."""
+        self.objects.close()
