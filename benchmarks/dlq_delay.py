@@ -21,7 +21,8 @@
     against claim+delete on a plain queue. The server's sweeper is held off
     (it would move the exhausted messages itself).
 
-Every comparison runs in ``--rounds`` rounds; in each round every side gets
+Every comparison runs in rounds (``--rounds`` over HTTP, ``--driver-rounds`` in
+the driver layer, whose turns are shorter); in each round every side gets
 one turn, back to back, the order alternating between rounds, and each side's
 queue is topped up before its turn (outside the timed part), so a claim never
 finds it empty. The ratio given is the median of the per-round ratios.
@@ -37,7 +38,8 @@ load. The driver layer also counts the SQL statements and the WAL pages of a
 claim and of a delete, and shows the query plans of the claim's SELECTs.
 
 Usage: ``python benchmarks/dlq_delay.py [--parts a,b,c] [--layers http,driver]
-[--rounds 10] [--seconds 2] [--driver-seconds 1] [--json] [--save FILE]``
+[--rounds 10] [--seconds 2] [--driver-rounds 40] [--driver-seconds 0.25]
+[--json] [--save FILE]``
 """
 
 from __future__ import annotations
@@ -84,7 +86,10 @@ DLQ_METADATA = {"_max_claim_count": 1, "_dead_letter_queue": QUEUE_C["dead"]}
 NO_SWEEP = {"ZAQAR_LITE_SERVER_SWEEP_INTERVAL": "86400"}
 SETTLE = 0.3  # seconds after wrk ends before a server's CPU time or a DLQ is read
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-READY_ONLY = "ready-only"
+READY_ONLY = "ready-only"  # worker variant: claims read only the ready range (diagnostic)
+WITH_INDEX = "with-visibility-index"  # worker variant: the store gets this tree's extra index
+VISIBILITY_INDEX = ("CREATE INDEX IF NOT EXISTS messages_by_visibility"
+                    " ON messages (project, queue, delay_until, marker)")
 
 
 # -- the driver worker: runs inside one build, driven by JSON lines on stdin ----------------
@@ -101,6 +106,9 @@ class Worker:
         if variant == READY_ONLY:
             leave_out_matured_select()
         self.storage = open_storage(uri)
+        if variant == WITH_INDEX:  # diagnostic: pay for the index this tree adds, nothing else
+            storage: Any = self.storage
+            storage._connection().execute(VISIBILITY_INDEX)
         self.messaging = Messaging(self.storage, load_settings(None, storage_uri=uri))
         self.client_id = str(uuid.uuid4())
 
@@ -520,15 +528,18 @@ def post_delayed(url: str, queue: str, client_id: str, target: int, delay: int) 
     return requests * BATCH
 
 
-def hybrid_checkout(base: Path, target: Path) -> Path:
-    """A copy of the base build with this tree's ``zaqar_lite/server.py`` (gunicorn settings) in it.
+def hybrid_checkout(source: Path, donor: Path, module: str, target: Path) -> Path:
+    """A copy of ``source``'s ``zaqar_lite`` package with one module taken from ``donor``.
 
-    Serving it next to the base build and this tree separates what the change of
-    gunicorn worker model costs or saves from what the store and the API cost.
+    Diagnostic builds for part (a): the base with this tree's ``server.py`` (its
+    gunicorn worker settings) separates the change of worker model from the rest;
+    this tree with the base's ``storage/sqlite.py`` isolates the SQLite driver,
+    where delays live on the claim path (the service and API code of a claim and
+    a delete are then this tree's on both sides).
     """
-    if not target.exists():
-        shutil.copytree(base, target)
-        shutil.copy2(REPO / "zaqar_lite" / "server.py", target / "zaqar_lite" / "server.py")
+    shutil.copytree(source / "zaqar_lite", target / "zaqar_lite",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(donor / "zaqar_lite" / module, target / "zaqar_lite" / module)
     return target
 
 
@@ -536,7 +547,9 @@ def http_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, An
     """(a) over HTTP: the two builds' servers (and the base with this tree's server.py), one queue each."""
     sides = [(CURRENT, REPO), (args.base_label, base)]
     if args.diagnostics:
-        sides.append((args.hybrid_label, hybrid_checkout(base, tmp / "base-with-server-py")))
+        sides += [(args.hybrid_label, hybrid_checkout(base, REPO, "server.py", tmp / "base-with-server")),
+                  (args.old_sqlite_label, hybrid_checkout(REPO, base, "storage/sqlite.py",
+                                                          tmp / "current-with-base-sqlite"))]
     level = Level(args.ready, args.seconds)
     with contextlib.ExitStack() as stack:
         servers = {}
@@ -555,7 +568,8 @@ def http_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, An
         figures = interleave(list(servers), args.rounds, turn)
     pairs = [(CURRENT, args.base_label)]
     if args.diagnostics:
-        pairs += [(CURRENT, args.hybrid_label), (args.hybrid_label, args.base_label)]
+        pairs += [(CURRENT, args.old_sqlite_label), (CURRENT, args.hybrid_label),
+                  (args.hybrid_label, args.base_label)]
     return compare(figures, PARTS["a"][2], pairs)
 
 
@@ -621,7 +635,7 @@ def driver_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, 
     """(a) in the service layer: each build's own code on its own SQLite file."""
     sides: list[tuple[str, Path, str | None]] = [(CURRENT, REPO, None), (args.base_label, base, None)]
     if args.diagnostics:
-        sides.append((args.ready_only_label, REPO, READY_ONLY))
+        sides += [(args.ready_only_label, REPO, READY_ONLY), (args.index_label, base, WITH_INDEX)]
     level = Level(args.ready, args.driver_seconds)
     with contextlib.ExitStack() as stack:
         workers = {side: stack.enter_context(driver_worker(
@@ -635,11 +649,12 @@ def driver_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, 
 
         for side in workers:
             turn(side, min(0.5, args.driver_seconds))
-        figures = interleave(list(workers), args.rounds, turn)
+        figures = interleave(list(workers), args.driver_rounds, turn)
         traces = {side: worker.ask("trace", queue=QUEUE_A) for side, worker in workers.items()}
     pairs = [(CURRENT, args.base_label)]
-    if args.diagnostics:
-        pairs.append((args.ready_only_label, args.base_label))
+    if args.diagnostics:  # current/base = the three factors below, multiplied
+        pairs += [(CURRENT, args.ready_only_label), (args.ready_only_label, args.index_label),
+                  (args.index_label, args.base_label)]
     result = compare(figures, PARTS["a"][2], pairs)
     result["traces"] = traces
     return result
@@ -661,7 +676,7 @@ def driver_part_b(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
         for side in QUEUE_B:
             turn(side, min(0.5, args.driver_seconds))
-        figures = interleave(list(QUEUE_B), args.rounds, turn)
+        figures = interleave(list(QUEUE_B), args.driver_rounds, turn)
         traces = {side: worker.ask("trace", queue=queue) for side, queue in QUEUE_B.items()}
         after = worker.ask("stats", queue=QUEUE_B["delayed"])
     result = compare(figures, PARTS["b"][2], [("delayed", "none")])
@@ -689,7 +704,7 @@ def driver_part_c(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
         for side in ("dlq", "plain"):
             turn(side, min(0.5, args.driver_seconds))
-        figures = interleave(["dlq", "plain"], args.rounds, turn)
+        figures = interleave(["dlq", "plain"], args.driver_rounds, turn)
         traces = {side: worker.ask("trace", queue=QUEUE_C[side]) for side in ("dlq", "plain")}
     result = compare(figures, PARTS["c"][2], [("dlq", "plain")])
     result["traces"] = traces
@@ -786,7 +801,8 @@ def render(results: dict[str, dict[str, dict[str, Any]]], settings: dict[str, An
         f"dlq_delay {settings['date']}, {settings['cpus']} cpus, load average {load} before: "
         f"http {settings['workers']} workers, {settings['concurrency']} wrk connections, "
         f"{settings['rounds']} rounds x {settings['seconds']} s per side, SQLite synchronous="
-        f"{settings['synchronous']}; driver {settings['rounds']} rounds x {settings['driver_seconds']} s "
+        f"{settings['synchronous']}; driver {settings['driver_rounds']} rounds x "
+        f"{settings['driver_seconds']} s "
         f"per side, synchronous={settings['driver_synchronous']}; queues topped up to at least "
         f"{settings['ready']} claimable messages before each turn",
         f"current = working tree at {settings['head']}"
@@ -798,9 +814,13 @@ def render(results: dict[str, dict[str, dict[str, Any]]], settings: dict[str, An
         "claim (del ms: of one delete); ratios: median over rounds of each round's ratio",
     ]
     if args.diagnostics and "a" in results:
-        lines.append(f"diagnostic sides: {args.hybrid_label} = {args.base_label} with this tree's "
+        lines.append(f"diagnostic sides: {args.old_sqlite_label} = this tree with the "
+                     f"zaqar_lite/storage/sqlite.py of {args.base_label} (no delays in the store); "
+                     f"{args.hybrid_label} = {args.base_label} with this tree's "
                      f"zaqar_lite/server.py (its gunicorn settings); {args.ready_only_label} = this tree "
-                     "with claims reading only the ready range (wrong for delayed messages)")
+                     "with claims reading only the ready range (wrong for delayed messages); "
+                     f"{args.index_label} = {args.base_label} on a store with this tree's index "
+                     "messages_by_visibility")
     for key, layers in results.items():
         lines.append("")
         lines.extend(part_lines(key, layers, args))
@@ -818,10 +838,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--base-commit", default="5c7a35c", help="the build without delays (5c7a35c)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per server (2)")
     parser.add_argument("-c", "--concurrency", type=int, default=8, help="wrk connections (8)")
-    parser.add_argument("--rounds", type=int, default=10, help="rounds per comparison (10)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds per HTTP comparison (10)")
     parser.add_argument("--seconds", type=int, default=2, help="seconds of wrk per side and round (2)")
-    parser.add_argument("--driver-seconds", type=float, default=1.0,
-                        help="seconds of the driver loop per side and round (1)")
+    parser.add_argument("--driver-rounds", type=int, default=40, help="rounds per driver comparison (40)")
+    parser.add_argument("--driver-seconds", type=float, default=0.25,
+                        help="seconds of the driver loop per side and round (0.25)")
     parser.add_argument("--ready", type=int, default=2000,
                         help="claimable messages each queue is topped up to before a turn; part b "
                              "adds ten times as many delayed ones (2000)")
@@ -842,13 +863,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.layers = [p.strip() for p in args.layers.split(",") if p.strip()]
     if set(args.parts) - set(PARTS) or set(args.layers) - {"http", "driver"}:
         parser.error("--parts takes a, b, c; --layers takes http, driver")
-    if min(args.workers, args.concurrency, args.rounds, args.seconds, args.ready) < 1 \
+    if min(args.workers, args.concurrency, args.rounds, args.driver_rounds, args.seconds, args.ready) < 1 \
             or args.driver_seconds <= 0:
         parser.error("every count and duration must be positive")
     args.client_id = str(uuid.uuid4())
     args.base_label = args.base_commit[:7]
     args.hybrid_label = args.base_label + "+srv"
+    args.old_sqlite_label = "cur+oldsqlite"
     args.ready_only_label = "current-1sel"
+    args.index_label = args.base_label + "+idx"
     return args
 
 
@@ -863,6 +886,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "workers": args.workers,
         "concurrency": args.concurrency, "rounds": args.rounds, "seconds": args.seconds,
+        "driver_rounds": args.driver_rounds,
         "driver_seconds": args.driver_seconds, "ready": args.ready, "synchronous": args.synchronous,
         "driver_synchronous": args.driver_synchronous,
         "head": git("rev-parse", "--short", "HEAD"),

@@ -10,7 +10,10 @@ and answers 204 at once; it also checks that each subscription's messages
 arrived in order.
 
 Usage: ``python benchmarks/notify_throughput.py [--subscriptions 8] [--messages 250]
-[--processes 1,2,4] [--synchronous full|normal] [--receiver-delay MS] [--json]``
+[--processes 1,2,4] [--synchronous full|normal] [--receiver-delay MS] [--storage URI] [--json]``
+
+``--storage`` runs on another store (e.g. ``redis://127.0.0.1:6379/0``); each
+run then uses a project of its own in it.
 
 Each notifier process serves up to ``[notifier] threads`` (4) subscriptions at
 once, so with a receiver that takes a while to answer (``--receiver-delay``),
@@ -30,10 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-PROJECT = "bench"
 TIMEOUT = 300.0
 NOTIFIER_ENV = {"ZAQAR_LITE_NOTIFIER_POLL_INTERVAL": "0.05", "ZAQAR_LITE_SERVER_LOG_LEVEL": "WARNING",
                 "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
@@ -79,7 +82,7 @@ def receive(port: int, results: Any, delay: float) -> None:
     server.serve_forever()
 
 
-def prepare(storage_uri: str, port: int, subscriptions: int, messages: int) -> None:
+def prepare(storage_uri: str, project: str, port: int, subscriptions: int, messages: int) -> None:
     """Create the subscriptions, then post the messages, straight into the store."""
     from zaqar_lite.claims.service import Messaging
     from zaqar_lite.config import load_settings
@@ -91,26 +94,27 @@ def prepare(storage_uri: str, port: int, subscriptions: int, messages: int) -> N
     service = Subscriptions(storage, settings)
     messaging = Messaging(storage, settings)
     for index in range(subscriptions):
-        service.create(PROJECT, f"q{index}", {"subscriber": f"http://127.0.0.1:{port}/s{index}"})
+        service.create(project, f"q{index}", {"subscriber": f"http://127.0.0.1:{port}/s{index}"})
     for index in range(subscriptions):
         for start in range(0, messages, 20):
             batch = [{"body": {"n": n}, "ttl": None, "delay": None, "dlq_eligible": True}
                      for n in range(start, min(start + 20, messages))]
-            messaging.post(PROJECT, f"q{index}", "bench-client", batch, 100)
+            messaging.post(project, f"q{index}", "bench-client", batch, 100)
     storage.close()
 
 
 def run_once(processes: int, subscriptions: int, messages: int, synchronous: str,
-             delay: float) -> dict[str, float]:
+             delay: float, storage: str | None) -> dict[str, float]:
     """Measure one process count on a fresh store; return the figures."""
     work = Path(tempfile.mkdtemp(prefix="notify-bench-"))
-    storage_uri = f"sqlite:///{work}/zaqar.db?synchronous={synchronous}"
+    storage_uri = storage or f"sqlite:///{work}/zaqar.db?synchronous={synchronous}"
+    project = f"bench-{uuid.uuid4().hex[:8]}"
     port = free_port()
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     receiver = context.Process(target=receive, args=(port, results, delay), daemon=True)
     receiver.start()
-    prepare(storage_uri, port, subscriptions, messages)
+    prepare(storage_uri, project, port, subscriptions, messages)
     total = subscriptions * messages
     env = {**os.environ, **NOTIFIER_ENV}
     command = [str(Path(sys.executable).with_name("zaqar-lite")), "notifier", "--storage", storage_uri,
@@ -143,15 +147,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--synchronous", choices=("full", "normal"), default="full")
     parser.add_argument("--receiver-delay", type=float, default=0.0,
                         help="milliseconds the receiver takes to answer (a slower webhook)")
+    parser.add_argument("--storage", help="a store URI instead of a fresh SQLite file per run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = [run_once(int(n), args.subscriptions, args.messages, args.synchronous, args.receiver_delay / 1000)
-            for n in args.processes.split(",")]
+    rows = [run_once(int(n), args.subscriptions, args.messages, args.synchronous, args.receiver_delay / 1000,
+                     args.storage) for n in args.processes.split(",")]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{args.subscriptions} subscriptions x {args.messages} messages, SQLite synchronous="
-          f"{args.synchronous}, receiver answers in {args.receiver_delay:g} ms, {os.cpu_count()} CPUs")
+    store = args.storage or f"SQLite synchronous={args.synchronous}"
+    print(f"{args.subscriptions} subscriptions x {args.messages} messages, {store}, "
+          f"receiver answers in {args.receiver_delay:g} ms, {os.cpu_count()} CPUs")
     header = ("processes", "notifications", "seconds", "per second", "out of order")
     print("  ".join(f"{title:>{len(title) + 2}}" for title in header))
     for row in rows:

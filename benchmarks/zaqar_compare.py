@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -664,6 +665,8 @@ def render(results: dict[str, Any], settings: dict[str, Any]) -> str:
                 for x in recorded["non_2xx"][:5]:
                     notes.append(f"  {x['request']} {x['request_body'][:300]} -> {x['status']} "
                                  f"{x['response_body'][:500]}")
+    for part, error in results.get("errors", {}).items():
+        notes.append(f"{part} FAILED: {error.strip().splitlines()[-1]}")
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
@@ -680,7 +683,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="wrk connections, one per thread (8)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per load and server (10)")
     parser.add_argument("--rounds", type=int, default=5, help="turns per load and server (5)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of posting per server first (2)")
+    parser.add_argument("--warmup", type=int, default=1, help="seconds of posting per server first (1)")
     parser.add_argument("--claim-queue", type=int, default=50_000,
                         help="messages in the claim load's queue, kept topped up (50000)")
     parser.add_argument("--mixed-stock", type=int, default=1000,
@@ -739,6 +742,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def guarded(part: str, results: dict[str, Any], run: Callable[[], Any]) -> Any:
+    """Run one part; should it fail, keep the figures of the others and say why this one has none."""
+    try:
+        return run()
+    except Exception as exc:  # one part failing must not lose the figures of the others
+        log(f"{part} failed: {exc!r}")
+        results.setdefault("errors", {})[part] = traceback.format_exc()[-3000:]
+        return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start every server, run the loads, the growth and zaqar-bench, print the figures."""
     args = parse_args(argv)
@@ -791,15 +804,16 @@ def main(argv: list[str] | None = None) -> None:
         if main_servers:
             results["loads"] = run_loads(args, {s: urls[s] for s in main_servers})
         if args.growth_sizes:
-            results["growth"] = run_growth(args, urls["lite-redis"])
+            results["growth"] = guarded("growth", results, lambda: run_growth(args, urls["lite-redis"]))
         if args.zaqar_bench_servers:
-            results["zaqar_bench"] = run_zaqar_bench(args, venv, urls, tmp)
+            results["zaqar_bench"] = guarded("zaqar-bench", results,
+                                             lambda: run_zaqar_bench(args, venv, urls, tmp))
         stack.close()  # stop the others before the MongoDB column starts
         if not args.skip_loads and "lite-mongodb" in args.servers:
-            mongodb = run_mongodb(args, tmp)
+            mongodb = guarded("lite-mongodb", results, lambda: run_mongodb(args, tmp))
             if mongodb is not None:
                 loads = results.setdefault("loads", {})
-                for load in LOADS:
+                for load in (name for name in LOADS if name in mongodb):
                     loads.setdefault(load, {})["lite-mongodb"] = mongodb[load]
                 loads.setdefault("fill_seconds", {})["lite-mongodb"] = mongodb["fill_seconds"]
         settings["servers"] = [s for s in SERVERS if s in args.servers and

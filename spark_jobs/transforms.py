@@ -295,7 +295,8 @@ def association_rules(features: DataFrame, min_support: float, min_confidence: f
     from pyspark.ml.fpm import FPGrowth
 
     model = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence).fit(features)
-    return cause_rules(model.associationRules)
+    # the model's rules are recomputed from the mined RDD on every action: materialise them once
+    return cause_rules(model.associationRules.localCheckpoint(eager=True))
 
 
 # -- time ----------------------------------------------------------------------------------------

@@ -35,8 +35,8 @@ READY_TIMEOUT = 40.0
 RING_SCRIPT = """
 import sys
 from swift.common.ring import RingBuilder
-swift_dir, device_dir = sys.argv[1], sys.argv[2]
-for kind, port in zip(("account", "container", "object"), sys.argv[3:]):
+swift_dir = sys.argv[1]
+for kind, port in zip(("account", "container", "object"), sys.argv[2:]):
     builder = RingBuilder(8, 1, 1)
     builder.add_dev({"id": 0, "region": 1, "zone": 1, "ip": "127.0.0.1", "port": int(port),
                      "device": "sdb1", "weight": 1.0})
@@ -131,13 +131,12 @@ class SwiftServer:
         for kind in SERVERS:
             (etc / f"{kind}-server.conf").write_text(_storage_conf(kind, self.root, self.ports[kind]))
         (etc / "proxy-server.conf").write_text(_proxy_conf(self.root, self.proxy_port, self.memcached_port))
-        subprocess.run(["/usr/bin/python3", "-c", RING_SCRIPT, str(etc), str(self.root / "node"),
-                        *(str(self.ports[k]) for k in SERVERS)], check=True, timeout=60,
-                       capture_output=True)
+        ports = [str(self.ports[kind]) for kind in SERVERS]
+        subprocess.run(["/usr/bin/python3", "-c", RING_SCRIPT, str(etc), *ports],
+                       check=True, timeout=60, capture_output=True)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.root / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        with log:
+        with open(self.root / "logs" / f"{name}.log", "ab") as log:  # the child keeps its own copy
             self.processes[name] = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)

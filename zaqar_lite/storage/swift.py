@@ -15,10 +15,13 @@ seconds (URI option, default 0.5) after its last PUT returned, and (5) reads
 back: it holds the messages that still carry its claim id, except those whose
 read-to-PUT took longer than ``settle``. Two claimers never both win: a
 competitor's write landing after my read-back must have read before my write
-landed, so its read-to-PUT took longer than ``settle`` and it gave up. A
-given-up write stays until its claim's ttl lapses (that attempt is counted).
-Pop claims, then deletes. Creating a queue and compare-and-set of records
-use the same write, settle, read-back.
+landed, so its read-to-PUT took longer than ``settle`` and it gave up. So a
+claim takes at least ``settle`` seconds, and a given-up write (logged as a
+warning) keeps its message hidden until that claim's ttl lapses, its claim
+count up by one: it may be protecting a claim it overwrote. A write the
+client gave up on (timeout) that lands later acts the same. Pop claims, then
+deletes. Creating a queue and compare-and-set of records write, settle and
+read back the same way.
 
 Dead-letter move: PUT the DLQ copy under the same marker and id with
 ``If-None-Match: *`` (a repeat, or a concurrent mover, writes the same object),
@@ -28,9 +31,9 @@ behind is exhausted or expired, so it is never handed out, and the next claim or
 sweep plans its move again, finds the DLQ object (412) and deletes the source.
 DLQ order is thus original post order.
 
-Expiry: ``X-Delete-At`` an hour after the body's expiry (the sweep may
-dead-letter first); with no object-expirer running, expired objects stay
-listed, so the body's ``expires`` always decides.
+Expiry: ``X-Delete-At`` at least an hour after the body's expiry, on the
+hour (the sweep may dead-letter first); with no object-expirer running,
+expired objects stay listed, so the body's ``expires`` always decides.
 
 Single node (the test Swift): reads see every completed write, so all of the
 above holds; FIFO is strict within a process and by post time across them.
