@@ -34,8 +34,16 @@ def dead_letters(store: Any, targets: Sequence[Target], now: float) -> Iterator[
     for target in targets:
         marker = None
         while True:
-            page = store.list_messages(target.project, target.queue, now=now, marker=marker, limit=PAGE,
-                                       include_claimed=True, include_delayed=True, exclude_client_id=None)
+            page = store.list_messages(
+                target.project,
+                target.queue,
+                now=now,
+                marker=marker,
+                limit=PAGE,
+                include_claimed=True,
+                include_delayed=True,
+                exclude_client_id=None,
+            )
             for message in page:
                 if message.dead_letter is not None:
                     yield target, message
@@ -48,9 +56,16 @@ def export_line(target: Target, message: Any) -> dict[str, Any]:
     """Return the JSON-lines record of one dead-lettered message (module docstring)."""
     from zaqar_lite.claims.policy import provenance
 
-    return {"project": target.project, "queue": target.queue, "id": message.id,
-            "client_id": message.client_id, "body": message.body, "ttl": message.ttl(),
-            "claim_count": message.claim_count, "dead_letter": provenance(message)}
+    return {
+        "project": target.project,
+        "queue": target.queue,
+        "id": message.id,
+        "client_id": message.client_id,
+        "body": message.body,
+        "ttl": message.ttl(),
+        "claim_count": message.claim_count,
+        "dead_letter": provenance(message),
+    }
 
 
 def write_json_lines(out: TextIO, store: Any, targets: Sequence[Target], now: float) -> int:
@@ -70,18 +85,34 @@ def write_parquet(path: Path, store: Any, targets: Sequence[Target], now: float)
 
     written = 0
     with pq.ParquetWriter(str(path), arrow_schema()) as writer:
-        rows = (dead_letter_row(t.project, t.queue, m.id, json.dumps(m.body), m.created, m.client_id,
-                                m.claim_count, m.failures, m.dead_letter)
-                for t, m in dead_letters(store, targets, now))
+        rows = (
+            dead_letter_row(
+                t.project,
+                t.queue,
+                m.id,
+                json.dumps(m.body),
+                m.created,
+                m.client_id,
+                m.claim_count,
+                m.failures,
+                m.dead_letter,
+            )
+            for t, m in dead_letters(store, targets, now)
+        )
         for batch in record_batches(rows, batch_rows=10_000):
             writer.write_batch(batch)
             written += batch.num_rows
     return written
 
 
-def export(storage_uri: str, out: str, projects: Sequence[str] = (), queues: Sequence[str] = (),
-           now: float | None = None) -> tuple[int, list[Target]]:
-    """Export the dead letters of a store to ``out`` (``-`` for stdout); return the count and the DLQs read."""
+def export(
+    storage_uri: str,
+    out: str,
+    projects: Sequence[str] = (),
+    queues: Sequence[str] = (),
+    now: float | None = None,
+) -> tuple[int, list[Target]]:
+    """Export a store's dead letters to ``out`` (``-``: stdout); return the count and the DLQs read."""
     import sys
 
     from zaqar_lite.storage import open_storage

@@ -54,15 +54,33 @@ class Cause:
     rule_item: str
 
 
-CAUSES = {c.name: c for c in (
-    Cause("missing_customer", "orders", "ValidationError",
-          "ValidationError: order <n> rejected: missing field '<str>'", f"client={PARTNER}"),
-    Cause("jpy_gateway", "payments", "GatewayError",
-          "GatewayError: upstream <ip> returned <n> for txn <uuid> after <n> ms", "currency=JPY"),
-    Cause("legacy_template", "notifications", "TemplateNotFound",
-          "TemplateNotFound: template <path> not found (request <hex>)", "template=legacy_v1"),
-    Cause("fax_crash", "notifications", None, "(no reason given)", "channel=fax"),
-)}
+CAUSES = {
+    c.name: c
+    for c in (
+        Cause(
+            "missing_customer",
+            "orders",
+            "ValidationError",
+            "ValidationError: order <n> rejected: missing field '<str>'",
+            f"client={PARTNER}",
+        ),
+        Cause(
+            "jpy_gateway",
+            "payments",
+            "GatewayError",
+            "GatewayError: upstream <ip> returned <n> for txn <uuid> after <n> ms",
+            "currency=JPY",
+        ),
+        Cause(
+            "legacy_template",
+            "notifications",
+            "TemplateNotFound",
+            "TemplateNotFound: template <path> not found (request <hex>)",
+            "template=legacy_v1",
+        ),
+        Cause("fax_crash", "notifications", None, "(no reason given)", "channel=fax"),
+    )
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,41 +103,67 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """Return the plan with each cause's expected signature and rule item."""
-        return {"project": self.project, "posted": self.posted,
-                "causes": [{**dataclasses.asdict(CAUSES[name]), "messages": count}
-                           for name, count in sorted(self.planted.items())]}
+        return {
+            "project": self.project,
+            "posted": self.posted,
+            "causes": [
+                {**dataclasses.asdict(CAUSES[name]), "messages": count}
+                for name, count in sorted(self.planted.items())
+            ],
+        }
 
 
 def _order(rng: random.Random, n: int) -> Produced:
     partner = rng.random() < 0.2
     client = PARTNER if partner else rng.choice(SHOP_CLIENTS)
-    customer: dict[str, Any] = {"tier": rng.choice(("gold", "silver", "basic")),
-                                "country": rng.choice(("DE", "FR", "US", "JP", "GB"))}
+    customer: dict[str, Any] = {
+        "tier": rng.choice(("gold", "silver", "basic")),
+        "country": rng.choice(("DE", "FR", "US", "JP", "GB")),
+    }
     if not partner:
         customer["id"] = f"c-{rng.randrange(10**6):06d}"
-    body = {"type": "order.created", "order_id": 100000 + n, "customer": customer,
-            "items": [{"sku": f"SKU-{rng.randrange(1000):04d}", "qty": rng.randint(1, 4)}
-                      for _ in range(rng.randint(1, 3))],
-            "currency": rng.choice(("EUR", "USD")) if partner else rng.choice(("EUR", "USD", "GBP", "JPY")),
-            "region": rng.choice(("eu", "us")), "total": round(rng.uniform(5, 500), 2)}
+    body = {
+        "type": "order.created",
+        "order_id": 100000 + n,
+        "customer": customer,
+        "items": [
+            {"sku": f"SKU-{rng.randrange(1000):04d}", "qty": rng.randint(1, 4)}
+            for _ in range(rng.randint(1, 3))
+        ],
+        "currency": rng.choice(("EUR", "USD")) if partner else rng.choice(("EUR", "USD", "GBP", "JPY")),
+        "region": rng.choice(("eu", "us")),
+        "total": round(rng.uniform(5, 500), 2),
+    }
     return Produced("orders", client, body, "missing_customer" if partner else None)
 
 
 def _payment(rng: random.Random, n: int) -> Produced:
     currency = rng.choice(("EUR", "USD", "GBP", "JPY", "EUR"))
-    body = {"type": "payment.requested", "txn": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            "amount": round(rng.uniform(1, 900), 2), "currency": currency,
-            "method": rng.choice(("card", "sepa", "paypal"))}
+    body = {
+        "type": "payment.requested",
+        "txn": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "amount": round(rng.uniform(1, 900), 2),
+        "currency": currency,
+        "method": rng.choice(("card", "sepa", "paypal")),
+    }
     return Produced("payments", "billing", body, "jpy_gateway" if currency == "JPY" else None)
 
 
 def _notification(rng: random.Random, n: int) -> Produced:
     channel = rng.choice(("email", "email", "sms", "push", "fax"))
-    templates = ("welcome", "receipt", "password_reset") if channel == "fax" else \
-        ("welcome", "receipt", "password_reset", "legacy_v1")
+    templates = (
+        ("welcome", "receipt", "password_reset")
+        if channel == "fax"
+        else ("welcome", "receipt", "password_reset", "legacy_v1")
+    )
     template = rng.choice(templates)
-    body = {"type": "notification", "channel": channel, "template": template,
-            "lang": rng.choice(("en", "de", "fr")), "to": f"user{rng.randrange(10**5)}@example.com"}
+    body = {
+        "type": "notification",
+        "channel": channel,
+        "template": template,
+        "lang": rng.choice(("en", "de", "fr")),
+        "to": f"user{rng.randrange(10**5)}@example.com",
+    }
     cause = "fax_crash" if channel == "fax" else "legacy_template" if template == "legacy_v1" else None
     return Produced("notifications", "mailer", body, cause)
 
@@ -136,16 +180,22 @@ def failure_for(produced: Produced, attempt: int, rng: random.Random) -> dict[st
     """Return the release reason of a consumer attempt (``{}``: released without one), or None on success."""
     body = produced.body
     if produced.cause == "missing_customer":
-        return {"error_type": "ValidationError",
-                "error": f"order {body['order_id']} rejected: missing field 'customer.id'"}
+        return {
+            "error_type": "ValidationError",
+            "error": f"order {body['order_id']} rejected: missing field 'customer.id'",
+        }
     if produced.cause == "jpy_gateway":
-        return {"error_type": "GatewayError",
-                "error": f"upstream 10.0.{rng.randrange(8)}.{rng.randrange(2, 250)}:8443 returned 502 for txn "
-                         f"{body['txn']} after {rng.randrange(1000, 30000)} ms"}
+        return {
+            "error_type": "GatewayError",
+            "error": f"upstream 10.0.{rng.randrange(8)}.{rng.randrange(2, 250)}:8443 returned 502 for txn "
+            f"{body['txn']} after {rng.randrange(1000, 30000)} ms",
+        }
     if produced.cause == "legacy_template":
-        return {"error_type": "TemplateNotFound",
-                "error": f"template /srv/templates/{body['lang']}/legacy_v1.html not found "
-                         f"(request f0{rng.getrandbits(40):010x})"}
+        return {
+            "error_type": "TemplateNotFound",
+            "error": f"template /srv/templates/{body['lang']}/legacy_v1.html not found "
+            f"(request f0{rng.getrandbits(40):010x})",
+        }
     if produced.cause == "fax_crash":
         return {}
     if attempt == 1 and rng.random() < TRANSIENT_SHARE:
@@ -154,6 +204,7 @@ def failure_for(produced: Produced, attempt: int, rng: random.Random) -> dict[st
 
 
 # -- through the HTTP API ---------------------------------------------------------------------------
+
 
 class _Api:
     """A small HTTP client of one project (loopback, no proxies)."""
@@ -166,8 +217,14 @@ class _Api:
         self.session.trust_env = False
         self.session.headers.update({"X-Project-ID": project, "Client-ID": str(uuid.uuid4())})
 
-    def call(self, method: str, path: str, client_id: str | None = None, expect: Sequence[int] = (200, 201, 204),
-             **kwargs: Any) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        client_id: str | None = None,
+        expect: Sequence[int] = (200, 201, 204),
+        **kwargs: Any,
+    ) -> Any:
         headers = {"Client-ID": client_id} if client_id else None
         response = self.session.request(method, self.url + path, headers=headers, timeout=30, **kwargs)
         if response.status_code not in expect:
@@ -195,8 +252,11 @@ def configure_queues(api: _Api, max_claims: int = MAX_CLAIMS) -> None:
     for dlq in sorted(set(QUEUES.values())):
         api.call("PUT", f"/v2/queues/{dlq}", json={})
     for queue, dlq in QUEUES.items():
-        api.call("PUT", f"/v2/queues/{queue}",
-                 json={"_max_claim_count": max_claims, "_dead_letter_queue": dlq, "_default_message_ttl": 3600})
+        api.call(
+            "PUT",
+            f"/v2/queues/{queue}",
+            json={"_max_claim_count": max_claims, "_dead_letter_queue": dlq, "_default_message_ttl": 3600},
+        )
 
 
 def post_all(api: _Api, messages: Sequence[Produced]) -> dict[str, Produced]:
@@ -207,10 +267,14 @@ def post_all(api: _Api, messages: Sequence[Produced]) -> dict[str, Produced]:
         groups.setdefault((produced.queue, produced.client_id), []).append(produced)
     for (queue, client), group in groups.items():
         for start in range(0, len(group), 20):
-            batch = group[start:start + 20]
-            answer = api.call("POST", f"/v2/queues/{queue}/messages", client_id=_client_uuid(client),
-                              json={"messages": [{"ttl": 3600, "body": p.body} for p in batch]}).json()
-            for href, produced in zip(answer["resources"], batch):
+            batch = group[start : start + 20]
+            answer = api.call(
+                "POST",
+                f"/v2/queues/{queue}/messages",
+                client_id=_client_uuid(client),
+                json={"messages": [{"ttl": 3600, "body": p.body} for p in batch]},
+            ).json()
+            for href, produced in zip(answer["resources"], batch, strict=True):
                 by_id[href.rsplit("/", 1)[-1]] = produced
     return by_id
 
@@ -233,8 +297,11 @@ def consume(api: _Api, queue: str, by_id: dict[str, Produced], rng: random.Rando
             if reason is None:
                 done.append(message["id"])
             else:
-                api.call("POST", f"/v2/queues/{queue}/messages/{message['id']}/release?claim_id={claim_id}",
-                         json=reason)
+                api.call(
+                    "POST",
+                    f"/v2/queues/{queue}/messages/{message['id']}/release?claim_id={claim_id}",
+                    json=reason,
+                )
         if done:
             api.call("DELETE", f"/v2/queues/{queue}/messages?ids={','.join(done)}")
 
@@ -262,8 +329,10 @@ def _plan(project: str, produced: Sequence[Produced]) -> Plan:
 
 # -- straight into a store --------------------------------------------------------------------------
 
-def dead_lettered_messages(count: int, seed: int = 7, now: float | None = None,
-                           hours: int = 48) -> Iterator[tuple[str, Any]]:
+
+def dead_lettered_messages(
+    count: int, seed: int = 7, now: float | None = None, hours: int = 48
+) -> Iterator[tuple[str, Any]]:
     """Yield ``(dlq, Message)``: ``count`` dead letters of the model as the move stores them.
 
     Posted over the last ``hours``, each failed :data:`MAX_CLAIMS` times a few
@@ -288,21 +357,37 @@ def dead_lettered_messages(count: int, seed: int = 7, now: float | None = None,
         for attempt in range(1, MAX_CLAIMS + 1):
             at += rng.uniform(1, 300)
             reason = failure_for(produced, attempt, rng) or {}
-            failures.append({"at": iso(at), "claim_count": attempt, "error_type": reason.get("error_type"),
-                             "error": reason.get("error")})
+            failures.append(
+                {
+                    "at": iso(at),
+                    "claim_count": attempt,
+                    "error_type": reason.get("error_type"),
+                    "error": reason.get("error"),
+                }
+            )
         moved = at + rng.uniform(1, 120)
         message = Message(
-            id=str(uuid.UUID(int=rng.getrandbits(128), version=4)), body=produced.body, created=created,
-            expires=now + 7 * 86400, client_id=_client_uuid(produced.client_id), claim_count=MAX_CLAIMS,
-            failures=failures if produced.cause != "fax_crash" else
-            [f for f in failures if f["error_type"]],
-            dead_letter={"source_queue": produced.queue, "reason": "max_claims", "dead_lettered_at": moved,
-                         "claim_count": MAX_CLAIMS, "last_claim_id": str(uuid.UUID(int=rng.getrandbits(128)))})
+            id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            body=produced.body,
+            created=created,
+            expires=now + 7 * 86400,
+            client_id=_client_uuid(produced.client_id),
+            claim_count=MAX_CLAIMS,
+            failures=failures if produced.cause != "fax_crash" else [f for f in failures if f["error_type"]],
+            dead_letter={
+                "source_queue": produced.queue,
+                "reason": "max_claims",
+                "dead_lettered_at": moved,
+                "claim_count": MAX_CLAIMS,
+                "last_claim_id": str(uuid.UUID(int=rng.getrandbits(128))),
+            },
+        )
         yield QUEUES[produced.queue], message
 
 
-def seed_store(storage_uri: str, count: int, project: str = "synthetic", seed: int = 7,
-               batch: int = 500) -> int:
+def seed_store(
+    storage_uri: str, count: int, project: str = "synthetic", seed: int = 7, batch: int = 500
+) -> int:
     """Write ``count`` dead letters straight into a store, through the storage contract; return how many."""
     from zaqar_lite.storage import open_storage
 
@@ -311,7 +396,9 @@ def seed_store(storage_uri: str, count: int, project: str = "synthetic", seed: i
     try:
         for queue, dlq in QUEUES.items():
             store.create_queue(project, dlq, {}, now)
-            store.create_queue(project, queue, {"_max_claim_count": MAX_CLAIMS, "_dead_letter_queue": dlq}, now)
+            store.create_queue(
+                project, queue, {"_max_claim_count": MAX_CLAIMS, "_dead_letter_queue": dlq}, now
+            )
         pending: dict[str, list[Any]] = {}
         written = 0
         for dlq, message in dead_lettered_messages(count, seed, now):
@@ -335,8 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--url", help="a running zaqar-lite, e.g. http://127.0.0.1:8888")
     target.add_argument("--storage", help="write dead letters straight into this store instead (fast, large)")
-    p.add_argument("--messages", type=int, default=400,
-                   help="messages to post (--url) or dead letters to write (--storage); default 400")
+    p.add_argument(
+        "--messages",
+        type=int,
+        default=400,
+        help="messages to post (--url) or dead letters to write (--storage); default 400",
+    )
     p.add_argument("--project", default="synthetic", help="project (default synthetic)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     args = p.parse_args(argv)

@@ -25,9 +25,15 @@ CAUSE_ITEMS = ("error_type=", "signature=")
 NO_ERROR_TYPE = "(none)"
 #: time from first post to dead-lettering: (label, lower bound, upper bound or None) in seconds
 DELAY_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
-    ("< 1 s", 0, 1), ("1-10 s", 1, 10), ("10 s-1 min", 10, 60), ("1-10 min", 60, 600),
-    ("10 min-1 h", 600, 3600), ("1-6 h", 3600, 21600), ("6-24 h", 21600, 86400),
-    ("1-7 d", 86400, 604800), ("> 7 d", 604800, None),
+    ("< 1 s", 0, 1),
+    ("1-10 s", 1, 10),
+    ("10 s-1 min", 10, 60),
+    ("1-10 min", 60, 600),
+    ("10 min-1 h", 600, 3600),
+    ("1-6 h", 3600, 21600),
+    ("6-24 h", 21600, 86400),
+    ("1-7 d", 86400, 604800),
+    ("> 7 d", 604800, None),
 )
 SHAPE_MAX_DEPTH = 6
 SHAPE_MAX_PATHS = 100
@@ -35,6 +41,7 @@ FIELD_VALUE_LENGTH = 40
 
 
 # -- failure signatures ---------------------------------------------------------------------------
+
 
 def masked_error(error: Column) -> Column:
     """Return the error text with its variable parts masked (``signatures.mask_error``, in Spark)."""
@@ -62,21 +69,31 @@ def failure_events(dead_letters: DataFrame) -> DataFrame:
     A dead letter without any failure (claims that lapsed, releases without a
     reason, expiry) counts as one failure with no reason at its dead-lettering time.
     """
-    exploded = dead_letters.select("project", "source_queue", "id", "dead_lettered_at",
-                                   F.explode_outer("failures").alias("f"))
+    exploded = dead_letters.select(
+        "project", "source_queue", "id", "dead_lettered_at", F.explode_outer("failures").alias("f")
+    )
     text = signature_text(F.col("f.error_type"), F.col("f.error"))
     return exploded.select(
-        "project", "source_queue", "id",
+        "project",
+        "source_queue",
+        "id",
         F.coalesce(F.col("f.at"), F.col("dead_lettered_at")).alias("at"),
-        F.trim(F.col("f.error_type")).alias("error_type"), F.col("f.error").alias("error"),
-        text.alias("signature"), short_hash(text).alias("signature_id"))
+        F.trim(F.col("f.error_type")).alias("error_type"),
+        F.col("f.error").alias("error"),
+        text.alias("signature"),
+        short_hash(text).alias("signature_id"),
+    )
 
 
 def _first_ids(rows: DataFrame, keys: Sequence[str], count: int = EXAMPLES) -> DataFrame:
     """Return ``keys`` plus ``examples``: the ``count`` smallest distinct message ids of each group."""
     window = Window.partitionBy(*keys).orderBy("id")
-    firsts = (rows.select(*keys, "id").distinct()
-              .withColumn("rank", F.row_number().over(window)).where(F.col("rank") <= count))
+    firsts = (
+        rows.select(*keys, "id")
+        .distinct()
+        .withColumn("rank", F.row_number().over(window))
+        .where(F.col("rank") <= count)
+    )
     return firsts.groupBy(*keys).agg(F.sort_array(F.collect_list("id")).alias("examples"))
 
 
@@ -91,12 +108,17 @@ def failure_signatures(dead_letters: DataFrame) -> DataFrame:
     events = failure_events(dead_letters)
     keys = ["project", "source_queue", "signature_id"]
     grouped = events.groupBy(*keys).agg(
-        F.min("signature").alias("signature"), F.min("error_type").alias("error_type"),
-        F.count(F.lit(1)).alias("failures"), F.countDistinct("id").alias("messages"),
-        F.min("at").alias("first_seen"), F.max("at").alias("last_seen"),
-        F.min("error").alias("example_error"))
-    return (grouped.join(_first_ids(events, keys), keys)
-            .orderBy(F.desc("messages"), F.desc("failures"), "project", "source_queue", "signature_id"))
+        F.min("signature").alias("signature"),
+        F.min("error_type").alias("error_type"),
+        F.count(F.lit(1)).alias("failures"),
+        F.countDistinct("id").alias("messages"),
+        F.min("at").alias("first_seen"),
+        F.max("at").alias("last_seen"),
+        F.min("error").alias("example_error"),
+    )
+    return grouped.join(_first_ids(events, keys), keys).orderBy(
+        F.desc("messages"), F.desc("failures"), "project", "source_queue", "signature_id"
+    )
 
 
 def signature_members(dead_letters: DataFrame) -> DataFrame:
@@ -105,6 +127,7 @@ def signature_members(dead_letters: DataFrame) -> DataFrame:
 
 
 # -- payload shapes -------------------------------------------------------------------------------
+
 
 def _json_type(value: Any) -> str:
     if isinstance(value, bool):
@@ -166,7 +189,8 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     return dead_letters.select(
         "*",
         F.when(has_failure, F.trim(last["error_type"])).alias("cause_error_type"),
-        text.alias("cause_signature"), short_hash(text).alias("cause_signature_id"),
+        text.alias("cause_signature"),
+        short_hash(text).alias("cause_signature_id"),
         _body_paths("body").alias("shape_paths"),
     ).withColumn("shape_id", short_hash(F.concat_ws("\n", "shape_paths")))
 
@@ -179,19 +203,24 @@ def payload_shapes(enriched: DataFrame) -> DataFrame:
     examples (message ids).
     """
     keys = ["project", "source_queue", "shape_id"]
-    grouped = enriched.groupBy(*keys).agg(F.min("shape_paths").alias("paths"),
-                                          F.count(F.lit(1)).alias("messages"))
+    grouped = enriched.groupBy(*keys).agg(
+        F.min("shape_paths").alias("paths"), F.count(F.lit(1)).alias("messages")
+    )
     every_path = grouped.groupBy("project", "source_queue").agg(
-        F.array_distinct(F.flatten(F.collect_list("paths"))).alias("every_path"))
-    return (grouped.join(every_path, ["project", "source_queue"])
-            .withColumn("missing_paths", F.array_sort(F.array_except("every_path", "paths")))
-            .drop("every_path")
-            .join(_first_ids(enriched, keys), keys)
-            .select("project", "source_queue", "shape_id", "paths", "messages", "missing_paths", "examples")
-            .orderBy(F.desc("messages"), "project", "source_queue", "shape_id"))
+        F.array_distinct(F.flatten(F.collect_list("paths"))).alias("every_path")
+    )
+    return (
+        grouped.join(every_path, ["project", "source_queue"])
+        .withColumn("missing_paths", F.array_sort(F.array_except("every_path", "paths")))
+        .drop("every_path")
+        .join(_first_ids(enriched, keys), keys)
+        .select("project", "source_queue", "shape_id", "paths", "messages", "missing_paths", "examples")
+        .orderBy(F.desc("messages"), "project", "source_queue", "shape_id")
+    )
 
 
 # -- frequent patterns ----------------------------------------------------------------------------
+
 
 def body_field_values(dead_letters: DataFrame) -> DataFrame:
     """Return each top-level body field with scalar values: how many messages have it and distinct values.
@@ -201,12 +230,16 @@ def body_field_values(dead_letters: DataFrame) -> DataFrame:
     (:func:`categorical_fields`).
     """
     fields = dead_letters.select(
-        "id", F.explode(F.from_json("body", "map<string,string>")).alias("field", "value"))
-    scalars = fields.where(F.col("value").isNotNull() & ~F.col("value").startswith("{")
-                           & ~F.col("value").startswith("["))
-    return (scalars.groupBy("field")
-            .agg(F.countDistinct("id").alias("messages"), F.countDistinct("value").alias("values"))
-            .orderBy("field"))
+        "id", F.explode(F.from_json("body", "map<string,string>")).alias("field", "value")
+    )
+    scalars = fields.where(
+        F.col("value").isNotNull() & ~F.col("value").startswith("{") & ~F.col("value").startswith("[")
+    )
+    return (
+        scalars.groupBy("field")
+        .agg(F.countDistinct("id").alias("messages"), F.countDistinct("value").alias("values"))
+        .orderBy("field")
+    )
 
 
 def categorical_fields(field_values: DataFrame, max_values: int) -> DataFrame:
@@ -215,8 +248,11 @@ def categorical_fields(field_values: DataFrame, max_values: int) -> DataFrame:
     At most ``max_values`` distinct values, each seen twice on average: an id
     or an amount has about as many values as messages and predicts nothing.
     """
-    return (field_values.where((F.col("values") <= max_values) & (F.col("values") * 2 <= F.col("messages")))
-            .select("field").orderBy("field"))
+    return (
+        field_values.where((F.col("values") <= max_values) & (F.col("values") * 2 <= F.col("messages")))
+        .select("field")
+        .orderBy("field")
+    )
 
 
 def message_features(enriched: DataFrame, fields: Sequence[str] = ()) -> DataFrame:
@@ -234,7 +270,9 @@ def message_features(enriched: DataFrame, fields: Sequence[str] = ()) -> DataFra
         F.concat(F.lit("error_type="), F.coalesce(F.col("cause_error_type"), F.lit(NO_ERROR_TYPE))),
         F.concat(F.lit("signature="), F.col("cause_signature_id")),
         F.concat(F.lit("shape="), F.col("shape_id")),
-        F.when(F.coalesce(F.col("client_id"), F.lit("")) != "", F.concat(F.lit("client="), F.col("client_id"))),
+        F.when(
+            F.coalesce(F.col("client_id"), F.lit("")) != "", F.concat(F.lit("client="), F.col("client_id"))
+        ),
         F.concat(F.lit("hour="), hour),
         F.concat(F.lit("reason="), F.col("reason")),
     ]
@@ -253,37 +291,70 @@ def _is_cause(item: Column) -> Column:
     return condition
 
 
-def cause_rules(rules: DataFrame) -> DataFrame:
+def cause_rules(rules: DataFrame, itemsets: DataFrame) -> DataFrame:
     """Keep the association rules that point at a cause, without the redundant ones.
 
     ``rules`` has FP-Growth's columns (antecedent, consequent, confidence,
-    lift, support). Kept: one cause item concluded (an error type or a
-    signature) from items that are not causes, with lift above 1. Dropped: a
-    rule when a rule with fewer antecedent items (a subset) concludes the
-    same at least as confidently, and a signature rule that says no more
-    than the error-type rule with the same antecedent and support (an error
-    type with a single signature). Sorted by confidence, support, then lift.
+    lift, support), ``itemsets`` its frequent itemsets (items, freq). Kept:
+    one cause item concluded (an error type or a signature) from items that
+    are not causes, with lift above 1. Dropped, when another rule concludes
+    the same at least as confidently: a rule whose antecedent has a subset
+    that does, and a rule whose messages are a strict part of the other's
+    (every message with its antecedent also has the other's, and the other
+    covers more), since the broader rule explains it; and a signature rule
+    that says no more than the error-type rule with the same antecedent and
+    support (an error type with a single signature). Sorted by confidence,
+    lift, then support.
     """
-    candidates = (rules.where((F.size("consequent") == 1) & _is_cause(F.col("consequent")[0])
-                              & ~F.exists("antecedent", _is_cause) & (F.col("lift") > 1.0))
-                  .select(F.array_sort("antecedent").alias("antecedent"), "consequent", "confidence", "lift",
-                          "support"))
+    candidates = rules.where(
+        (F.size("consequent") == 1)
+        & _is_cause(F.col("consequent")[0])
+        & ~F.exists("antecedent", _is_cause)
+        & (F.col("lift") > 1.0)
+    ).select(F.array_sort("antecedent").alias("antecedent"), "consequent", "confidence", "lift", "support")
+    freq = itemsets.select(F.array_sort("items").alias("items"), "freq")
     a, b = candidates.alias("a"), candidates.alias("b")
-    redundant = a.join(b, (F.col("a.consequent") == F.col("b.consequent"))
-                       & (F.size("b.antecedent") < F.size("a.antecedent"))
-                       & (F.size(F.array_except("b.antecedent", "a.antecedent")) == 0)
-                       & (F.col("b.confidence") >= F.col("a.confidence") - 1e-9), "left_semi")
-    kept = candidates.join(redundant.select("antecedent", "consequent"), ["antecedent", "consequent"], "left_anti")
+    pairs = a.join(
+        b,
+        (F.col("a.consequent") == F.col("b.consequent"))
+        & (F.col("a.antecedent") != F.col("b.antecedent"))
+        & (F.col("b.confidence") >= F.col("a.confidence") - 1e-9),
+    ).select(
+        F.col("a.antecedent").alias("antecedent"),
+        F.col("a.consequent").alias("consequent"),
+        F.col("b.antecedent").alias("other"),
+        F.array_sort(F.array_union("a.antecedent", "b.antecedent")).alias("both"),
+    )
+    counted = (
+        pairs.join(freq.withColumnRenamed("items", "antecedent").withColumnRenamed("freq", "own"), "antecedent")
+        .join(freq.withColumnRenamed("items", "other").withColumnRenamed("freq", "others"), "other")
+        .join(freq.withColumnRenamed("items", "both").withColumnRenamed("freq", "shared"), "both")
+    )
+    subset = F.size(F.array_except("other", "antecedent")) == 0
+    redundant = counted.where((subset | (F.col("others") > F.col("own"))) & (F.col("shared") == F.col("own")))
+    kept = candidates.join(
+        redundant.select("antecedent", "consequent").distinct(), ["antecedent", "consequent"], "left_anti"
+    )
     by_type = kept.where(F.col("consequent")[0].startswith("error_type=")).select(
-        "antecedent", F.col("support").alias("type_support"))
-    repeated = (kept.where(F.col("consequent")[0].startswith("signature="))
-                .join(by_type, "antecedent")
-                .where(F.abs(F.col("support") - F.col("type_support")) < 1e-12)
-                .select("antecedent", "consequent"))
-    return (kept.join(repeated, ["antecedent", "consequent"], "left_anti")
-            .select("antecedent", "consequent", "confidence", "lift", "support")
-            .orderBy(F.desc("confidence"), F.desc("support"), F.desc("lift"),
-                     F.col("antecedent").cast("string"), F.col("consequent").cast("string")))
+        "antecedent", F.col("support").alias("type_support")
+    )
+    repeated = (
+        kept.where(F.col("consequent")[0].startswith("signature="))
+        .join(by_type, "antecedent")
+        .where(F.abs(F.col("support") - F.col("type_support")) < 1e-12)
+        .select("antecedent", "consequent")
+    )
+    return (
+        kept.join(repeated, ["antecedent", "consequent"], "left_anti")
+        .select("antecedent", "consequent", "confidence", "lift", "support")
+        .orderBy(
+            F.desc("confidence"),
+            F.desc("lift"),
+            F.desc("support"),
+            F.col("antecedent").cast("string"),
+            F.col("consequent").cast("string"),
+        )
+    )
 
 
 def association_rules(features: DataFrame, min_support: float, min_confidence: float) -> DataFrame:
@@ -296,27 +367,37 @@ def association_rules(features: DataFrame, min_support: float, min_confidence: f
 
     model = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence).fit(features)
     # the model's rules are recomputed from the mined RDD on every action: materialise them once
-    return cause_rules(model.associationRules.localCheckpoint(eager=True))
+    return cause_rules(
+        model.associationRules.localCheckpoint(eager=True), model.freqItemsets.localCheckpoint(eager=True)
+    )
 
 
 # -- time ----------------------------------------------------------------------------------------
 
+
 def dead_letters_per_hour(dead_letters: DataFrame) -> DataFrame:
     """Return ``(project, source_queue, hour, messages)``: dead letters per hour of dead-lettering."""
     hour = (F.floor(F.col("dead_lettered_at") / 3600) * 3600).cast("long")
-    return (dead_letters.groupBy("project", "source_queue", hour.alias("hour"))
-            .agg(F.count(F.lit(1)).alias("messages")).orderBy("project", "source_queue", "hour"))
+    return (
+        dead_letters.groupBy("project", "source_queue", hour.alias("hour"))
+        .agg(F.count(F.lit(1)).alias("messages"))
+        .orderBy("project", "source_queue", "hour")
+    )
 
 
 def claim_count_distribution(dead_letters: DataFrame) -> DataFrame:
     """Return ``(project, source_queue, claim_count, messages)``: how often dead letters were handed out."""
-    return (dead_letters.groupBy("project", "source_queue", "claim_count")
-            .agg(F.count(F.lit(1)).alias("messages")).orderBy("project", "source_queue", "claim_count"))
+    return (
+        dead_letters.groupBy("project", "source_queue", "claim_count")
+        .agg(F.count(F.lit(1)).alias("messages"))
+        .orderBy("project", "source_queue", "claim_count")
+    )
 
 
 def _delay(dead_letters: DataFrame) -> DataFrame:
     return dead_letters.withColumn(
-        "seconds", F.greatest(F.lit(0.0), F.col("dead_lettered_at") - F.col("first_posted_at")))
+        "seconds", F.greatest(F.lit(0.0), F.col("dead_lettered_at") - F.col("first_posted_at"))
+    )
 
 
 def time_to_dead_letter(dead_letters: DataFrame) -> DataFrame:
@@ -329,32 +410,58 @@ def time_to_dead_letter(dead_letters: DataFrame) -> DataFrame:
     for i, (_, _, upper) in reversed(list(enumerate(DELAY_BUCKETS))):
         if upper is not None:
             index = F.when(F.col("seconds") < upper, F.lit(i)).otherwise(index)
-    buckets = F.array(*[F.struct(F.lit(label).alias("label"), F.lit(lower).alias("lower"),
-                                 F.lit(upper).cast("int").alias("upper"))
-                        for label, lower, upper in DELAY_BUCKETS])
-    counted = (_delay(dead_letters).groupBy("project", "source_queue", index.alias("bucket"))
-               .agg(F.count(F.lit(1)).alias("messages")))
-    return (counted.select("project", "source_queue", "bucket",
-                           buckets[F.col("bucket")].alias("b"), "messages")
-            .select("project", "source_queue", "bucket", "b.label", "b.lower", "b.upper", "messages")
-            .orderBy("project", "source_queue", "bucket"))
+    buckets = F.array(
+        *[
+            F.struct(
+                F.lit(label).alias("label"),
+                F.lit(lower).alias("lower"),
+                F.lit(upper).cast("int").alias("upper"),
+            )
+            for label, lower, upper in DELAY_BUCKETS
+        ]
+    )
+    counted = (
+        _delay(dead_letters)
+        .groupBy("project", "source_queue", index.alias("bucket"))
+        .agg(F.count(F.lit(1)).alias("messages"))
+    )
+    return (
+        counted.select("project", "source_queue", "bucket", buckets[F.col("bucket")].alias("b"), "messages")
+        .select("project", "source_queue", "bucket", "b.label", "b.lower", "b.upper", "messages")
+        .orderBy("project", "source_queue", "bucket")
+    )
 
 
 def time_to_dead_letter_stats(dead_letters: DataFrame) -> DataFrame:
-    """Return per source queue: messages, and the median, 90th percentile and max seconds to dead-lettering."""
+    """Return per source queue: messages, median, 90th percentile and max seconds to dead-lettering."""
     quantiles = F.percentile_approx("seconds", [0.5, 0.9], 10000)
-    return (_delay(dead_letters).groupBy("project", "source_queue")
-            .agg(F.count(F.lit(1)).alias("messages"), quantiles.alias("q"), F.max("seconds").alias("max"))
-            .select("project", "source_queue", "messages", F.col("q")[0].alias("p50"), F.col("q")[1].alias("p90"),
-                    "max")
-            .orderBy("project", "source_queue"))
+    return (
+        _delay(dead_letters)
+        .groupBy("project", "source_queue")
+        .agg(F.count(F.lit(1)).alias("messages"), quantiles.alias("q"), F.max("seconds").alias("max"))
+        .select(
+            "project",
+            "source_queue",
+            "messages",
+            F.col("q")[0].alias("p50"),
+            F.col("q")[1].alias("p90"),
+            "max",
+        )
+        .orderBy("project", "source_queue")
+    )
 
 
 # -- summary -------------------------------------------------------------------------------------
 
+
 def dead_letter_counts(dead_letters: DataFrame) -> DataFrame:
     """Return ``(project, queue, source_queue, reason, messages, first, last)`` (dead-lettering times)."""
-    return (dead_letters.groupBy("project", "queue", "source_queue", "reason")
-            .agg(F.count(F.lit(1)).alias("messages"), F.min("dead_lettered_at").alias("first"),
-                 F.max("dead_lettered_at").alias("last"))
-            .orderBy("project", "queue", "source_queue", "reason"))
+    return (
+        dead_letters.groupBy("project", "queue", "source_queue", "reason")
+        .agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.min("dead_lettered_at").alias("first"),
+            F.max("dead_lettered_at").alias("last"),
+        )
+        .orderBy("project", "queue", "source_queue", "reason")
+    )

@@ -132,7 +132,8 @@ def dlq_report(args: tuple[str, ...]) -> None:
     try:
         from spark_jobs.dlq_report import main as report_main
     except ImportError as exc:
-        raise click.ClickException(f"the DLQ report needs PySpark: pip install 'zaqar-lite[spark]' ({exc})") from None
+        raise click.ClickException(
+            f"the DLQ report needs PySpark: pip install 'zaqar-lite[spark]' ({exc})") from None
 
     raise SystemExit(report_main(list(args)))
 
@@ -148,7 +149,8 @@ def dlq_generate(args: tuple[str, ...]) -> None:
 
 @main.command("export")
 @storage_option
-@click.option("--dlq", is_flag=True, required=True, help="export dead-lettered messages (the only kind for now).")
+@click.option("--dlq", is_flag=True, required=True,
+              help="export dead-lettered messages (the only kind for now).")
 @click.option("--out", "out", required=True,
               help="file to write: JSON lines, or Parquet when it ends in .parquet; - for stdout.")
 @click.option("--project", "projects", multiple=True, help="only this project (repeatable).")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 CONFIG_ENV = "ZAQAR_LITE_CONFIG"
 
@@ -122,7 +122,7 @@ class Settings:
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         """Return a copy with the given fields changed."""
         return dataclasses.replace(self, **changes)
 

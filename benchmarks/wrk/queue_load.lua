@@ -1,4 +1,4 @@
--- wrk script for the queue loads of benchmarks/http_load.py and benchmarks/zaqar_compare.py.
+-- wrk script for the queue loads of benchmarks/http_load.py, zaqar_compare.py and dlq_delay.py.
 --
 -- Usage: wrk -t C -c C -s queue_load.lua URL -- MODE QUEUE POST_RATIO CLIENT_ID PROJECT
 --                                                [CLAIM_LIMIT [DELETE_MODE [RELEASE_RATIO]]]

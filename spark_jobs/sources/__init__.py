@@ -90,7 +90,9 @@ class DeadLetterReader(DataSourceReader):
         """Cut every DLQ into ranges its store can serve in parallel."""
         reader = store_reader(self.uri)
         targets = self.targets()
-        pieces = pieces_per_target({t: reader.count(t) for t in targets}, self.partitions_wanted, self.max_rows)
+        pieces = pieces_per_target(
+            {t: reader.count(t) for t in targets}, self.partitions_wanted, self.max_rows
+        )
         specs = [spec for t in targets for spec in reader.plan(t, pieces[t])]
         # Spark needs at least one partition; an empty spec reads nothing
         return [InputPartition(spec) for spec in specs] or [InputPartition(None)]
@@ -130,9 +132,16 @@ def is_export_file(source: str) -> bool:
     return scheme in ("", "file") or source.lower().endswith(EXPORT_SUFFIXES) and scheme not in READERS
 
 
-def read_store(spark: SparkSession, uri: str, *, projects: Sequence[str] = (), queues: Sequence[str] = (),
-               since: float | None = None, partitions: int | None = None,
-               max_rows_per_partition: int | None = None) -> DataFrame:
+def read_store(
+    spark: SparkSession,
+    uri: str,
+    *,
+    projects: Sequence[str] = (),
+    queues: Sequence[str] = (),
+    since: float | None = None,
+    partitions: int | None = None,
+    max_rows_per_partition: int | None = None,
+) -> DataFrame:
     """Return the dead letters of a store as a DataFrame, read by :class:`DeadLetterSource`."""
     spark.dataSource.register(DeadLetterSource)
     reader = spark.read.format(FORMAT).option("uri", uri).option("now", repr(time.time()))
@@ -148,8 +157,14 @@ def read_store(spark: SparkSession, uri: str, *, projects: Sequence[str] = (), q
     return reader.load()
 
 
-def read_export(spark: SparkSession, path: str, *, projects: Sequence[str] = (), queues: Sequence[str] = (),
-                since: float | None = None) -> DataFrame:
+def read_export(
+    spark: SparkSession,
+    path: str,
+    *,
+    projects: Sequence[str] = (),
+    queues: Sequence[str] = (),
+    since: float | None = None,
+) -> DataFrame:
     """Return the dead letters of an export: Parquet rows as they are, JSON lines mapped to rows."""
     from pyspark.sql import functions as F
 

@@ -19,8 +19,15 @@ from spark_jobs.sources.rows import dead_letter_row
 BY_MARKER = "by_marker"  # zaqar_lite.storage.mongodb.BY_MARKER
 DEFAULT_DATABASE = "zaqar_lite"
 BATCH = 1000
-_FIELDS = {"body": 1, "created": 1, "client_id": 1, "claim_count": 1, "failures": 1, "dead_letter": 1,
-           "expires": 1}
+_FIELDS = {
+    "body": 1,
+    "created": 1,
+    "client_id": 1,
+    "claim_count": 1,
+    "failures": 1,
+    "dead_letter": 1,
+    "expires": 1,
+}
 
 
 class MongoReader:
@@ -51,8 +58,11 @@ class MongoReader:
 
     def count(self, target: Target) -> int:
         """Return the number of messages in the queue."""
-        return int(self.database().messages.count_documents(
-            {"project": target.project, "queue": target.queue}, hint=BY_MARKER))
+        return int(
+            self.database().messages.count_documents(
+                {"project": target.project, "queue": target.queue}, hint=BY_MARKER
+            )
+        )
 
     def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
         """Cut the queue into marker ranges ``(after, upto]`` of about equal sizes."""
@@ -60,13 +70,28 @@ class MongoReader:
         total = self.count(target)
         cuts: list[int] = []
         for i in range(1, max(1, min(pieces, total))):
-            found = list(self.database().messages.find(scope, {"marker": 1}).sort("marker", 1)
-                         .hint(BY_MARKER).skip(i * total // pieces - 1).limit(1))
+            found = list(
+                self.database()
+                .messages.find(scope, {"marker": 1})
+                .sort("marker", 1)
+                .hint(BY_MARKER)
+                .skip(i * total // pieces - 1)
+                .limit(1)
+            )
             if found and (not cuts or found[0]["marker"] > cuts[-1]):
                 cuts.append(found[0]["marker"])
         bounds: list[int | None] = [None, *cuts, None]
-        return [{"store": "mongodb", "uri": self.uri, "project": target.project, "queue": target.queue,
-                 "after": lo, "upto": hi} for lo, hi in zip(bounds, bounds[1:])]
+        return [
+            {
+                "store": "mongodb",
+                "uri": self.uri,
+                "project": target.project,
+                "queue": target.queue,
+                "after": lo,
+                "upto": hi,
+            }
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
 
     def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
         """Stream the dead letters of one marker range."""
@@ -78,14 +103,23 @@ class MongoReader:
         query: dict[str, Any] = {"project": spec["project"], "queue": spec["queue"]}
         if marker:
             query["marker"] = marker
-        cursor = (self.database().messages.find(query, _FIELDS).sort("marker", 1).hint(BY_MARKER)
-                  .batch_size(BATCH))
+        cursor = (
+            self.database().messages.find(query, _FIELDS).sort("marker", 1).hint(BY_MARKER).batch_size(BATCH)
+        )
         try:
             for doc in cursor:
                 if not doc.get("dead_letter") or doc["expires"] <= now:
                     continue
-                yield dead_letter_row(spec["project"], spec["queue"], doc["_id"], doc["body"], doc["created"],
-                                      doc.get("client_id"), doc.get("claim_count", 0), doc.get("failures"),
-                                      doc["dead_letter"])
+                yield dead_letter_row(
+                    spec["project"],
+                    spec["queue"],
+                    doc["_id"],
+                    doc["body"],
+                    doc["created"],
+                    doc.get("client_id"),
+                    doc.get("claim_count", 0),
+                    doc.get("failures"),
+                    doc["dead_letter"],
+                )
         finally:
             cursor.close()

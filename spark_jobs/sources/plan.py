@@ -34,8 +34,11 @@ class StoreReader(Protocol):
         """Yield the dead-letter rows (``rows.dead_letter_row``) of one partition, unexpired at ``now``."""
 
 
-def dead_letter_queues(queues: Iterable[tuple[str, str, Mapping[str, Any]]],
-                       projects: Sequence[str] = (), names: Sequence[str] = ()) -> list[Target]:
+def dead_letter_queues(
+    queues: Iterable[tuple[str, str, Mapping[str, Any]]],
+    projects: Sequence[str] = (),
+    names: Sequence[str] = (),
+) -> list[Target]:
     """Return the queues to report on, sorted.
 
     Without ``names`` these are the queues that some queue of the same project
@@ -60,7 +63,9 @@ def dead_letter_queues(queues: Iterable[tuple[str, str, Mapping[str, Any]]],
     return sorted(named & existing)
 
 
-def pieces_per_target(counts: Mapping[Target, int | None], partitions: int, max_rows: int) -> dict[Target, int]:
+def pieces_per_target(
+    counts: Mapping[Target, int | None], partitions: int, max_rows: int
+) -> dict[Target, int]:
     """Share ``partitions`` among queues by size, giving no piece more than ``max_rows`` rows.
 
     A queue of unknown size gets an equal share.

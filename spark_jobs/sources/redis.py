@@ -65,12 +65,23 @@ class RedisReader:
         total = self.count(target)
         cuts: list[float] = []
         for i in range(1, max(1, min(pieces, total))):
-            found = self.client().zrange(key, i * total // pieces - 1, i * total // pieces - 1, withscores=True)
+            found = self.client().zrange(
+                key, i * total // pieces - 1, i * total // pieces - 1, withscores=True
+            )
             if found and (not cuts or found[0][1] > cuts[-1]):
                 cuts.append(found[0][1])
         bounds: list[float | None] = [None, *cuts, None]
-        return [{"store": "redis", "uri": self.uri, "project": target.project, "queue": target.queue,
-                 "after": lo, "upto": hi} for lo, hi in zip(bounds, bounds[1:])]
+        return [
+            {
+                "store": "redis",
+                "uri": self.uri,
+                "project": target.project,
+                "queue": target.queue,
+                "after": lo,
+                "upto": hi,
+            }
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
 
     def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
         """Stream the dead letters of one score range, a page of hashes per round trip."""
@@ -87,15 +98,25 @@ class RedisReader:
                 for message_id, _ in page:
                     pipe.hgetall(prefix + message_id)
                 hashes = pipe.execute()
-            for (message_id, _), fields in zip(page, hashes):
-                if fields.get("q") != queue or not fields.get("dead_letter") or float(fields["expires"]) <= now:
+            for (message_id, _), fields in zip(page, hashes, strict=True):
+                if (
+                    fields.get("q") != queue
+                    or not fields.get("dead_letter")
+                    or float(fields["expires"]) <= now
+                ):
                     continue
                 failures = fields.get("failures")
                 yield dead_letter_row(
-                    project, queue, message_id, fields["body"], float(fields["created"]),
-                    fields.get("client_id"), int(fields.get("claim_count", 0)),
+                    project,
+                    queue,
+                    message_id,
+                    fields["body"],
+                    float(fields["created"]),
+                    fields.get("client_id"),
+                    int(fields.get("claim_count", 0)),
                     [json.loads(line) for line in failures.split("\n")] if failures else [],
-                    json.loads(fields["dead_letter"]))
+                    json.loads(fields["dead_letter"]),
+                )
             if len(page) < PAGE:
                 return
             after = f"({page[-1][1]!r}"

@@ -20,14 +20,16 @@ from spark_jobs.sources.plan import Target
 from spark_jobs.sources.rows import dead_letter_row
 
 FETCH = 1000
-_SELECT = ("SELECT id, body, created, client_id, claim_count, failures, dead_letter FROM messages"
-           " WHERE project=? AND queue=? AND marker > ? AND marker <= ? AND dead_letter IS NOT NULL"
-           " AND expires > ? ORDER BY marker")
+_SELECT = (
+    "SELECT id, body, created, client_id, claim_count, failures, dead_letter FROM messages"
+    " WHERE project=? AND queue=? AND marker > ? AND marker <= ? AND dead_letter IS NOT NULL"
+    " AND expires > ? ORDER BY marker"
+)
 _NO_END = 2**63 - 1
 
 
 def database_path(uri: str) -> str:
-    """Return the file of a ``sqlite:///relative.db`` or ``sqlite:////abs.db`` URI (as the driver reads it)."""
+    """Return the file of ``sqlite:///relative.db`` or ``sqlite:////abs.db`` URI, as the driver reads it."""
     parts = urllib.parse.urlsplit(uri)
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     if parts.scheme != "sqlite" or not path or path == ":memory:":
@@ -60,25 +62,38 @@ class SqliteReader:
     def count(self, target: Target) -> int:
         """Return the number of messages in the queue."""
         with connect_read_only(self.path) as conn:
-            return conn.execute("SELECT COUNT(*) FROM messages WHERE project=? AND queue=?",
-                                (target.project, target.queue)).fetchone()[0]
+            return conn.execute(
+                "SELECT COUNT(*) FROM messages WHERE project=? AND queue=?", (target.project, target.queue)
+            ).fetchone()[0]
 
     def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
         """Cut the queue into ``pieces`` marker ranges ``(after, upto]`` of about equal row counts."""
         with connect_read_only(self.path) as conn:
-            total = conn.execute("SELECT COUNT(*) FROM messages WHERE project=? AND queue=?",
-                                 (target.project, target.queue)).fetchone()[0]
-            cuts = []
+            total = conn.execute(
+                "SELECT COUNT(*) FROM messages WHERE project=? AND queue=?", (target.project, target.queue)
+            ).fetchone()[0]
+            cuts: list[int] = []
             for i in range(1, max(1, min(pieces, total))):
-                row = conn.execute("SELECT marker FROM messages WHERE project=? AND queue=?"
-                                   " ORDER BY marker LIMIT 1 OFFSET ?",
-                                   (target.project, target.queue, i * total // pieces - 1)).fetchone()
+                row = conn.execute(
+                    "SELECT marker FROM messages WHERE project=? AND queue=?"
+                    " ORDER BY marker LIMIT 1 OFFSET ?",
+                    (target.project, target.queue, i * total // pieces - 1),
+                ).fetchone()
                 if row is not None and (not cuts or row[0] > cuts[-1]):
                     cuts.append(row[0])
         # open ends: messages moved in after planning still land in the last range
         bounds = [0, *cuts, _NO_END]
-        return [{"store": "sqlite", "path": self.path, "project": target.project, "queue": target.queue,
-                 "after": lo, "upto": hi} for lo, hi in zip(bounds, bounds[1:])]
+        return [
+            {
+                "store": "sqlite",
+                "path": self.path,
+                "project": target.project,
+                "queue": target.queue,
+                "after": lo,
+                "upto": hi,
+            }
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
 
     def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
         """Stream the dead letters of one marker range."""
@@ -90,8 +105,16 @@ class SqliteReader:
                 if not batch:
                     return
                 for message_id, body, created, client_id, claim_count, failures, dead_letter in batch:
-                    yield dead_letter_row(spec["project"], spec["queue"], message_id, body, created, client_id,
-                                          claim_count, json.loads(failures) if failures else [],
-                                          json.loads(dead_letter))
+                    yield dead_letter_row(
+                        spec["project"],
+                        spec["queue"],
+                        message_id,
+                        body,
+                        created,
+                        client_id,
+                        claim_count,
+                        json.loads(failures) if failures else [],
+                        json.loads(dead_letter),
+                    )
         finally:
             conn.close()

@@ -88,9 +88,18 @@ class SwiftReader:
             if not cuts or marker > cuts[-1]:
                 cuts.append(marker)
         bounds: list[int | None] = [None, *cuts, None]
-        return [{"store": "swift", "uri": self.uri, "container": self._container(target.project),
-                 "project": target.project, "queue": target.queue, "after": lo, "upto": hi}
-                for lo, hi in zip(bounds, bounds[1:], strict=False)]
+        return [
+            {
+                "store": "swift",
+                "uri": self.uri,
+                "container": self._container(target.project),
+                "project": target.project,
+                "queue": target.queue,
+                "after": lo,
+                "upto": hi,
+            }
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
 
     def _names(self, spec: Mapping[str, Any], now: float) -> Iterator[list[str]]:
         from zaqar_lite.storage import swift_objects
@@ -102,14 +111,23 @@ class SwiftReader:
 
         while True:
             try:
-                _, page = self.objects().call("get_container", spec["container"], prefix=prefix,
-                                              marker=marker, end_marker=end, limit=PAGE)
+                _, page = self.objects().call(
+                    "get_container",
+                    spec["container"],
+                    prefix=prefix,
+                    marker=marker,
+                    end_marker=end,
+                    limit=PAGE,
+                )
             except ClientException as exc:
                 if exc.http_status == 404:
                     return
                 raise
-            yield [row["name"] for row in page
-                   if swift_objects.parse_hint(row.get("content_type", "")).expires > now]
+            yield [
+                row["name"]
+                for row in page
+                if swift_objects.parse_hint(row.get("content_type", "")).expires > now
+            ]
             if len(page) < PAGE:
                 return
             marker = page[-1]["name"]
@@ -124,6 +142,14 @@ class SwiftReader:
                 record = json.loads(found[0])
                 if not record.get("dead_letter") or record["expires"] <= now:
                     continue
-                yield dead_letter_row(spec["project"], spec["queue"], record["id"], json.dumps(record["body"]),
-                                      record["created"], record.get("client_id"), record.get("claim_count", 0),
-                                      record.get("failures"), record["dead_letter"])
+                yield dead_letter_row(
+                    spec["project"],
+                    spec["queue"],
+                    record["id"],
+                    json.dumps(record["body"]),
+                    record["created"],
+                    record.get("client_id"),
+                    record.get("claim_count", 0),
+                    record.get("failures"),
+                    record["dead_letter"],
+                )

@@ -59,6 +59,7 @@ def dlq(client):
     ({"_default_message_ttl": 59}, "_default_message_ttl must be between 60 and 1209600"),
     ({"_max_messages_post_size": 0}, "_max_messages_post_size must be between 1 and 262144"),
     ({"_max_messages_post_size": 262145}, "_max_messages_post_size must be between 1 and 262144"),
+    ({"_retry_policy": {"bogus": 1}}, "metadata._retry_policy.bogus is not a retry policy key"),
 ])
 def test_each_reserved_metadata_rule_answers_400_naming_the_key(client, dlq, metadata, fragment):
     response = put_queue(client, "src", metadata)

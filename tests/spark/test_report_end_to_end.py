@@ -35,10 +35,10 @@ def png_pixels(data: bytes) -> bytes:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     chunks, offset = [], 8
     while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        kind = data[offset + 4:offset + 8]
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind = data[offset + 4 : offset + 8]
         if kind == b"IDAT":
-            chunks.append(data[offset + 8:offset + 8 + length])
+            chunks.append(data[offset + 8 : offset + 8 + length])
         offset += 12 + length
     return zlib.decompress(b"".join(chunks))
 
@@ -67,8 +67,16 @@ def report(request, spark, tmp_path_factory):
     out = directory / "report"
     lines: list[str] = []
     document = dlq_report.run(spark, dlq_report.Options(storage=uri, out=out), lines.append)
-    assert [line.split(":")[0] for line in lines] == ["plan", "extract", "patterns", "signatures", "shapes", "rules",
-                                                      "time", "write"]
+    assert [line.split(":")[0] for line in lines] == [
+        "plan",
+        "extract",
+        "patterns",
+        "signatures",
+        "shapes",
+        "rules",
+        "time",
+        "write",
+    ]
     return plan, document, out
 
 
@@ -101,7 +109,8 @@ def test_the_time_section_counts_every_dead_letter(report):
     time_section = document["time"]
     assert sum(r["messages"] for r in time_section["per_hour"]) == total
     assert {(r["claim_count"], r["messages"]) for r in time_section["claim_counts"]} <= {
-        (synthetic.MAX_CLAIMS, n) for n in range(1, total + 1)}
+        (synthetic.MAX_CLAIMS, n) for n in range(1, total + 1)
+    }
     assert sum(r["messages"] for r in time_section["time_to_dead_letter"]) == total
 
 
@@ -124,8 +133,20 @@ def test_the_html_report_renders_in_headless_chromium(report, tmp_path):
     if browser is None:
         missing_server("chromium")
     shot = tmp_path / "report.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--window-size=1280,2400", f"--screenshot={shot}", (out / "report.html").as_uri()],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1280,2400",
+            f"--screenshot={shot}",
+            (out / "report.html").as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     pixels = png_pixels(shot.read_bytes())
     assert len(set(pixels)) > 16, "the screenshot is not blank: it shows text and charts"

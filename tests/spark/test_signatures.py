@@ -9,11 +9,15 @@ from spark_jobs.signatures import NO_REASON, failure_signature_id, mask_error, s
 MASKED = [
     ('missing field "customer.id" in order 81723', 'missing field "<str>" in order <n>'),
     ("can't parse 'abc' at /srv/data/x.json line 3", "can't parse '<str>' at <path> line <n>"),
-    ("upstream 10.0.3.17:8443 returned 502 for txn 5f1c2a3b-1111-2222-3333-444455556666 after 30000 ms",
-     "upstream <ip> returned <n> for txn <uuid> after <n> ms"),
+    (
+        "upstream 10.0.3.17:8443 returned 502 for txn 5f1c2a3b-1111-2222-3333-444455556666 after 30000 ms",
+        "upstream <ip> returned <n> for txn <uuid> after <n> ms",
+    ),
     ("bad pointer 0xDEADbeef in block 9f86d081884c7d65", "bad pointer <hex> in block <hex>"),
-    ("mail to bob.smith@example.com via https://api.example.com/v1/send?x=1 failed",
-     "mail to <email> via <url> failed"),
+    (
+        "mail to bob.smith@example.com via https://api.example.com/v1/send?x=1 failed",
+        "mail to <email> via <url> failed",
+    ),
     ("  spaces\t and\nnewlines  ", "spaces and newlines"),
     ("ratio 3.14 of 1,000 items for user42", "ratio <n> of <n> items for user<n>"),
     ("deadbeefcafe is a word, not an id", "deadbeefcafe is a word, not an id"),
@@ -47,14 +51,26 @@ def test_spark_masks_exactly_as_python_does(spark):
 
     from spark_jobs.transforms import short_hash, signature_text
 
-    texts = [t for t, _ in MASKED] + ["über 5 €", "path/with/relative 12 and /abs/one/", "'unterminated 5",
-                                      "a\x0bb", "x" * 400 + " 1"]
-    df = spark.createDataFrame([(i, "E" if i % 2 else None, t) for i, t in enumerate(texts)],
-                               "i int, error_type string, error string")
-    got = df.select("i", signature_text(F.col("error_type"), F.col("error")).alias("s")).orderBy("i").collect()
-    ids = df.select("i", short_hash(signature_text(F.col("error_type"), F.col("error"))).alias("h")) \
-        .orderBy("i").collect()
-    for row, hashed, text in zip(got, ids, texts):
+    texts = [t for t, _ in MASKED] + [
+        "über 5 €",
+        "path/with/relative 12 and /abs/one/",
+        "'unterminated 5",
+        "a\x0bb",
+        "x" * 400 + " 1",
+    ]
+    df = spark.createDataFrame(
+        [(i, "E" if i % 2 else None, t) for i, t in enumerate(texts)],
+        "i int, error_type string, error string",
+    )
+    got = (
+        df.select("i", signature_text(F.col("error_type"), F.col("error")).alias("s")).orderBy("i").collect()
+    )
+    ids = (
+        df.select("i", short_hash(signature_text(F.col("error_type"), F.col("error"))).alias("h"))
+        .orderBy("i")
+        .collect()
+    )
+    for row, hashed, text in zip(got, ids, texts, strict=True):
         error_type = "E" if row["i"] % 2 else None
         assert row["s"] == signature(error_type, text), text
         assert hashed["h"] == failure_signature_id(error_type, text), text

@@ -20,45 +20,86 @@ LATER = NOW + 3600
 
 
 def test_the_dead_letter_queues_are_the_queues_named_by_others():
-    queues = [("p", "orders", {"_dead_letter_queue": "dlq", "_max_claim_count": 3}),
-              ("p", "payments", {"_dead_letter_queue": "dlq", "_max_claim_count": 3}),
-              ("p", "dlq", {}), ("p", "plain", {}),
-              ("q", "mails", {"_dead_letter_queue": "mails-dlq", "_max_claim_count": 1}), ("q", "mails-dlq", {}),
-              ("r", "jobs", {"_dead_letter_queue": "never-created", "_max_claim_count": 1})]
+    queues = [
+        ("p", "orders", {"_dead_letter_queue": "dlq", "_max_claim_count": 3}),
+        ("p", "payments", {"_dead_letter_queue": "dlq", "_max_claim_count": 3}),
+        ("p", "dlq", {}),
+        ("p", "plain", {}),
+        ("q", "mails", {"_dead_letter_queue": "mails-dlq", "_max_claim_count": 1}),
+        ("q", "mails-dlq", {}),
+        ("r", "jobs", {"_dead_letter_queue": "never-created", "_max_claim_count": 1}),
+    ]
     assert planning.dead_letter_queues(queues) == [Target("p", "dlq"), Target("q", "mails-dlq")]
     assert planning.dead_letter_queues(queues, projects=["q"]) == [Target("q", "mails-dlq")]
     assert planning.dead_letter_queues(queues, names=["plain", "mails-dlq"]) == [
-        Target("p", "plain"), Target("q", "mails-dlq")]
+        Target("p", "plain"),
+        Target("q", "mails-dlq"),
+    ]
 
 
 def test_partitions_are_shared_by_size_and_capped_in_rows():
-    big, small, empty, unknown = Target("p", "big"), Target("p", "small"), Target("p", "empty"), Target("p", "u")
+    big, small, empty, unknown = (
+        Target("p", "big"),
+        Target("p", "small"),
+        Target("p", "empty"),
+        Target("p", "u"),
+    )
     assert planning.pieces_per_target({big: 900, small: 100, empty: 0}, partitions=10, max_rows=10**6) == {
-        big: 9, small: 1, empty: 1}
+        big: 9,
+        small: 1,
+        empty: 1,
+    }
     assert planning.pieces_per_target({big: 900, unknown: None}, partitions=4, max_rows=100) == {
-        big: 9, unknown: 2}
+        big: 9,
+        unknown: 2,
+    }
     assert planning.pieces_per_target({small: 3}, partitions=8, max_rows=100) == {small: 3}
 
 
 def test_an_unknown_store_names_the_readers_there_are():
-    with pytest.raises(ValueError, match="no dead-letter reader for 'memcached'.*mongodb, .*redis.*sqlite.*swift"):
+    with pytest.raises(
+        ValueError, match="no dead-letter reader for 'memcached'.*mongodb, .*redis.*sqlite.*swift"
+    ):
         store_reader("memcached://127.0.0.1:11211")
 
 
 def dead_message(n: int, source: str = "orders", expires: float = LATER, **extra) -> Message:
     return Message(
-        id=ID(n), body={"n": n, "kind": source}, created=1000.0 + n, expires=expires, client_id=f"client-{n % 2}",
+        id=ID(n),
+        body={"n": n, "kind": source},
+        created=1000.0 + n,
+        expires=expires,
+        client_id=f"client-{n % 2}",
         claim_count=3,
-        failures=[{"at": "2024-01-01T00:00:10Z", "claim_count": 1, "error_type": "E", "error": f"failed {n}"}],
-        dead_letter={"source_queue": source, "reason": "max_claims", "dead_lettered_at": 2000.0 + n,
-                     "claim_count": 3, "last_claim_id": f"claim-{n}"}, **extra)
+        failures=[
+            {"at": "2024-01-01T00:00:10Z", "claim_count": 1, "error_type": "E", "error": f"failed {n}"}
+        ],
+        dead_letter={
+            "source_queue": source,
+            "reason": "max_claims",
+            "dead_lettered_at": 2000.0 + n,
+            "claim_count": 3,
+            "last_claim_id": f"claim-{n}",
+        },
+        **extra,
+    )
 
 
 def expected_row(n: int, source: str = "orders", project: str = "p", queue: str = "dlq") -> dict:
-    return {"project": project, "queue": queue, "id": ID(n), "source_queue": source, "reason": "max_claims",
-            "dead_lettered_at": 2000.0 + n, "first_posted_at": 1000.0 + n, "claim_count": 3,
-            "last_claim_id": f"claim-{n}", "client_id": f"client-{n % 2}", "body": {"n": n, "kind": source},
-            "failures": [{"at": 1704067210.0, "claim_count": 1, "error_type": "E", "error": f"failed {n}"}]}
+    return {
+        "project": project,
+        "queue": queue,
+        "id": ID(n),
+        "source_queue": source,
+        "reason": "max_claims",
+        "dead_lettered_at": 2000.0 + n,
+        "first_posted_at": 1000.0 + n,
+        "claim_count": 3,
+        "last_claim_id": f"claim-{n}",
+        "client_id": f"client-{n % 2}",
+        "body": {"n": n, "kind": source},
+        "failures": [{"at": 1704067210.0, "claim_count": 1, "error_type": "E", "error": f"failed {n}"}],
+    }
 
 
 def fill(uri: str, dead_letters: int) -> None:
@@ -69,9 +110,15 @@ def fill(uri: str, dead_letters: int) -> None:
         store.create_queue("p", "orders", {"_max_claim_count": 3, "_dead_letter_queue": "dlq"}, NOW)
         store.create_queue("p", "elsewhere", {}, NOW)
         store.post_messages("p", "dlq", [dead_message(n) for n in range(1, dead_letters + 1)], NOW)
-        store.post_messages("p", "dlq", [
-            Message(id=ID(900), body={"posted": "straight into the DLQ"}, created=NOW, expires=LATER),
-            dead_message(901, expires=NOW - 10)], NOW)
+        store.post_messages(
+            "p",
+            "dlq",
+            [
+                Message(id=ID(900), body={"posted": "straight into the DLQ"}, created=NOW, expires=LATER),
+                dead_message(901, expires=NOW - 10),
+            ],
+            NOW,
+        )
         store.post_messages("p", "elsewhere", [dead_message(902)], NOW)
         store.post_messages("p", "orders", [Message(id=ID(903), body={}, created=NOW, expires=LATER)], NOW)
     finally:

@@ -45,6 +45,18 @@ HOME = {
         "rel/claims": _resource("/v2/queues/{queue_name}/claims{?limit}", ["POST"], queue_name=QUEUE),
         "rel/claim": _resource("/v2/queues/{queue_name}/claims/{claim_id}", ["GET", "PATCH", "DELETE"],
                                queue_name=QUEUE, claim_id="param/claim_id"),
+        "rel/subscriptions": _resource("/v2/queues/{queue_name}/subscriptions{?marker,limit}",
+                                       ["GET", "POST"], queue_name=QUEUE),
+        "rel/subscription": _resource("/v2/queues/{queue_name}/subscriptions/{subscription_id}",
+                                      ["GET", "PATCH", "DELETE"], queue_name=QUEUE,
+                                      subscription_id="param/subscription_id"),
+        "rel/subscription_confirm": _resource(
+            "/v2/queues/{queue_name}/subscriptions/{subscription_id}/confirm", ["PUT"],
+            queue_name=QUEUE, subscription_id="param/subscription_id"),
+        "rel/subscription_resume": _resource(
+            "/v2/queues/{queue_name}/subscriptions/{subscription_id}/resume", ["POST"],
+            queue_name=QUEUE, subscription_id="param/subscription_id"),
+        "rel/subscriber_resume": _resource("/v2/subscriptions/resume", ["POST"]),
         "rel/ping": _resource("/v2/ping", ["GET", "HEAD"]),
         "rel/health": _resource("/v2/health", ["GET"]),
     }

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import DeadLetterPolicy
+from zaqar_lite.notify.retry import check_policy
 from zaqar_lite.validation import QUEUE_NAME
 
 MAX_CLAIM_COUNT = "_max_claim_count"
@@ -17,6 +19,7 @@ DEFAULT_DELAY = "_default_message_delay"
 DEFAULT_TTL = "_default_message_ttl"
 MAX_POST_SIZE = "_max_messages_post_size"
 DEAD_LETTER_ON_EXPIRY = "_dead_letter_on_expiry"
+RETRY_POLICY = "_retry_policy"
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
@@ -80,6 +83,8 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
     if (MAX_CLAIM_COUNT in stored) != (DEAD_LETTER_QUEUE in stored):
         raise ValidationFailed(
             f"{MAX_CLAIM_COUNT} and {DEAD_LETTER_QUEUE} must be set together or not at all.")
+    if RETRY_POLICY in stored:
+        check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
     for key in (DEAD_LETTER_TTL, DEAD_LETTER_ON_EXPIRY):
         if stored.get(key) not in (None, False) and dlq is None:
             raise ValidationFailed(f"{key} needs {DEAD_LETTER_QUEUE}.")

@@ -9,8 +9,9 @@ here) and only store the results.
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
@@ -21,7 +22,7 @@ REASON_EXPIRED = "expired"
 
 def iso(ts: float) -> str:
     """Format POSIX seconds as ISO-8601 UTC with a ``Z``."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def is_visible(message: Message, now: float) -> bool:

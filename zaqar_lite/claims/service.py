@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims import policy
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import Claim, ClaimRequest, Message, QueueStats, SweepResult

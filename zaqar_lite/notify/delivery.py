@@ -54,7 +54,7 @@ def visibility_lag(storage: Storage) -> float:
     markers) can declare a ``visibility_lag`` in seconds; messages younger than
     that are then not delivered yet.
     """
-    return float(getattr(storage, "visibility_lag", 0.0))
+    return storage.visibility_lag
 
 
 class Pause(enum.Enum):

@@ -25,7 +25,8 @@ Words used below:
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from zaqar_lite.models import (
     Claim,
@@ -43,6 +44,10 @@ class Storage(abc.ABC):
 
     #: short name shown in logs and health (``sqlite``, ``redis``, ...)
     name: str = "abstract"
+    #: seconds after its post within which a message may still become listable after
+    #: a message with a higher marker was listed (0: markers become visible in order).
+    #: Subscription delivery waits this long before passing a message by.
+    visibility_lag: float = 0.0
 
     # -- queues ---------------------------------------------------------------
 
@@ -122,7 +127,8 @@ class Storage(abc.ABC):
         """Return the unexpired messages among ``ids`` (missing ones are left out)."""
 
     @abc.abstractmethod
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None, now: float) -> None:
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
         """Delete one message, obeying the claim rules of ``policy.check_claim_rules``.
 
         Atomic: the check and the delete happen in one step. An absent or

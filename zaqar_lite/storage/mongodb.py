@@ -167,6 +167,8 @@ class MongoStorage(Storage):
     """
 
     name = "mongodb"
+    #: markers are reserved (or taken from the clock) before the write lands
+    visibility_lag = 2.0
 
     def __init__(self, uri: str) -> None:
         self.uri = uri

@@ -19,8 +19,9 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
@@ -262,7 +263,10 @@ class SqliteStorage(Storage):
              now: float) -> list[Message]:
         names = {f"id{i}": v for i, v in enumerate(ids)}
         where = f"id IN ({','.join(':' + k for k in names)}) AND expires > :now"
-        return self._select(db, where, {"project": project, "queue": queue, "now": now, **names})
+        # The unique index on id (SQLite names it); left to itself the planner may
+        # prefer a range of another index over the queue's rows.
+        return self._select(db, where, {"project": project, "queue": queue, "now": now, **names},
+                            index="sqlite_autoindex_messages_1")
 
     @staticmethod
     def _claim_is_live(db: sqlite3.Connection, project: str, queue: str, claim_id: str,
@@ -296,9 +300,10 @@ class SqliteStorage(Storage):
 
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
-        found = (self._select(db, _READY, args, limit, "messages_by_visibility")
-                 + self._select(db, _MATURED, args, limit, "messages_by_visibility"))
-        return sorted(found, key=lambda m: m.marker)[:limit]
+        part = (f"SELECT * FROM (SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
+                " WHERE project=:project AND queue=:queue AND {} ORDER BY marker LIMIT :limit)")
+        sql = f"{part.format(_READY)} UNION ALL {part.format(_MATURED)} ORDER BY marker LIMIT :limit"
+        return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:
@@ -340,10 +345,8 @@ class SqliteStorage(Storage):
                dead_letter: DeadLetterPolicy, now: float) -> None:
         """Write a policy plan: claimed rows updated, moved rows re-homed, deleted rows gone."""
         db.executemany(
-            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=?, delay_until=?"
-            " WHERE id=?",
-            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.delay_until, m.id)
-             for m in plan.claimed])
+            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
+            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
         db.executemany("DELETE FROM messages WHERE id=?",
                        [(i,) for i in plan.deleted] + [(m.id,) for m in plan.moved])
         if plan.moved:
@@ -359,6 +362,10 @@ class SqliteStorage(Storage):
                 batch = self._candidates(db, args, request.limit)
                 plan = policy.plan_claim(batch, request, queue, len(claimed))
                 self._apply(db, project, queue, plan, request.dead_letter, request.now)
+                # Claimed messages join the never-delayed index range; only matured ones move.
+                taken = {m.id for m in plan.claimed}
+                db.executemany("UPDATE messages SET delay_until=0 WHERE id=?",
+                               [(m.id,) for m in batch if m.delay_until and m.id in taken])
                 claimed.extend(plan.claimed)
                 if len(batch) < request.limit:
                     break

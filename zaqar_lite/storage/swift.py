@@ -87,6 +87,8 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
     """Swift driver; safe across threads and processes."""
 
     name = "swift"
+    #: markers are reserved (or taken from the clock) before the write lands
+    visibility_lag = 2.0
 
     def __init__(self, uri: str) -> None:
         self.options = layout.parse_uri(uri)
