@@ -53,6 +53,7 @@ class Options:
     min_support: float = 0.02
     min_confidence: float = 0.5
     min_rule_messages: int = 3
+    max_rule_items: int = 2
     partitions: int | None = None
     shuffle_partitions: int = 8
 
@@ -142,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
         default=3,
         help="fewest dead letters a rule must cover, whatever the support (3)",
     )
+    p.add_argument("--max-rule-items", type=int, default=2, help="most items on the left side of a rule (2)")
     p.add_argument(
         "--partitions", type=int, help="read partitions to aim for (default 2 x default parallelism)"
     )
@@ -166,6 +168,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         min_support=args.min_support,
         min_confidence=args.min_confidence,
         min_rule_messages=args.min_rule_messages,
+        max_rule_items=args.max_rule_items,
         partitions=args.partitions,
         shuffle_partitions=args.shuffle_partitions,
     )
@@ -265,7 +268,7 @@ def transform(dead_letters: DataFrame, options: Options, progress: Progress = la
     rule_base = features.count()
     min_support = max(options.min_support, options.min_rule_messages / max(1, rule_base))
     rules = (
-        transforms.association_rules(features, min_support, options.min_confidence)
+        transforms.association_rules(features, min_support, options.min_confidence, options.max_rule_items)
         if rule_base
         else dead_letters.sparkSession.createDataFrame(
             [],
@@ -454,6 +457,7 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
             "fields": tables.fields,
             "min_support": options.min_support,
             "min_rule_messages": options.min_rule_messages,
+            "max_rule_items": options.max_rule_items,
             "min_confidence": options.min_confidence,
             "max_field_values": options.max_field_values,
         },

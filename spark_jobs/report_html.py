@@ -139,8 +139,10 @@ def bar_chart(
         f'<span><i style="background:{c}"></i>{_e(name)}</span>'
         for c, name in zip(_colours(len(series)), series, strict=True)
     )
-    return (f'<figure><figcaption>{_e(title)}</figcaption>{"".join(parts)}'
-            f'<div class="legend">{legend}</div></figure>')
+    return (
+        f"<figure><figcaption>{_e(title)}</figcaption>{''.join(parts)}"
+        f'<div class="legend">{legend}</div></figure>'
+    )
 
 
 def _colours(count: int) -> list[str]:

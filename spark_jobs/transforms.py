@@ -291,13 +291,16 @@ def _is_cause(item: Column) -> Column:
     return condition
 
 
-def cause_rules(rules: DataFrame, itemsets: DataFrame) -> DataFrame:
+def cause_rules(rules: DataFrame, itemsets: DataFrame, max_antecedent: int = 2) -> DataFrame:
     """Keep the association rules that point at a cause, without the redundant ones.
 
     ``rules`` has FP-Growth's columns (antecedent, consequent, confidence,
     lift, support), ``itemsets`` its frequent itemsets (items, freq). Kept:
     one cause item concluded (an error type or a signature) from items that
-    are not causes, with lift above 1. Dropped, when another rule concludes
+    are not causes, with lift above 1 and at most ``max_antecedent`` items
+    (longer rules mostly combine items that always go together, such as a
+    queue and its body type, and their number grows exponentially with those
+    items). Dropped, when another rule concludes
     the same at least as confidently: a rule whose antecedent has a subset
     that does, and a rule whose messages are a strict part of the other's
     (every message with its antecedent also has the other's, and the other
@@ -311,9 +314,11 @@ def cause_rules(rules: DataFrame, itemsets: DataFrame) -> DataFrame:
         & _is_cause(F.col("consequent")[0])
         & ~F.exists("antecedent", _is_cause)
         & (F.col("lift") > 1.0)
+        & (F.size("antecedent") <= max_antecedent)
     ).select(F.array_sort("antecedent").alias("antecedent"), "consequent", "confidence", "lift", "support")
-    freq = itemsets.select(F.array_sort("items").alias("items"), "freq")
-    a, b = candidates.alias("a"), candidates.alias("b")
+    # rules and itemsets are few (thousands): broadcast joins keep this to a stage or two
+    freq = F.broadcast(itemsets.select(F.array_sort("items").alias("items"), "freq"))
+    a, b = candidates.alias("a"), F.broadcast(candidates.alias("b"))
     pairs = a.join(
         b,
         (F.col("a.consequent") == F.col("b.consequent"))
@@ -326,26 +331,30 @@ def cause_rules(rules: DataFrame, itemsets: DataFrame) -> DataFrame:
         F.array_sort(F.array_union("a.antecedent", "b.antecedent")).alias("both"),
     )
     counted = (
-        pairs.join(freq.withColumnRenamed("items", "antecedent").withColumnRenamed("freq", "own"), "antecedent")
+        pairs.join(
+            freq.withColumnRenamed("items", "antecedent").withColumnRenamed("freq", "own"), "antecedent"
+        )
         .join(freq.withColumnRenamed("items", "other").withColumnRenamed("freq", "others"), "other")
         .join(freq.withColumnRenamed("items", "both").withColumnRenamed("freq", "shared"), "both")
     )
     subset = F.size(F.array_except("other", "antecedent")) == 0
     redundant = counted.where((subset | (F.col("others") > F.col("own"))) & (F.col("shared") == F.col("own")))
     kept = candidates.join(
-        redundant.select("antecedent", "consequent").distinct(), ["antecedent", "consequent"], "left_anti"
+        F.broadcast(redundant.select("antecedent", "consequent").distinct()),
+        ["antecedent", "consequent"],
+        "left_anti",
     )
     by_type = kept.where(F.col("consequent")[0].startswith("error_type=")).select(
         "antecedent", F.col("support").alias("type_support")
     )
     repeated = (
         kept.where(F.col("consequent")[0].startswith("signature="))
-        .join(by_type, "antecedent")
+        .join(F.broadcast(by_type), "antecedent")
         .where(F.abs(F.col("support") - F.col("type_support")) < 1e-12)
         .select("antecedent", "consequent")
     )
     return (
-        kept.join(repeated, ["antecedent", "consequent"], "left_anti")
+        kept.join(F.broadcast(repeated), ["antecedent", "consequent"], "left_anti")
         .select("antecedent", "consequent", "confidence", "lift", "support")
         .orderBy(
             F.desc("confidence"),
@@ -357,7 +366,9 @@ def cause_rules(rules: DataFrame, itemsets: DataFrame) -> DataFrame:
     )
 
 
-def association_rules(features: DataFrame, min_support: float, min_confidence: float) -> DataFrame:
+def association_rules(
+    features: DataFrame, min_support: float, min_confidence: float, max_antecedent: int = 2
+) -> DataFrame:
     """Mine the features with FP-Growth and return :func:`cause_rules` of its association rules.
 
     Columns: antecedent, consequent, confidence, lift, support (share of all
@@ -368,7 +379,9 @@ def association_rules(features: DataFrame, min_support: float, min_confidence: f
     model = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence).fit(features)
     # the model's rules are recomputed from the mined RDD on every action: materialise them once
     return cause_rules(
-        model.associationRules.localCheckpoint(eager=True), model.freqItemsets.localCheckpoint(eager=True)
+        model.associationRules.localCheckpoint(eager=True),
+        model.freqItemsets.where(F.size("items") <= max_antecedent * 2).localCheckpoint(eager=True),
+        max_antecedent,
     )
 
 
