@@ -140,6 +140,12 @@ def test_the_html_report_renders_in_headless_chromium(report, tmp_path):
             "--no-sandbox",
             "--disable-gpu",
             "--hide-scrollbars",
+            # a closed machine: no update, sync or background connections
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-quic",
             "--window-size=1280,2400",
             f"--screenshot={shot}",
             (out / "report.html").as_uri(),
