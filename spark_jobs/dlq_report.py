@@ -522,13 +522,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
     started = time.monotonic()
     stderr_progress(f"start: {public_uri(options.storage)} -> {options.out}")
-    spark = spark_session(options)
-    stderr_progress(
-        f"spark: {spark.version} on {spark.sparkContext.master} ({time.monotonic() - started:.1f} s)"
-    )
     from zaqar_lite.errors import StorageUnavailable
 
     try:
+        if not is_export_file(options.storage):
+            list(store_reader(options.storage).queues())  # a wrong URI fails now, not after Spark starts
+        spark = spark_session(options)
+        stderr_progress(
+            f"spark: {spark.version} on {spark.sparkContext.master} ({time.monotonic() - started:.1f} s)"
+        )
         report = run(spark, options)
     except (ValueError, FileNotFoundError, StorageUnavailable) as exc:
         stderr_progress(f"failed: {exc}")

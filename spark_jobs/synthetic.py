@@ -345,7 +345,7 @@ def dead_lettered_messages(
     now = time.time() if now is None else now
     rng = random.Random(seed)
     made = 0
-    for produced in produce(count * 4, seed):
+    for produced in produce(count * 8, seed):
         if made >= count:
             return
         if produced.cause is None:
