@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spark_jobs.sources.plan import Target
+from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
 
 BY_MARKER = "by_marker"  # zaqar_lite.storage.mongodb.BY_MARKER
@@ -48,13 +48,7 @@ class MongoReader:
 
     def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
         """Yield every queue with its metadata, through the storage contract."""
-        from zaqar_lite.storage import open_storage
-
-        store = open_storage(self.uri)
-        try:
-            yield from store.all_queues()
-        finally:
-            store.close()
+        return contract_queues(self.uri)
 
     def count(self, target: Target) -> int:
         """Return the number of messages in the queue."""
@@ -68,30 +62,20 @@ class MongoReader:
         """Cut the queue into marker ranges ``(after, upto]`` of about equal sizes."""
         scope = {"project": target.project, "queue": target.queue}
         total = self.count(target)
-        cuts: list[int] = []
-        for i in range(1, max(1, min(pieces, total))):
-            found = list(
-                self.database()
-                .messages.find(scope, {"marker": 1})
-                .sort("marker", 1)
-                .hint(BY_MARKER)
-                .skip(i * total // pieces - 1)
-                .limit(1)
-            )
-            if found and (not cuts or found[0]["marker"] > cuts[-1]):
-                cuts.append(found[0]["marker"])
+
+        def marker_at(rank: int) -> int | None:
+            found = list(self.database().messages.find(scope, {"marker": 1}).sort("marker", 1)
+                         .hint(BY_MARKER).skip(rank).limit(1))
+            return found[0]["marker"] if found else None
+
+        cuts = cut_points(total, pieces, marker_at)
         bounds: list[int | None] = [None, *cuts, None]
-        return [
-            {
-                "store": "mongodb",
-                "uri": self.uri,
-                "project": target.project,
-                "queue": target.queue,
-                "after": lo,
-                "upto": hi,
-            }
-            for lo, hi in zip(bounds, bounds[1:], strict=False)
-        ]
+        return range_specs({
+            "store": "mongodb",
+            "uri": self.uri,
+            "project": target.project,
+            "queue": target.queue,
+        }, bounds)
 
     def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
         """Stream the dead letters of one marker range."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-DEAD_LETTER_QUEUE = "_dead_letter_queue"  # zaqar_lite.claims.metadata.DEAD_LETTER_QUEUE
+from zaqar_lite.claims.metadata import DEAD_LETTER_QUEUE
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -82,3 +82,32 @@ def pieces_per_target(
             by_share = round(partitions * count / known) if known else 1
             result[target] = max(1, min(count, max(by_share, math.ceil(count / max_rows))))
     return result
+
+
+def contract_queues(uri: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """Yield every queue of a store with its metadata, through the storage contract."""
+    from zaqar_lite.storage import open_storage
+
+    store = open_storage(uri)
+    try:
+        yield from store.all_queues()
+    finally:
+        store.close()
+
+
+def cut_points(total: int, pieces: int, position_at: Callable[[int], Any]) -> list[Any]:
+    """Return the increasing positions that cut ``total`` rows into ``pieces`` about equal ranges.
+
+    ``position_at(rank)`` gives the marker (or score) of the row of that rank, or None.
+    """
+    cuts: list[Any] = []
+    for i in range(1, max(1, min(pieces, total))):
+        position = position_at(i * total // pieces - 1)
+        if position is not None and (not cuts or position > cuts[-1]):
+            cuts.append(position)
+    return cuts
+
+
+def range_specs(base: Mapping[str, Any], bounds: Sequence[Any]) -> list[dict[str, Any]]:
+    """Return one partition spec ``base`` + ``(after, upto]`` per pair of consecutive bounds."""
+    return [{**base, "after": lo, "upto": hi} for lo, hi in zip(bounds, bounds[1:], strict=False)]

@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spark_jobs.sources.plan import Target
+from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
 
 PAGE = 500
@@ -47,13 +47,7 @@ class RedisReader:
 
     def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
         """Yield every queue with its metadata, through the storage contract."""
-        from zaqar_lite.storage import open_storage
-
-        store = open_storage(self.uri)
-        try:
-            yield from store.all_queues()
-        finally:
-            store.close()
+        return contract_queues(self.uri)
 
     def count(self, target: Target) -> int:
         """Return the number of messages in the queue."""
@@ -63,25 +57,19 @@ class RedisReader:
         """Cut the queue into score ranges ``(after, upto]`` of about equal sizes."""
         key = _index_key(target.project, target.queue)
         total = self.count(target)
-        cuts: list[float] = []
-        for i in range(1, max(1, min(pieces, total))):
-            found = self.client().zrange(
-                key, i * total // pieces - 1, i * total // pieces - 1, withscores=True
-            )
-            if found and (not cuts or found[0][1] > cuts[-1]):
-                cuts.append(found[0][1])
+
+        def score_at(rank: int) -> float | None:
+            found = self.client().zrange(key, rank, rank, withscores=True)
+            return found[0][1] if found else None
+
+        cuts = cut_points(total, pieces, score_at)
         bounds: list[float | None] = [None, *cuts, None]
-        return [
-            {
-                "store": "redis",
-                "uri": self.uri,
-                "project": target.project,
-                "queue": target.queue,
-                "after": lo,
-                "upto": hi,
-            }
-            for lo, hi in zip(bounds, bounds[1:], strict=False)
-        ]
+        return range_specs({
+            "store": "redis",
+            "uri": self.uri,
+            "project": target.project,
+            "queue": target.queue,
+        }, bounds)
 
     def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
         """Stream the dead letters of one score range, a page of hashes per round trip."""

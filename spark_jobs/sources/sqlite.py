@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.sources.plan import Target
+from spark_jobs.sources.plan import Target, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
 
 FETCH = 1000
@@ -72,28 +72,24 @@ class SqliteReader:
             total = conn.execute(
                 "SELECT COUNT(*) FROM messages WHERE project=? AND queue=?", (target.project, target.queue)
             ).fetchone()[0]
-            cuts: list[int] = []
-            for i in range(1, max(1, min(pieces, total))):
+
+            def marker_at(rank: int) -> int | None:
                 row = conn.execute(
                     "SELECT marker FROM messages WHERE project=? AND queue=?"
                     " ORDER BY marker LIMIT 1 OFFSET ?",
-                    (target.project, target.queue, i * total // pieces - 1),
+                    (target.project, target.queue, rank),
                 ).fetchone()
-                if row is not None and (not cuts or row[0] > cuts[-1]):
-                    cuts.append(row[0])
+                return None if row is None else row[0]
+
+            cuts = cut_points(total, pieces, marker_at)
         # open ends: messages moved in after planning still land in the last range
         bounds = [0, *cuts, _NO_END]
-        return [
-            {
-                "store": "sqlite",
-                "path": self.path,
-                "project": target.project,
-                "queue": target.queue,
-                "after": lo,
-                "upto": hi,
-            }
-            for lo, hi in zip(bounds, bounds[1:], strict=False)
-        ]
+        return range_specs({
+            "store": "sqlite",
+            "path": self.path,
+            "project": target.project,
+            "queue": target.queue,
+        }, bounds)
 
     def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
         """Stream the dead letters of one marker range."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from spark_jobs.sources.plan import Target
+from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
 
 PAGE = 1000
@@ -55,13 +55,7 @@ class SwiftReader:
 
     def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
         """Yield every queue with its metadata, through the storage contract."""
-        from zaqar_lite.storage import open_storage
-
-        store = open_storage(self.uri)
-        try:
-            yield from store.all_queues()
-        finally:
-            store.close()
+        return contract_queues(self.uri)
 
     def _markers(self, target: Target) -> array.array:
         """Return the markers of the queue's unexpired messages, listed once (names only) and kept."""
@@ -82,24 +76,15 @@ class SwiftReader:
         """Cut the queue's names into ``pieces`` marker ranges ``(after, upto]`` of equal counts."""
         markers = self._markers(target)
         total = len(markers)
-        cuts: list[int] = []
-        for i in range(1, max(1, min(pieces, total))):
-            marker = markers[i * total // pieces - 1]
-            if not cuts or marker > cuts[-1]:
-                cuts.append(marker)
+        cuts = cut_points(total, pieces, markers.__getitem__)
         bounds: list[int | None] = [None, *cuts, None]
-        return [
-            {
-                "store": "swift",
-                "uri": self.uri,
-                "container": self._container(target.project),
-                "project": target.project,
-                "queue": target.queue,
-                "after": lo,
-                "upto": hi,
-            }
-            for lo, hi in zip(bounds, bounds[1:], strict=False)
-        ]
+        return range_specs({
+            "store": "swift",
+            "uri": self.uri,
+            "container": self._container(target.project),
+            "project": target.project,
+            "queue": target.queue,
+        }, bounds)
 
     def _names(self, spec: Mapping[str, Any], now: float) -> Iterator[list[str]]:
         from zaqar_lite.storage import swift_objects
