@@ -9,10 +9,10 @@ import uuid
 import falcon.testing
 import pytest
 
+from tests.servers import available_kinds
 from zaqar_lite.api.app import create_app
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
-from tests.servers import available_kinds
 
 pytest_plugins = [f"tests.servers.{kind}" for kind in available_kinds()]
 

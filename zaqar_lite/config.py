@@ -58,6 +58,9 @@ class Limits:
     min_subscription_ttl: int = 60
     default_subscription_ttl: int = 3600
     failure_history_length: int = 10
+    max_redrive_messages: int = 1000
+    max_redrive_ids: int = 1000
+    max_redrive_seconds: int = 20
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,3 +134,58 @@ class Record:
     key: str
     value: dict[str, Any]
     version: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    """One message to move between queues: as it was read, and as it must be stored at its target.
+
+    ``read`` is the state the move is guarded by (see ``Storage.move_messages``);
+    ``moved`` is what the policy decided (:func:`zaqar_lite.claims.redrive.redriven`).
+    """
+
+    read: Message
+    moved: Message
+
+
+@dataclasses.dataclass(frozen=True)
+class RedriveFilter:
+    """Which dead letters a redrive selects; every criterion given must hold (None: any).
+
+    ``error_type`` and ``signature`` are compared with the message's last
+    failure (:mod:`zaqar_lite.claims.redrive`).
+    """
+
+    source_queue: str | None = None
+    error_type: str | None = None
+    signature: str | None = None
+    ids: frozenset[str] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RedriveRequest:
+    """A validated redrive call (SPEC 1.8).
+
+    ``destination`` None sends each message back to its source queue;
+    ``max_per_second`` None moves as fast as the store allows.
+    """
+
+    limit: int
+    destination: str | None = None
+    filter: RedriveFilter = RedriveFilter()
+    dry_run: bool = False
+    max_per_second: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RedriveResult:
+    """What a redrive found and did.
+
+    ``matched`` counts the selected dead letters, ``redriven`` those actually
+    moved (0 for a dry run), and ``sample`` holds the first selected messages,
+    each with the queue it goes (or would go) to.
+    """
+
+    matched: int
+    redriven: int
+    sample: list[tuple[Message, str]] = dataclasses.field(default_factory=list)

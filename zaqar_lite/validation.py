@@ -16,8 +16,10 @@ from typing import Any
 
 import jsonschema
 
+from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import InvalidBody, ValidationFailed
+from zaqar_lite.models import RedriveFilter, RedriveRequest
 
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+$")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -27,6 +29,8 @@ TRUE_VALUES, FALSE_VALUES = ("true", "1", "yes"), ("false", "0", "no")
 MAX_JSON_DEPTH = 64
 #: a JSON escape of a UTF-16 surrogate; only bodies containing one can hold a lone surrogate
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: what decides nesting in a JSON text: strings (whose brackets do not count) and brackets
+NESTING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
 
 def _checked_int(text: str) -> int:
@@ -50,6 +54,10 @@ def parse_json(raw: bytes) -> Any:
     no response could encode) and nesting deeper than ``MAX_JSON_DEPTH`` are
     rejected.
     """
+    # Judged before parsing: the parser recurses once per level, and near the
+    # recursion limit the finalizers the garbage collector runs would fail too.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _nests_deeper_than(raw, MAX_JSON_DEPTH):
+        raise InvalidBody(f"Request body may not nest arrays and objects more than {MAX_JSON_DEPTH} deep.")
     try:
         document = json.loads(raw, parse_int=_checked_int, parse_float=_checked_float,
                               parse_constant=_reject_constant)
@@ -57,8 +65,6 @@ def parse_json(raw: bytes) -> Any:
         raise InvalidBody(f"Request body is not valid JSON: {exc}.") from None
     except RecursionError:
         raise InvalidBody("Request body is nested too deeply.") from None
-    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _deeper_than(document, MAX_JSON_DEPTH):
-        raise InvalidBody(f"Request body may not nest arrays and objects more than {MAX_JSON_DEPTH} deep.")
     if SURROGATE_ESCAPE.search(raw):
         try:
             json.dumps(document, ensure_ascii=False).encode("utf-8")
@@ -67,16 +73,16 @@ def parse_json(raw: bytes) -> Any:
     return document
 
 
-def _deeper_than(document: Any, limit: int) -> bool:
-    pending = [(document, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict):
-            value = list(value.values())
-        if isinstance(value, list):
+def _nests_deeper_than(raw: bytes, limit: int) -> bool:
+    depth = 0
+    for token in NESTING_TOKEN.finditer(raw):
+        bracket = token.group()
+        if bracket in (b"[", b"{"):
+            depth += 1
             if depth > limit:
                 return True
-            pending.extend((child, depth + 1) for child in value)
+        elif bracket in (b"]", b"}"):
+            depth -= 1
     return False
 
 
@@ -290,3 +296,56 @@ def purge_resource_types(document: Any) -> list[str]:
         },
     })
     return list(document.get("resource_types", ["messages", "subscriptions"]))
+
+
+def redrive_body_size(limits: Limits) -> int:
+    """Return the largest redrive body accepted: room for ``max_redrive_ids`` ids of 256 characters."""
+    return 65536 + 260 * limits.max_redrive_ids
+
+
+def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest:
+    """Check a redrive body (SPEC 1.8) and return the request, defaults filled.
+
+    Every key is optional; an empty body redrives every dead letter of the
+    queue (up to ``max_redrive_messages``) to its source queue.
+    """
+    document = {} if document is None else document
+    text = {"type": "string", "minLength": 1, "maxLength": 256}
+    check_schema(document, {
+        "type": "object",
+        "properties": {
+            "destination": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_redrive_messages},
+            "dry_run": {"type": "boolean"},
+            "max_per_second": {"type": "number", "exclusiveMinimum": 0},
+            "filter": {
+                "type": "object",
+                "properties": {
+                    "source_queue": text,
+                    "error_type": text,
+                    "signature": {"type": "string", "pattern": f"^[0-9a-f]{{{ID_LENGTH}}}$"},
+                    "ids": {"type": "array", "items": text, "minItems": 1,
+                            "maxItems": limits.max_redrive_ids},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+    })
+    destination = document.get("destination")
+    if destination is not None:
+        if len(destination) > limits.max_queue_name_length or not QUEUE_NAME.match(destination):
+            raise ValidationFailed(f"destination must be a valid queue name, got {json.dumps(destination)}.")
+        if destination == queue:
+            raise ValidationFailed(f"destination cannot be the queue redriven from ({queue}).")
+    wanted = document.get("filter", {})
+    rate = document.get("max_per_second")
+    return RedriveRequest(
+        limit=int(document.get("limit", limits.max_redrive_messages)),
+        destination=destination,
+        filter=RedriveFilter(source_queue=wanted.get("source_queue"), error_type=wanted.get("error_type"),
+                             signature=wanted.get("signature"),
+                             ids=frozenset(wanted["ids"]) if "ids" in wanted else None),
+        dry_run=document.get("dry_run", False),
+        max_per_second=float(rate) if rate is not None else None,
+    )

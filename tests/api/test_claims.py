@@ -319,3 +319,12 @@ def test_expired_messages_are_not_claimable(client, clock):
     clock.advance(61)
     _, messages = claim(client, "q1")
     assert bodies(messages) == ["long"]
+
+
+def test_a_bad_include_dead_letter_on_a_claim_is_refused_before_anything_is_claimed(client):
+    post(client, "q1", {"job": 1})
+    result = client.simulate_post(CLAIMS, params={"include_dead_letter": "maybe"})
+    assert "include_dead_letter" in assert_error(result, 400)["description"]
+    (message,) = client.simulate_get(MESSAGES, params={"echo": "true"}).json["messages"]
+    assert message["claim_count"] == 0
+    assert claimable(client) == [{"job": 1}]

@@ -524,3 +524,20 @@ def test_release_with_its_claim_id_answers_204(client):
     result = client.simulate_post(f"{MESSAGES}/{message_id}/release", params={"claim_id": claim_id},
                                   json={"error": "boom", "error_type": "ValueError"})
     assert result.status_code == 204
+
+
+def test_a_bad_include_dead_letter_on_a_pop_is_refused_before_anything_is_taken(client):
+    post(client, "q1", {"keep": 1})
+    result = client.simulate_delete("/v2/queues/q1/messages",
+                                    params={"pop": 1, "include_dead_letter": "maybe"})
+    assert "include_dead_letter" in assert_error(result, 400)["description"]
+    listed = client.simulate_get("/v2/queues/q1/messages", params={"echo": "true"}).json["messages"]
+    assert [m["body"] for m in listed] == [{"keep": 1}]
+
+
+def test_the_next_link_of_a_listing_keeps_include_dead_letter(client):
+    post(client, "q1", {"n": 1}, {"n": 2})
+    result = client.simulate_get("/v2/queues/q1/messages",
+                                 params={"echo": "true", "limit": 1, "include_dead_letter": "false"})
+    (link,) = result.json["links"]
+    assert "include_dead_letter=false" in link["href"]

@@ -93,8 +93,10 @@ def test_kill_9_of_the_notifier_mid_stream_then_a_restart_delivers_everything_in
 @pytest.mark.slow
 def test_two_notifiers_share_the_subscriptions_and_never_serve_one_twice_at_once(
         api, receiver, notifiers, storage_uri):
-    queues = ["q0", "q1", "q2"]
-    paths = [f"{queue}-{n}" for queue in queues for n in range(2)]
+    # Twelve subscriptions: rendezvous hashing hands them all to one of two
+    # notifiers with probability 2 ** -11, so both get a share.
+    queues = ["q0", "q1", "q2", "q3"]
+    paths = [f"{queue}-{n}" for queue in queues for n in range(3)]
     for path in paths:
         receiver.behave(path, delay=0.005, fail_rate=0.1)
         subscribe(api, path.split("-")[0], receiver.url(path))
@@ -102,13 +104,16 @@ def test_two_notifiers_share_the_subscriptions_and_never_serve_one_twice_at_once
         notifiers.start()
         notifiers.start()
         for queue in queues:
-            post_numbered(api, queue, 60)
-        wait_until(lambda: all(len(acknowledged_numbers(receiver.deliveries(p))) == 60 for p in paths), 60,
-                   "60 deliveries on every subscription")
+            post_numbered(api, queue, 40)
+        wait_until(lambda: all(len(acknowledged_numbers(receiver.deliveries(p))) == 40 for p in paths), 60,
+                   "40 deliveries on every subscription")
+        # A notifier learns of one started after it at its next heartbeat and
+        # then hands over the subscriptions hashing gives to the newcomer; the
+        # deliveries may all be done before that, so wait for the handover.
+        wait_until(lambda: len(watch.owners) == 2, 20, "both notifiers to hold leases")
     assert receiver.overlaps == []
     for path in paths:
-        check_stream(receiver.deliveries(path), 60)
-    assert len(watch.owners) == 2
+        check_stream(receiver.deliveries(path), 40)
 
 
 @pytest.mark.slow

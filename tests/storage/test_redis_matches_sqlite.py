@@ -1,7 +1,7 @@
 """The Redis scripts against the reference driver: random operation sequences, same outcomes.
 
 Each seed drives the same operations (posts with ttl/delay/eligibility, claims,
-releases with reasons, renewals, deletes, pops, purges, sweeps, clock jumps) on
+releases with reasons, renewals, deletes, pops, purges, sweeps, redrives, clock jumps) on
 a SQLite and a Redis store in lockstep, and compares every result and error and
 a full view of both queues after each step. Markers are left out: SQLite's are
 global, Redis's per queue; both are FIFO.
@@ -21,9 +21,10 @@ from zaqar_lite import errors
 from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
+from zaqar_lite.models import RedriveFilter, RedriveRequest
 from zaqar_lite.storage import open_storage
 
-P, Q, DLQ = "p", "q", "q-dlq"
+P, Q, DLQ, REPLAY = "p", "q", "q-dlq", "q-replay"
 SEEDS = range(8)
 STEPS = 60
 
@@ -64,7 +65,7 @@ class Twins:
     def observe(self, ids: list[str]) -> None:
         """Compare listings (three flag sets), stats and reads of both queues, and the queue list."""
         first = lambda result: result[0]  # noqa: E731 - (value, now) pairs: compare the value
-        for queue in (Q, DLQ):
+        for queue in (Q, DLQ, REPLAY):
             for claimed, delayed, echo in ((False, False, True), (True, True, True), (True, False, False)):
                 self.both("list_messages", P, queue, client_id="c2", marker=None, limit=20, echo=echo,
                           include_claimed=claimed, include_delayed=delayed, pick=first)
@@ -130,4 +131,33 @@ def test_random_operation_sequences_match_the_sqlite_reference(seed, tmp_path, r
             twins.both("purge", P, queue, ["messages"])
         elif op < 0.96:
             twins.both("delete_queue", P, queue)
+        else:
+            request = RedriveRequest(limit=rnd.randint(1, 4), destination=rnd.choice([None, None, REPLAY]),
+                                     dry_run=rnd.random() < 0.2,
+                                     filter=RedriveFilter(error_type=rnd.choice([None, None, "Timeout"])))
+            twins.both("redrive", P, DLQ, request, pick=lambda r: r[0])
         twins.observe(ids)
+
+
+def test_redrives_match_the_sqlite_reference(tmp_path, redis_store_uri):
+    twins = Twins(f"sqlite:///{tmp_path}/reference.db?synchronous=normal", redis_store_uri)
+    twins.both("create_queue", P, DLQ, {})
+    twins.both("create_queue", P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ})
+    ids = twins.both("post", P, Q, "c1", [{"body": n, "ttl": None, "delay": None, "dlq_eligible": True}
+                                         for n in range(6)], 10)[1]
+    claim_id = twins.both("claim", P, Q, 6, 60, 60, pick=lambda r: r[0])[1]
+    reason = {"error": "timeout 30s", "error_type": "Timeout"}
+    for message_id in ids[:3]:
+        twins.both("release_message", P, Q, message_id, claim_id, reason)
+    twins.clock.advance(61)
+    twins.both("sweep")
+    twins.observe(ids)
+    timeouts_but_the_first = RedriveFilter(error_type="Timeout", ids=frozenset(ids[1:]))
+    for request in (RedriveRequest(limit=10, dry_run=True),
+                    RedriveRequest(limit=10, filter=timeouts_but_the_first),
+                    RedriveRequest(limit=1, destination=REPLAY),
+                    RedriveRequest(limit=10)):
+        twins.clock.advance(1)
+        twins.both("redrive", P, DLQ, request, pick=lambda r: r[0])
+        twins.observe(ids)
+    twins.both("claim", P, Q, 6, 60, 60, pick=lambda r: r[1])

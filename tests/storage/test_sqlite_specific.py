@@ -62,7 +62,7 @@ def test_still_delayed_messages_add_no_work_to_claims_of_ready_ones(tmp_path):
     assert _claim_steps(crowded, now) <= 1.2 * _claim_steps(plain, now)
 
 
-def _claim_all(uri: str, results: "multiprocessing.Queue[list[str]]") -> None:
+def _claim_all(uri: str, results: multiprocessing.Queue[list[str]]) -> None:
     storage = SqliteStorage(uri)
     got: list[str] = []
     now = 1_800_000_000.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import claims, health, messages, queues, subscriptions, versions
+from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, versions
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api.middleware import RequestContext
 from zaqar_lite.claims.service import Messaging
@@ -27,6 +27,7 @@ def routes(messaging: Messaging) -> list[tuple[str, object]]:
         (q, queues.QueueItem(messaging)),
         (q + "/stats", queues.QueueStats(messaging)),
         (q + "/purge", queues.QueuePurge(messaging)),
+        (q + "/redrive", redrive.QueueRedrive(messaging)),
         (q + "/messages", messages.MessageCollection(messaging)),
         (q + "/messages/{message_id}", messages.MessageItem(messaging)),
         (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),

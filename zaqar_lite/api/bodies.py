@@ -67,35 +67,37 @@ class MessageRenderer:
     unless the request says ``include_dead_letter=false`` or the deployment
     turns it off (``[transport] include_dead_letter``): Zaqar clients that
     refuse unknown fields (python-zaqarclient's ``Message``) read DLQs that way.
+
+    Build it before the request changes anything: a bad parameter is then
+    refused before a claim or a pop takes messages it could never show.
     """
 
-    def __init__(self, req: falcon.Request, queue: str, now: float, default_dead_letter: bool) -> None:
+    def __init__(self, req: falcon.Request, queue: str, default_dead_letter: bool) -> None:
         self.queue = queue
-        self.now = now
         self.dead_letter = validation.boolean(
             req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
 
-    def __call__(self, message: Message) -> dict[str, Any]:
-        """Return the representation of one message."""
+    def __call__(self, message: Message, now: float) -> dict[str, Any]:
+        """Return the representation of one message as of ``now``."""
         href = message_href(self.queue, message.id)
         view: dict[str, Any] = {
             "id": message.id,
             "href": href,
             "ttl": message.ttl(),
-            "age": message.age(self.now),
+            "age": message.age(now),
             "body": message.body,
             "claim_count": message.claim_count,
         }
-        if message.is_claimed(self.now):
+        if message.is_claimed(now):
             view["href"] = f"{href}?claim_id={message.claim_id}"
             view["claim_id"] = message.claim_id
         if self.dead_letter and message.dead_letter is not None:
             view["dead_letter"] = policy.provenance(message)
         return view
 
-    def many(self, messages: list[Message]) -> list[dict[str, Any]]:
-        """Return the representations of several messages."""
-        return [self(m) for m in messages]
+    def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:
+        """Return the representations of several messages as of ``now``."""
+        return [self(m, now) for m in messages]
 
 
 def joined_param(req: falcon.Request, name: str) -> str | None:

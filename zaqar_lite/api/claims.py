@@ -25,14 +25,14 @@ class ClaimCollection:
                                       self.limits.default_page_size)
         document, _ = read_json(req, CLAIM_BODY_MAX)
         ttl, grace = validation.claim_options(document, self.limits)
+        render = MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
         claim_id, claimed, now = self.messaging.claim(req.context.project, queue, limit, ttl, grace)
         if not claimed:
             resp.status = falcon.HTTP_204
             return
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/claims/{claim_id}"
-        render = MessageRenderer(req, queue, now, self.messaging.settings.include_dead_letter)
-        resp.media = {"messages": render.many(claimed)}
+        resp.media = {"messages": render.many(claimed, now)}
 
 
 class ClaimItem:
@@ -45,13 +45,13 @@ class ClaimItem:
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, claim_id: str) -> None:
         """Return a live claim with the messages it holds; 404 if absent or expired."""
         validation.queue_name(queue, self.limits)
+        render = MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
         claim, messages, now = self.messaging.get_claim(req.context.project, queue, claim_id)
         resp.media = {
             "age": claim.age(now),
             "ttl": claim.ttl,
             "href": f"/v2/queues/{queue}/claims/{claim.id}",
-            "messages": MessageRenderer(req, queue, now,
-                                        self.messaging.settings.include_dead_letter).many(messages),
+            "messages": render.many(messages, now),
         }
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str, claim_id: str) -> None:

@@ -18,8 +18,8 @@ class MessageCollection:
         self.messaging = messaging
         self.limits = messaging.limits
 
-    def _renderer(self, req: falcon.Request, queue: str, now: float) -> MessageRenderer:
-        return MessageRenderer(req, queue, now, self.messaging.settings.include_dead_letter)
+    def _renderer(self, req: falcon.Request, queue: str) -> MessageRenderer:
+        return MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Post 1..max messages; the queue is created if missing."""
@@ -40,15 +40,17 @@ class MessageCollection:
         ids_param = joined_param(req, "ids")
         if ids_param is not None:
             ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
+            render = self._renderer(req, queue)
             found, now = self.messaging.get_messages(project, queue, ids)
             if not found:
                 raise errors.NotFound("None of the requested messages exist.")
-            resp.media = {"messages": self._renderer(req, queue, now).many(found)}
+            resp.media = {"messages": render.many(found, now)}
             return
         limit = validation.page_limit(req.get_param("limit"), self.limits.max_messages_per_page,
                                       self.limits.default_page_size)
         flags = {name: validation.boolean(req.get_param(name), name)
                  for name in ("echo", "include_claimed", "include_delayed")}
+        render = self._renderer(req, queue)
         found, now = self.messaging.list_messages(
             project, queue, client_id=req.context.client_id,
             marker=validation.marker(req.get_param("marker")), limit=limit, **flags)
@@ -56,9 +58,11 @@ class MessageCollection:
         if found:
             query = {"marker": found[-1].marker, "limit": limit,
                      **{k: str(v).lower() for k, v in flags.items()}}
+            if req.get_param("include_dead_letter") is not None:
+                query["include_dead_letter"] = str(render.dead_letter).lower()
             links.append({"rel": "next",
                           "href": f"/v2/queues/{queue}/messages?" + urllib.parse.urlencode(query)})
-        resp.media = {"messages": self._renderer(req, queue, now).many(found), "links": links}
+        resp.media = {"messages": render.many(found, now), "links": links}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Delete by ``ids`` (204) or pop ``pop`` visible messages (200 with them)."""
@@ -69,9 +73,10 @@ class MessageCollection:
         project = req.context.project
         if pop_param is not None:
             limit = validation.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
+            render = self._renderer(req, queue)
             popped, now = self.messaging.pop(project, queue, limit)
-            render = self._renderer(req, queue, now)
-            resp.media = {"messages": [{k: v for k, v in render(m).items() if k != "href"} for m in popped]}
+            shown = [render(m, now) for m in popped]
+            resp.media = {"messages": [{k: v for k, v in view.items() if k != "href"} for view in shown]}
             return
         ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
         claim_ids = None
@@ -92,10 +97,11 @@ class MessageItem:
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Return one message; 404 if absent or expired."""
         validation.queue_name(queue, self.messaging.limits)
+        render = MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
         found, now = self.messaging.get_messages(req.context.project, queue, [message_id])
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue)
-        resp.media = MessageRenderer(req, queue, now, self.messaging.settings.include_dead_letter)(found[0])
+        resp.media = render(found[0], now)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Delete one message under the claim rules of SPEC 1.4."""

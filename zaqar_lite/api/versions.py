@@ -34,6 +34,7 @@ HOME = {
                                queue_name=QUEUE),
         "rel/queue_stats": _resource("/v2/queues/{queue_name}/stats", ["GET"], queue_name=QUEUE),
         "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", ["POST"], queue_name=QUEUE),
+        "rel/queue_redrive": _resource("/v2/queues/{queue_name}/redrive", ["POST"], queue_name=QUEUE),
         "rel/messages": _resource(
             "/v2/queues/{queue_name}/messages{?marker,limit,echo,include_claimed,include_delayed,ids,pop}",
             ["GET", "POST", "DELETE"], queue_name=QUEUE),

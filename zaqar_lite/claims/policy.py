@@ -142,6 +142,18 @@ def plan_sweep(messages: Iterable[Message], source_queue: str, now: float,
     return plan
 
 
+def still_movable(current: Message, read: Message, now: float) -> bool:
+    """Return whether a message read earlier may still be moved to another queue (``move_messages``).
+
+    It must be unexpired and unclaimed at ``now``, and its claim (id and
+    end), claim count and expiry must be those it was read with: a claim,
+    release or renewal in between changes one of them, and the move is skipped.
+    """
+    return (current.expires > now and not current.is_claimed(now)
+            and (current.claim_id, current.claim_expires, current.claim_count, current.expires)
+            == (read.claim_id, read.claim_expires, read.claim_count, read.expires))
+
+
 def check_claim_rules(message: Message, claim_id: str | None, claim_is_live: bool, now: float) -> None:
     """Enforce SPEC 1.4's rules for changing a message, given an optional claim id.
 

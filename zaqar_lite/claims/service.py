@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
+from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
-from zaqar_lite.models import Claim, ClaimRequest, Message, QueueStats, SweepResult
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    Message,
+    Move,
+    QueueStats,
+    RedriveRequest,
+    RedriveResult,
+    SweepResult,
+)
 from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
 from zaqar_lite.storage.base import Storage
 
@@ -40,12 +51,13 @@ class Messaging:
     """Queue, message and claim operations with zaqar-lite's policy applied."""
 
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
-                 ids: Callable[[], str] = new_id) -> None:
+                 ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep) -> None:
         self.storage = storage
         self.settings = settings
         self.limits = settings.limits
         self.clock = clock
         self.ids = ids
+        self.sleep = sleep
 
     # -- queues ---------------------------------------------------------------
 
@@ -222,6 +234,78 @@ class Messaging:
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         """Release a claim; its messages become claimable at once."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
+
+    # -- redrive --------------------------------------------------------------
+
+    def _dead_letters(self, project: str, queue: str, request: RedriveRequest,
+                      now: float) -> list[tuple[Message, str]]:
+        """Return the dead letters a redrive selects, each with its target queue.
+
+        They are unexpired and unclaimed, in post order, at most ``request.limit``.
+        """
+        wanted = request.filter
+        pages = self._pages(project, queue, now) if wanted.ids is None else [
+            self._by_ids(project, queue, sorted(wanted.ids), now)]
+        selected: list[tuple[Message, str]] = []
+        for page in pages:
+            for message in page:
+                target = redrive_policy.target_queue(message, queue, request.destination)
+                if target and not message.is_claimed(now) and redrive_policy.matches(message, wanted):
+                    selected.append((message, target))
+                    if len(selected) == request.limit:
+                        return selected
+        return selected
+
+    def _by_ids(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
+        """Return the unexpired messages of a queue among ids, FIFO."""
+        size = redrive_policy.BATCH_SIZE
+        found = [m for start in range(0, len(ids), size)
+                 for m in self.storage.get_messages(project, queue, ids[start:start + size], now)]
+        return sorted(found, key=lambda m: m.marker)
+
+    def _pages(self, project: str, queue: str, now: float) -> Iterator[list[Message]]:
+        """Yield a queue's unexpired, unclaimed messages (delayed ones too), FIFO, a page at a time."""
+        marker = None
+        while True:
+            page = self.storage.list_messages(
+                project, queue, now=now, marker=marker, limit=redrive_policy.BATCH_SIZE,
+                include_claimed=False, include_delayed=True, exclude_client_id=None)
+            yield page
+            if len(page) < redrive_policy.BATCH_SIZE:
+                return
+            marker = page[-1].marker
+
+    def redrive(self, project: str, queue: str, request: RedriveRequest) -> tuple[RedriveResult, float]:
+        """Move the dead letters a request selects back to their source queue or to its destination.
+
+        Messages go in batches (at most ``max_per_second`` a second when
+        given, waiting between batches); no batch starts once
+        ``max_redrive_seconds`` have passed, so a call may move fewer than it
+        selected (the client calls again). A dry run moves nothing.
+
+        Returns:
+            What was selected and moved, and the time the selection was made at.
+        """
+        now = self.clock()
+        selected = self._dead_letters(project, queue, request, now)
+        sample = selected[:redrive_policy.SAMPLE_SIZE] if request.dry_run else []
+        if request.dry_run or not selected:
+            return RedriveResult(matched=len(selected), redriven=0, sample=sample), now
+        started, done, moved = self.clock(), 0, 0
+        for batch in redrive_policy.batches(selected, request.max_per_second):
+            wait = redrive_policy.throttle_wait(started, done, self.clock(), request.max_per_second)
+            if done and self.clock() + wait - now > self.limits.max_redrive_seconds:
+                break
+            if wait > 0:
+                self.sleep(wait)
+            at, min_ttl = self.clock(), self.limits.min_message_ttl
+            for target, messages in redrive_policy.by_target(batch).items():
+                moves = [Move(m, redrive_policy.redriven(m, at, min_ttl)) for m in messages]
+                moved += len(self.storage.move_messages(project, queue, moves, target, at))
+            done += len(batch)
+        LOG.info("redrive of %s/%s: %d of %d selected dead letters moved",
+                 project, queue, moved, len(selected))
+        return RedriveResult(matched=len(selected), redriven=moved), now
 
     # -- background -----------------------------------------------------------
 

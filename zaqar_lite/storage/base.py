@@ -15,7 +15,7 @@ Words used below:
 * *visible* at ``now``: ``expires > now``, not claimed (``claim_expires`` is
   null or ``<= now``) and not delayed (``delay_until <= now``).
 * *FIFO*: ascending ``marker``, a number the driver assigns, increasing in post
-  order within a queue (and assigned anew when a message is moved into a DLQ).
+  order within a queue (and assigned anew when a message is moved to another queue).
 * every method may raise :class:`~zaqar_lite.errors.StorageUnavailable` when
   the backend cannot be reached; nothing is changed in that case.
 * ``project`` and ``queue`` scope every call: nothing of another project is
@@ -33,6 +33,7 @@ from zaqar_lite.models import (
     ClaimRequest,
     DeadLetterPolicy,
     Message,
+    Move,
     QueueStats,
     Record,
     SweepResult,
@@ -222,6 +223,34 @@ class Storage(abc.ABC):
 
         Raises:
             MessageDoesNotExist, InvalidClaim, MessageNotClaimed, MessageIsClaimedBy.
+        """
+
+    # -- moves between queues -------------------------------------------------
+
+    @abc.abstractmethod
+    def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
+                      now: float) -> list[str]:
+        """Move messages of ``queue`` into ``target_queue`` (a redrive), each one guarded and atomic.
+
+        For each :class:`~zaqar_lite.models.Move`, in order: the message is
+        moved only if :func:`zaqar_lite.claims.policy.still_movable` holds for
+        it as stored now against ``move.read`` (still in ``queue``, unexpired
+        and unclaimed at ``now``, its claim, claim count and expiry unchanged
+        since it was read); otherwise it is skipped and left as it is. A moved
+        message keeps its id, body, creation time, client id, eligibility and
+        failure history; it gets a marker of ``target_queue`` (after every
+        marker already there; Swift: its own marker, see its module), is
+        unclaimed and not delayed, and takes ``claim_count``, ``expires`` and
+        ``dead_letter`` from ``move.moved``. ``target_queue`` is created (empty
+        metadata) if it is missing, by the same step as the first move.
+
+        Atomic per message, as the dead-letter move of :meth:`claim_messages`:
+        there is no instant where it is in both queues or in neither (Swift
+        copies, then deletes: a crash in between leaves it in both, never in
+        neither); a message claimed or changed concurrently is never moved.
+
+        Returns:
+            The ids of the messages moved, in the order given.
         """
 
     # -- background work ------------------------------------------------------

@@ -20,11 +20,12 @@ and ``$id`` read back as a DBRef; MongoDB 4.4 refuses ``.`` and ``$`` keys in up
 Atomicity: the policy plans on messages as read, and each planned change is one
 single-document write filtered on that read state (:func:`_unchanged`), so a plan
 made on a stale read matches nothing: a message goes to at most one claim, the
-claim count is written by the update that claims, and the dead-letter move (one
-update rewriting ``queue`` and ``marker``, resetting the claim and setting the
-provenance) happens once. A post of several messages is one transaction on
-replica sets and sharded clusters; on a standalone server it is one
-``insert_many``, which a crash can cut short.
+claim count is written by the update that claims, and a move to another queue
+(dead-lettering, or a redrive: one update rewriting ``queue`` and ``marker``,
+resetting the claim and setting the count, expiry and provenance) happens once.
+A post of several messages is one transaction on replica sets and sharded
+clusters; on a standalone server it is one ``insert_many``, which a crash can
+cut short.
 
 Order: claims and pops are FIFO by marker; markers are reserved in post order, so
 two concurrent posts may become visible in the other order for a moment.
@@ -59,7 +60,16 @@ from pymongo.errors import ConnectionFailure, DuplicateKeyError, OperationFailur
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, Record, SweepResult
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    DeadLetterPolicy,
+    Message,
+    Move,
+    QueueStats,
+    Record,
+    SweepResult,
+)
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
@@ -397,19 +407,48 @@ class MongoStorage(Storage):
             "claim_id": m.claim_id, "claim_expires": m.claim_expires, "claim_count": m.claim_count,
             "expires": m.expires, "purge_at": _purge_at(m.expires), "delay_until": m.delay_until,
         }}, hint=BY_ID) for m in plan.claimed]
-        if plan.moved:
-            target = dead_letter.queue or queue
-            first = self._reserve_markers(project, target, len(plan.moved), now)
-            ops += [UpdateOne(_unchanged(state[m.id]), {"$set": {
-                "queue": target, "marker": first + offset, "claim_id": None, "claim_expires": 0.0,
-                "delay_until": m.delay_until, "expires": m.expires, "purge_at": _purge_at(m.expires),
-                "dead_letter": m.dead_letter,
-            }}, hint=BY_ID) for offset, m in enumerate(plan.moved)]
+        ops += self._move_ops(project, dead_letter.queue or queue,
+                              [(_unchanged(state[m.id]), m) for m in plan.moved], now)[1]
         ops += [DeleteOne(_unchanged(state[message_id]), hint=BY_ID) for message_id in plan.deleted]
         if not ops:
             return 0, 0
         result = self._messages.bulk_write(ops, ordered=False)
         return result.matched_count, result.deleted_count
+
+    def _move_ops(self, project: str, target: str, moves: Sequence[tuple[Document, Message]],
+                  now: float) -> tuple[int, list[UpdateOne]]:
+        """Return the guarded updates that move messages into ``target``, and the first marker they take.
+
+        Each pair is the filter a message must still match and the message as
+        it must be stored; consecutive markers of ``target`` (created if
+        missing) are reserved for them in order. One update per message
+        rewrites its queue and marker, resets its claim and sets its count,
+        expiry and provenance.
+        """
+        if not moves:
+            return 0, []
+        first = self._reserve_markers(project, target, len(moves), now)
+        return first, [UpdateOne(guard, {"$set": {
+            "queue": target, "marker": first + offset, "claim_id": None, "claim_expires": 0.0,
+            "claim_count": m.claim_count, "delay_until": 0.0, "expires": m.expires,
+            "purge_at": _purge_at(m.expires), "dead_letter": m.dead_letter,
+        }}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
+
+    def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
+                      now: float) -> list[str]:
+        # The filter pins what still_movable compares; a read state that is itself
+        # claimed or expired at now could only match a message that is too.
+        wanted = [mv for mv in moves if policy.still_movable(mv.read, mv.read, now)]
+        first, ops = self._move_ops(project, target_queue, [
+            (_unchanged(_document(project, queue, mv.read, mv.read.marker)), mv.moved) for mv in wanted], now)
+        if not ops:
+            return []
+        if self._messages.bulk_write(ops, ordered=False).matched_count == len(ops):
+            return [mv.read.id for mv in wanted]
+        arrived = {doc["_id"] for doc in self._messages.find(
+            {"_id": {"$in": [mv.read.id for mv in wanted]}, "project": project, "queue": target_queue,
+             "marker": {"$gte": first, "$lt": first + len(ops)}}, {"_id": 1}, hint=BY_ID)}
+        return [mv.read.id for mv in wanted if mv.read.id in arrived]
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         claimed: list[Message] = []

@@ -60,14 +60,23 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, Record, SweepResult
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    DeadLetterPolicy,
+    Message,
+    Move,
+    QueueStats,
+    Record,
+    SweepResult,
+)
 from zaqar_lite.storage.base import Storage
 
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"
 QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires", "counted", "claims")
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
-           "pop", "sweep", "purge", "list", "stats", "put_record", "delete_record")
+           "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
@@ -354,6 +363,18 @@ class RedisStorage(Storage):
             raise errors.MessageDoesNotExist(message_id, queue)
         if outcome != "ok":
             raise _RULES[outcome](message_id, claim_id)
+
+    def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
+                      now: float) -> list[str]:
+        if not moves:
+            return []
+        args = [_t(now), queue, target_queue]
+        for move in moves:
+            read, moved = move.read, move.moved
+            args += [read.id, read.claim_id or "", _opt(read.claim_expires, _t), str(read.claim_count),
+                     _t(read.expires), str(moved.claim_count), _t(moved.expires),
+                     json.dumps(moved.dead_letter) if moved.dead_letter else ""]
+        return list(self._run("redrive", project, queue, args, dead_letter_queue=target_queue))
 
     # -- background work ------------------------------------------------------
 

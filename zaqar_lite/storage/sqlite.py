@@ -30,6 +30,7 @@ from zaqar_lite.models import (
     ClaimRequest,
     DeadLetterPolicy,
     Message,
+    Move,
     QueueStats,
     Record,
     SweepResult,
@@ -347,12 +348,16 @@ class SqliteStorage(Storage):
         db.executemany(
             "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
             [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
-        db.executemany("DELETE FROM messages WHERE id=?",
-                       [(i,) for i in plan.deleted] + [(m.id,) for m in plan.moved])
-        if plan.moved:
-            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)",
-                       (project, dead_letter.queue, now))
-            self._insert(db, project, dead_letter.queue or queue, plan.moved)
+        db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
+        self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
+
+    def _rehome(self, db: sqlite3.Connection, project: str, target: str, moved: Sequence[Message],
+                now: float) -> None:
+        """Move messages into ``target`` as given (a new marker each), creating it if missing."""
+        if moved:
+            db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in moved])
+            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, target, now))
+            self._insert(db, project, target, moved)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         args = {"project": project, "queue": queue, "now": request.now, "marker": 0}
@@ -421,6 +426,15 @@ class SqliteStorage(Storage):
             message = policy.released(found[0], failure, now, history_limit)
             db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE marker=?",
                        (message.claim_expires, json.dumps(message.failures) or None, message.marker))
+
+    def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
+                      now: float) -> list[str]:
+        with self.transaction() as db:
+            current = {m.id: m for m in self._get(db, project, queue, [mv.read.id for mv in moves], now)}
+            moved = [mv.moved for mv in moves
+                     if mv.read.id in current and policy.still_movable(current[mv.read.id], mv.read, now)]
+            self._rehome(db, project, target_queue, moved, now)
+        return [m.id for m in moved]
 
     # -- background work ------------------------------------------------------
 

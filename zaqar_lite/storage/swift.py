@@ -29,7 +29,14 @@ then DELETE the source (Swift has no ETag-conditional DELETE). A crash between
 the two leaves the message in both queues, never in neither; the copy left
 behind is exhausted or expired, so it is never handed out, and the next claim or
 sweep plans its move again, finds the DLQ object (412) and deletes the source.
-DLQ order is thus original post order.
+DLQ order is thus original post order. A redrive (``move_messages``) moves the
+same way, after reading the message and checking it is unchanged and
+unclaimed; it too keeps the marker, so a redriven message takes its original
+place in post order in its target queue (the other drivers append it). A
+crash between copy and delete leaves the dead letter in the DLQ too (it can
+be claimed there); the next redrive of it finds the copy (412) and deletes
+it from the DLQ. A claim of the dead letter landing between that check and
+the delete loses its message to the redrive, as a delete racing a claim.
 
 Expiry: ``X-Delete-At`` at least an hour after the body's expiry, on the
 hour (the sweep may dead-letter first); with no object-expirer running,
@@ -63,7 +70,7 @@ from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, QueueStats, SweepResult
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats, SweepResult
 from zaqar_lite.storage import swift_objects as layout
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.swift_client import SwiftObjects
@@ -411,6 +418,21 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
             raise errors.MessageDoesNotExist(message_id, queue)
         policy.check_claim_rules(found[1], claim_id, live, now)
         self._store(container, found[0], policy.released(found[1], failure, now, history_limit))
+
+    def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
+                      now: float) -> list[str]:
+        container = self._container(project)
+
+        def move(mv: Move) -> str | None:
+            name = layout.message_object(queue, mv.read.marker, mv.read.id)
+            got = self._load(container, name)
+            if got is None or not policy.still_movable(got[0], mv.read, now):
+                return None
+            self._move(container, project, name, target_queue,
+                       dataclasses.replace(mv.moved, marker=mv.read.marker), now)
+            return mv.read.id
+
+        return [i for i in self.objects.map(move, moves) if i is not None]
 
     # -- background work ------------------------------------------------------
 

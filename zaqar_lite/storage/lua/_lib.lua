@@ -27,7 +27,8 @@
 --   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,
 --                counted, claims (in that order)
 --   KEYS[10]     zl:{P}:queues
---   KEYS[11..19] the dead-letter queue's keys, same order (claim and sweep only)
+--   KEYS[11..19] the dead-letter queue's keys, same order (claim and sweep), or the
+--                target queue's (redrive)
 -- Message and claim keys are built here from the prefixes ARGV[1] = "zl:{P}:"
 -- and ARGV[2] = "zl:{P}:q:Q:"; they carry the same hash tag.
 --
@@ -81,6 +82,28 @@ local function drop(ns, qp, Q, id)
   redis.call('DEL', key)
 end
 
+-- Move a message of Q into queue T, named name: it leaves Q's indexes (and its
+-- last claim's set), T is created if missing, and the message gets a new
+-- marker of T, no claim, no delay, the expiry `expires` and the claim count
+-- `count` (strings or numbers, stored as given), and is indexed in T's ready,
+-- all, expires and, with a count above 0, counted sets. Its other fields
+-- (body, created, client_id, dlq_eligible, failures, dead_letter) are kept.
+local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
+  local key = message_key(ns, id)
+  unindex(qp, Q, id, claim_id)
+  ensure_queue(T, name, index)
+  local marker = redis.call('INCR', T.marker)
+  redis.call('HDEL', key, 'claim_id', 'claim_expires')
+  redis.call('HSET', key, 'q', name, 'marker', marker, 'delay_until', '0', 'expires', expires,
+             'claim_count', count)
+  redis.call('ZADD', T.ready, marker, id)
+  redis.call('ZADD', T.all, marker, id)
+  redis.call('ZADD', T.expires, expires, id)
+  if tonumber(count) > 0 then
+    redis.call('ZADD', T.counted, count, id)
+  end
+end
+
 -- Move a message of Q into the dead-letter queue D (policy.dead_lettered):
 -- same id, body, count and failures; unclaimed, undelayed, a new DLQ marker,
 -- and the provenance record, whose JSON starts with record_head
@@ -92,9 +115,6 @@ end
 local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_head, now, expired)
   local key = message_key(ns, id)
   local f = redis.call('HMGET', key, 'claim_id', 'claim_count', 'expires', 'created')
-  unindex(qp, Q, id, f[1])
-  ensure_queue(D, dlq, index)
-  local marker = redis.call('INCR', D.marker)
   local expires = f[3]
   if dlq_expires ~= '' then
     expires = dlq_expires
@@ -104,15 +124,8 @@ local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_hea
   local last_claim = 'null'
   if f[1] then last_claim = cjson.encode(f[1]) end
   local record = record_head .. ',"claim_count":' .. f[2] .. ',"last_claim_id":' .. last_claim .. '}'
-  redis.call('HDEL', key, 'claim_id', 'claim_expires')
-  redis.call('HSET', key, 'q', dlq, 'marker', marker, 'delay_until', '0', 'expires', expires,
-             'dead_letter', record)
-  redis.call('ZADD', D.ready, marker, id)
-  redis.call('ZADD', D.all, marker, id)
-  redis.call('ZADD', D.expires, expires, id)
-  if tonumber(f[2]) > 0 then
-    redis.call('ZADD', D.counted, f[2], id)
-  end
+  rehome(ns, qp, Q, D, index, dlq, id, f[1], expires, f[2])
+  redis.call('HSET', key, 'dead_letter', record)
 end
 
 -- Move the entries of zset `from` due at now (score <= now) into Q's ready set,

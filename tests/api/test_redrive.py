@@ -1,0 +1,211 @@
+"""POST /v2/queues/{queue}/redrive (SPEC 1.8): dead letters back to their queues, and every 400."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.api.helpers import assert_error, claim, headers, post
+
+
+def dead_letter(client, *bodies, source="src", error_type=None, error=None):
+    """Make one dead letter of ``source`` (max claim count 1) per body, through the API; return their ids."""
+    if client.simulate_get(f"/v2/queues/{source}").json["_dead_letter_queue"] is None:
+        assert client.simulate_put("/v2/queues/dlq").status_code in (201, 204)
+        metadata = {"_max_claim_count": 1, "_dead_letter_queue": "dlq"}
+        assert client.simulate_put(f"/v2/queues/{source}", json=metadata).status_code == 201
+    ids = post(client, source, *bodies)
+    claim_id, held = claim(client, source, limit=len(ids))
+    for message in held:
+        reason = {"error_type": error_type, "error": error} if error_type else None
+        release = client.simulate_post(f"/v2/queues/{source}/messages/{message['id']}/release",
+                                       params={"claim_id": claim_id}, json=reason)
+        assert release.status_code == 204, release.text
+    assert client.simulate_post(f"/v2/queues/{source}/claims").status_code == 204
+    return ids
+
+
+def redrive(client, queue="dlq", body=None, **kwargs):
+    return client.simulate_post(f"/v2/queues/{queue}/redrive", json=body, **kwargs)
+
+
+def listed(client, queue):
+    response = client.simulate_get(f"/v2/queues/{queue}/messages",
+                                   params={"echo": "true", "include_claimed": "true", "limit": 20})
+    return response.json["messages"]
+
+
+def test_redrive_moves_dead_letters_back_to_their_source_queue(client):
+    ids = dead_letter(client, {"order": 1}, {"order": 2})
+    response = redrive(client)
+    assert response.status_code == 200
+    assert response.json == {"redriven": 2}
+    back = listed(client, "src")
+    assert [m["id"] for m in back] == ids
+    assert [(m["body"], m["claim_count"]) for m in back] == [({"order": 1}, 0), ({"order": 2}, 0)]
+    assert all("dead_letter" not in m for m in back)
+    assert listed(client, "dlq") == []
+
+
+def test_an_empty_body_or_an_empty_object_redrives_everything(client):
+    dead_letter(client, 1)
+    assert client.simulate_post("/v2/queues/dlq/redrive").json == {"redriven": 1}
+    dead_letter(client, 2, source="other")
+    assert redrive(client, body={}).json == {"redriven": 1}
+
+
+def test_dry_run_answers_the_count_and_a_sample_with_destinations(client):
+    ids = dead_letter(client, *range(12))
+    response = redrive(client, body={"dry_run": True, "destination": "replay"})
+    assert response.status_code == 200
+    assert response.json["matched"] == 12
+    sample = response.json["sample"]
+    assert [m["id"] for m in sample] == ids[:10]
+    assert set(sample[0]) == {"id", "href", "ttl", "age", "body", "claim_count", "dead_letter", "destination"}
+    assert sample[0]["destination"] == "replay"
+    assert sample[0]["href"] == f"/v2/queues/dlq/messages/{ids[0]}"
+    assert sample[0]["dead_letter"]["source_queue"] == "src"
+    assert len(listed(client, "dlq")) == 12
+
+
+def test_limit_caps_how_many_move_and_the_client_calls_again(client):
+    dead_letter(client, 1, 2, 3)
+    assert redrive(client, body={"limit": 2}).json == {"redriven": 2}
+    assert redrive(client, body={"limit": 2}).json == {"redriven": 1}
+    assert redrive(client, body={"limit": 2}).json == {"redriven": 0}
+
+
+def test_filter_by_error_type_of_the_last_failure(client):
+    timeouts = dead_letter(client, "a", error_type="TimeoutError", error="db timeout 30s")
+    dead_letter(client, "b", error_type="KeyError", error="sku")
+    response = redrive(client, body={"filter": {"error_type": "TimeoutError"}})
+    assert response.json == {"redriven": 1}
+    assert [m["id"] for m in listed(client, "src")] == timeouts
+
+
+def test_filter_by_signature_id_as_the_report_writes_it(client):
+    wanted = dead_letter(client, "a", error_type="TimeoutError", error="db timeout 30 s after 12 ms")
+    dead_letter(client, "b", error_type="TimeoutError", error="connection refused")
+    # id of "TimeoutError: db timeout <n> s after <n> ms" (first 12 hex digits of its SHA-1)
+    response = redrive(client, body={"filter": {"signature": "34ea5819c882"}})
+    assert response.json == {"redriven": 1}
+    assert [m["id"] for m in listed(client, "src")] == wanted
+
+
+def test_filter_by_ids_and_source_queue_together(client):
+    first, second = dead_letter(client, 1, 2)
+    other, = dead_letter(client, 3, source="other")
+    body = {"filter": {"ids": [second, other, "absent"], "source_queue": "src"}}
+    assert redrive(client, body=body).json == {"redriven": 1}
+    assert [m["id"] for m in listed(client, "src")] == [second]
+    assert sorted(m["id"] for m in listed(client, "dlq")) == sorted([first, other])
+
+
+def test_redrive_to_a_destination_creates_it(client):
+    ids = dead_letter(client, 1)
+    assert redrive(client, body={"destination": "replay"}).json == {"redriven": 1}
+    assert client.simulate_get("/v2/queues/replay/stats").json["messages"]["total"] == 1
+    assert [m["id"] for m in listed(client, "replay")] == ids
+
+
+def test_claimed_dead_letters_are_skipped(client):
+    held, free = dead_letter(client, 1, 2)
+    claim(client, "dlq", limit=1)
+    assert redrive(client, body={"dry_run": True}).json["matched"] == 1
+    assert redrive(client).json == {"redriven": 1}
+    assert [m["id"] for m in listed(client, "src")] == [free]
+
+
+def test_unknown_queue_answers_zero(client):
+    assert redrive(client, queue="no-such-queue").json == {"redriven": 0}
+    assert redrive(client, queue="no-such-queue", body={"dry_run": True}).json == {"matched": 0, "sample": []}
+
+
+def test_a_queue_that_is_no_dlq_only_has_no_dead_letters(client):
+    post(client, "plain", 1, 2)
+    response = redrive(client, queue="plain", body={"destination": "elsewhere"})
+    assert response.status_code == 200
+    assert response.json == {"redriven": 0}
+    assert len(listed(client, "plain")) == 2
+
+
+def test_another_project_cannot_redrive_these_dead_letters(client, project_b):
+    dead_letter(client, 1)
+    assert redrive(project_b).json == {"redriven": 0}
+    assert len(listed(client, "dlq")) == 1
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ([1], "is not of type 'object'"),
+    ("dlq", "is not of type 'object'"),
+    ({"destiantion": "q"}, "'destiantion' was unexpected"),
+    ({"destination": 7}, "destination: 7 is not of type 'string'"),
+    ({"destination": "bad name!"}, "destination must be a valid queue name"),
+    ({"destination": ""}, "destination must be a valid queue name"),
+    ({"destination": "q" * 65}, "destination must be a valid queue name"),
+    ({"destination": "dlq"}, "destination cannot be the queue redriven from (dlq)"),
+    ({"limit": 0}, "limit: 0 is less than the minimum of 1"),
+    ({"limit": 1001}, "limit: 1001 is greater than the maximum of 1000"),
+    ({"limit": "5"}, "limit: '5' is not of type 'integer'"),
+    ({"limit": True}, "limit: True is not of type 'integer'"),
+    ({"limit": 2.5}, "limit: 2.5 is not of type 'integer'"),
+    ({"dry_run": "yes"}, "dry_run: 'yes' is not of type 'boolean'"),
+    ({"max_per_second": 0}, "max_per_second: 0 is less than or equal to the minimum of 0"),
+    ({"max_per_second": -1}, "max_per_second"),
+    ({"max_per_second": "fast"}, "max_per_second: 'fast' is not of type 'number'"),
+    ({"max_per_second": False}, "max_per_second: False is not of type 'number'"),
+    ({"filter": "src"}, "filter: 'src' is not of type 'object'"),
+    ({"filter": {"queue": "src"}}, "filter: Additional properties are not allowed ('queue' was unexpected)"),
+    ({"filter": {"source_queue": 5}}, "filter.source_queue: 5 is not of type 'string'"),
+    ({"filter": {"source_queue": ""}}, "filter.source_queue"),
+    ({"filter": {"error_type": ["TimeoutError"]}}, "filter.error_type"),
+    ({"filter": {"signature": "ABCDEF123456"}}, "filter.signature: 'ABCDEF123456' does not match"),
+    ({"filter": {"signature": "34ea5819c88"}}, "filter.signature"),
+    ({"filter": {"ids": []}}, "filter.ids"),
+    ({"filter": {"ids": "a,b"}}, "filter.ids: 'a,b' is not of type 'array'"),
+    ({"filter": {"ids": [1]}}, "filter.ids[0]: 1 is not of type 'string'"),
+    ({"filter": {"ids": [f"id-{n}" for n in range(1001)]}}, "filter.ids"),
+])
+def test_each_bad_redrive_body_is_400_naming_the_field(client, body, fragment):
+    dead_letter(client, 1)
+    response = redrive(client, body=body)
+    error = assert_error(response, 400)
+    assert error["title"] in ("Invalid request body", "Invalid API request")
+    assert fragment in error["description"]
+    assert len(listed(client, "dlq")) == 1
+
+
+def test_a_bad_include_dead_letter_is_refused_before_anything_moves(client):
+    dead_letter(client, 1)
+    response = redrive(client, params={"include_dead_letter": "maybe"})
+    assert "include_dead_letter" in assert_error(response, 400)["description"]
+    assert len(listed(client, "dlq")) == 1
+
+
+def test_a_body_that_is_not_json_is_400(client):
+    response = client.simulate_post("/v2/queues/dlq/redrive", body="{not json",
+                                    headers={"Content-Type": "application/json"})
+    assert_error(response, 400, "Invalid request body")
+
+
+def test_a_bad_queue_name_in_the_path_is_400(client):
+    assert_error(client.simulate_post("/v2/queues/bad%20name/redrive", json={}), 400, "Invalid API request")
+
+
+def test_the_id_and_message_caps_are_configurable(make_client, settings):
+    limits = dataclasses.replace(settings.limits, max_redrive_ids=2, max_redrive_messages=5)
+    client = make_client(headers("project-a"), limits=limits)
+    response = redrive(client, body={"filter": {"ids": ["a", "b", "c"]}})
+    assert "filter.ids" in assert_error(response, 400)["description"]
+    response = redrive(client, body={"limit": 6})
+    assert "limit: 6 is greater than the maximum of 5" in assert_error(response, 400)["description"]
+    assert redrive(client, body={"limit": 5, "filter": {"ids": ["a", "b"]}}).json == {"redriven": 0}
+
+
+def test_the_report_and_the_redrive_filter_share_one_signature_implementation():
+    from spark_jobs import signatures as report_signatures
+    from zaqar_lite.claims import signatures
+
+    assert report_signatures.failure_signature_id is signatures.failure_signature_id
+    assert report_signatures.MASKS is signatures.MASKS

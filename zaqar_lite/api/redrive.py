@@ -1,0 +1,35 @@
+"""The redrive resource (our extension, SPEC 1.8): dead letters back to their queues."""
+
+from __future__ import annotations
+
+import falcon
+
+from zaqar_lite import validation
+from zaqar_lite.api.bodies import MessageRenderer, read_json
+from zaqar_lite.claims.service import Messaging
+
+
+class QueueRedrive:
+    """``POST /v2/queues/{queue}/redrive``."""
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
+        self.limits = messaging.limits
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        """Redrive the selected dead letters (200 ``{"redriven": n}``), or preview them with ``dry_run``.
+
+        A dry run answers ``{"matched": n, "sample": [...]}``: the first
+        messages selected, as listed in the queue, each with the
+        ``destination`` it would go to.
+        """
+        validation.queue_name(queue, self.limits)
+        render = MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
+        document, _ = read_json(req, validation.redrive_body_size(self.limits))
+        request = validation.redrive_request(document, queue, self.limits)
+        result, now = self.messaging.redrive(req.context.project, queue, request)
+        if not request.dry_run:
+            resp.media = {"redriven": result.redriven}
+            return
+        sample = [{**render(message, now), "destination": target} for message, target in result.sample]
+        resp.media = {"matched": result.matched, "sample": sample}
