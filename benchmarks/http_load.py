@@ -13,7 +13,13 @@ which the two servers take turns (in alternating order); rates and latencies are
 medians over rounds, so that a burst of load from neighbours on a shared machine
 hits both sides of a ratio alike and moves a median little.
 
-Usage: ``python benchmarks/http_load.py [--workers 2] [-c 8] [--duration 10] [--json]``
+``--server redis|mongodb|swift`` runs zaqar-lite on a throwaway server of that
+kind, started and stopped with the suites' harness in ``tests/servers/``. A
+claim on Swift waits the driver's settle time (0.5 s), one on SecantusDB can
+take seconds: give those turns of 10 s (``--duration 20 --rounds 2``), since a
+claim still in flight when a turn ends is not counted.
+
+Usage: ``python benchmarks/http_load.py [--workers 2] [-c 8] [--duration 10] [--server KIND] [--json]``
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 LUA_SCRIPT = HERE / "wrk" / "queue_load.lua"
 LOADS = {"post": "post", "claim": "claim+delete", "mixed": "mixed"}
 SERVERS = ("zaqar-lite", "minimal")
+STORE_SERVERS = ("redis", "mongodb", "swift")
 MEDIAN_KEYS = ("messages_per_s", "p50_ms", "p99_ms")
 SUMMED_KEYS = ("seconds", "requests", "posted", "claimed", "deleted", "empty_claims", "failures",
                "socket_errors")
@@ -49,6 +57,9 @@ PROJECT = "bench"
 BATCH = 20  # messages per POST when stocking the queue (the default per-request maximum)
 START_TIMEOUT = 30.0
 STOCK_TIMEOUT = 60.0
+# A slow store (SecantusDB) can still be serving the requests wrk left in flight
+# for many seconds after a turn, and the stats and stocking requests queue behind them.
+REQUEST_TIMEOUT = 60.0
 
 
 def free_port() -> int:
@@ -65,7 +76,7 @@ def call(url: str, method: str, path: str, client_id: str, body: Any = None) -> 
     headers = {"Client-ID": client_id, "X-Project-ID": PROJECT, "Content-Type": "application/json"}
     req = urllib.request.Request(url + path, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -118,6 +129,44 @@ def serving(argv: list[str], workdir: Path, env: Mapping[str, str] | None = None
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextlib.contextmanager
+def store_server(kind: str, directory: Path) -> Iterator[str]:
+    """Start a throwaway store server of ``kind`` with the suites' harness and yield its storage URI.
+
+    The harness picks free ports of 127.0.0.1 and keeps the server's files and
+    logs in ``directory``. The server is stopped by its PIDs on the way out,
+    whatever happened, a start that failed half-way included.
+    """
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # tests.servers is not installed: it lives in the repository
+    directory.mkdir()
+    server: Any
+    if kind == "redis":
+        from tests.servers.redis import RedisServer
+
+        server = RedisServer(directory)
+    elif kind == "mongodb":
+        from tests.servers.mongodb import SecantusServer
+
+        server = SecantusServer(log_dir=str(directory))
+    else:
+        from tests.servers.swift import SwiftServer
+
+        server = SwiftServer(directory)
+    try:
+        if kind == "swift":
+            server.write_files()  # configs and rings come before the processes
+        server.start()
+        if kind == "redis":
+            yield server.uri()
+        elif kind == "mongodb":
+            yield server.uri + "zaqar_lite_bench"
+        else:
+            yield server.uri("bench")
+    finally:
+        server.stop()
 
 
 def free_messages(url: str, queue: str, client_id: str) -> int:
@@ -209,8 +258,16 @@ def run_loads(urls: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def number(value: float | None, digits: int) -> str:
-    """Format a figure, or '-' when there is none."""
-    return "-" if value is None else f"{value:.{digits}f}"
+    """Format a figure with ``digits`` decimals, or '-' when there is none.
+
+    A figure so small that those decimals would keep less than two significant
+    digits (a ratio on a slow store) gets the decimals it needs for two.
+    """
+    if value is None:
+        return "-"
+    if 0 < abs(value) < 10 ** (1 - digits):
+        digits = 1 - math.floor(math.log10(abs(value)))
+    return f"{value:.{digits}f}"
 
 
 def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
@@ -233,6 +290,8 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
                 notes.append(f"{title} on {server}: {f['failures']} failed, first: {f['failure']}")
             if f["empty_claims"]:
                 notes.append(f"{title} on {server}: {f['empty_claims']} claims found the queue empty")
+            if not f["messages_per_s"]:
+                notes.append(f"{title} on {server}: no message delivered in {f['seconds']:.0f} s")
         r = row["ratio"]
         lines.append(f"{'':<14}{'ratio':<12}{number(r['messages_per_s'], 3):>10}"
                      f"{number(r['p50_ms'], 2):>9}{number(r['p99_ms'], 2):>9}")
@@ -247,6 +306,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of both servers (2)")
     parser.add_argument("--storage", help="storage URI of the started zaqar-lite "
                         "(default: a SQLite file in a temporary directory)")
+    parser.add_argument("--server", choices=STORE_SERVERS,
+                        help="run the started zaqar-lite on a throwaway server of this kind; on "
+                        "swift and mongodb a claim takes 0.5 s or more: use turns of 10 s, "
+                        "e.g. --duration 20 --rounds 2")
     parser.add_argument("-c", "--concurrency", type=int, default=8,
                         help="wrk connections, one per wrk thread (8)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per load and server (10)")
@@ -265,6 +328,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--duration must be a multiple of --rounds (wrk takes whole seconds)")
     if not 0 <= args.post_ratio <= 1:
         parser.error("--post-ratio must be between 0 and 1")
+    if args.server and (args.storage or args.url):
+        parser.error("--server starts the store of the started zaqar-lite: not with --storage or --url")
     args.client_id = str(uuid.uuid4())
     return args
 
@@ -272,8 +337,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Start the servers, run the loads and print the figures."""
     args = parse_args(argv)
+    # The servers run in sessions of their own, so a plain kill of this process would leave
+    # them behind; as an exception, SIGTERM unwinds the stack below and stops them.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="zaqar-lite-bench-") as tmp, contextlib.ExitStack() as stack:
-        storage = args.storage or f"sqlite:///{tmp}/bench.db"
+        if args.server:
+            storage = stack.enter_context(store_server(args.server, Path(tmp, args.server)))
+        else:
+            storage = args.storage or f"sqlite:///{tmp}/bench.db"
         workers = ["--workers", str(args.workers)]
         zaqar_command = [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage, *workers]
         minimal_command = [sys.executable, str(HERE / "minimal_app.py"), *workers]
