@@ -4,7 +4,8 @@ Any MongoDB URI (``mongodb://`` or ``mongodb+srv://``; replica sets, auth, TLS) 
 to :class:`pymongo.MongoClient` unchanged; the database is the URI's path (default
 ``zaqar_lite``). Unless the URI sets them, :data:`CLIENT_DEFAULTS` make an
 unreachable server fail within seconds (``StorageUnavailable``, a 503); pymongo
-reconnects by itself. Indexes are created by the first operation that reaches it.
+reconnects by itself. Indexes are created at startup, or, if the server is down
+then, by the first operation that reaches it.
 
 Collections: ``queues`` ``{project, name, metadata, created, counter}`` (``counter``
 is the last marker handed out, reserved N at a time by one ``$inc`` upsert that

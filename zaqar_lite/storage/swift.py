@@ -52,7 +52,11 @@ queue creation and records); (b) new messages are listed late, so FIFO is
 approximate and a claim may answer 204 right after a post; (c) overwrites
 (claim, release, renew) can be read stale; (d) stats lag. On every cluster:
 moves never lose a message; batch posts are not atomic (a failed post deletes
-what it wrote, best effort); a delete races a concurrent claim.
+what it wrote, best effort); a delete races a concurrent claim; subscription
+delivery passes a message by once it is ``visibility_lag`` old, so a post whose
+write lands more than that after its marker was taken (a slow or retried PUT),
+or a marker from an API host whose clock runs behind, can go unnotified: keep
+the API hosts' clocks in sync.
 """
 
 from __future__ import annotations
