@@ -23,7 +23,7 @@ test: $(STAMP)
 	bash tests/run_all.sh $(BIN)
 
 lint: $(STAMP)
-	$(BIN)/ruff check zaqar_lite tests benchmarks
+	$(BIN)/ruff check zaqar_lite spark_jobs tests benchmarks
 	$(BIN)/mypy zaqar_lite
 
 clean:

@@ -37,12 +37,14 @@ def dlq(client):
 @pytest.mark.parametrize("metadata, fragment", [
     ({"_max_claim_count": 0, "_dead_letter_queue": "dlq"}, "_max_claim_count must be at least 1, got 0"),
     ({"_max_claim_count": -3, "_dead_letter_queue": "dlq"}, "_max_claim_count must be at least 1"),
-    ({"_max_claim_count": True, "_dead_letter_queue": "dlq"}, "_max_claim_count must be an integer, got true"),
+    ({"_max_claim_count": True, "_dead_letter_queue": "dlq"},
+     "_max_claim_count must be an integer, got true"),
     ({"_max_claim_count": "3", "_dead_letter_queue": "dlq"}, "_max_claim_count must be an integer"),
     ({"_max_claim_count": 2.5, "_dead_letter_queue": "dlq"}, "_max_claim_count must be an integer"),
     ({"_max_claim_count": 3}, "_max_claim_count and _dead_letter_queue must be set together"),
     ({"_dead_letter_queue": "dlq"}, "_max_claim_count and _dead_letter_queue must be set together"),
-    ({"_max_claim_count": 3, "_dead_letter_queue": "bad name!"}, "_dead_letter_queue must be a valid queue name"),
+    ({"_max_claim_count": 3, "_dead_letter_queue": "bad name!"},
+     "_dead_letter_queue must be a valid queue name"),
     ({"_max_claim_count": 3, "_dead_letter_queue": 7}, "_dead_letter_queue must be a valid queue name"),
     ({"_max_claim_count": 3, "_dead_letter_queue": "missing"}, "names queue missing, which does not exist"),
     ({"_max_claim_count": 3, "_dead_letter_queue": "src"}, "_dead_letter_queue cannot be the queue itself"),
@@ -78,7 +80,8 @@ def test_each_reserved_metadata_rule_answers_400_naming_the_key(client, dlq, met
 
 
 def test_a_dlq_in_another_project_does_not_count(client, dlq):
-    response = client.simulate_put("/v2/queues/src", json={"_max_claim_count": 2, "_dead_letter_queue": "dlq"},
+    response = client.simulate_put("/v2/queues/src",
+                                   json={"_max_claim_count": 2, "_dead_letter_queue": "dlq"},
                                    headers={"X-Project-ID": "project-b"})
     assert response.status_code == 400
     assert "does not exist in this project" in response.json["description"]
@@ -91,14 +94,16 @@ def test_a_queue_that_is_a_dlq_cannot_get_a_dlq_of_its_own(client, dlq):
              {"op": "add", "path": "/metadata/_dead_letter_queue", "value": "other-dlq"}]
     response = patch_queue(client, "dlq", patch)
     assert response.status_code == 400
-    assert "queue dlq is the dead-letter queue of src; chains are not supported" in response.json["description"]
+    description = response.json["description"]
+    assert "queue dlq is the dead-letter queue of src; chains are not supported" in description
 
 
 def test_a_queue_with_a_dlq_cannot_be_named_as_a_dlq(client, dlq):
     assert put_queue(client, "src", {"_max_claim_count": 2, "_dead_letter_queue": "dlq"}).status_code == 201
     response = put_queue(client, "upstream", {"_max_claim_count": 2, "_dead_letter_queue": "src"})
     assert response.status_code == 400
-    assert "queue src has a dead-letter queue of its own; chains are not supported" in response.json["description"]
+    description = response.json["description"]
+    assert "queue src has a dead-letter queue of its own; chains are not supported" in description
 
 
 def test_get_shows_reserved_keys_with_defaults_and_patch_can_unset_them(client, dlq):
@@ -127,7 +132,8 @@ def test_dead_lettered_message_shows_its_provenance(client, clock, dlq):
         claim_id = claim_href.rsplit("/", 1)[1]
         release = client.simulate_post(f"/v2/queues/src/messages/{doomed}/release",
                                        params={"claim_id": claim_id},
-                                       json={"error": f"HTTP 502 from 10.0.0.{attempt}", "error_type": "BadGateway"})
+                                       json={"error": f"HTTP 502 from 10.0.0.{attempt}",
+                                             "error_type": "BadGateway"})
         assert release.status_code == 204
     clock.advance(30)
     assert claim(client, "src").status_code == 204
@@ -142,7 +148,8 @@ def test_dead_lettered_message_shows_its_provenance(client, clock, dlq):
     assert provenance["last_claim_id"] == claim_id
     assert provenance["dead_lettered_at"].endswith("Z")
     assert provenance["first_posted_at"].endswith("Z")
-    assert [f["error"] for f in provenance["failures"]] == ["HTTP 502 from 10.0.0.0", "HTTP 502 from 10.0.0.1"]
+    assert [f["error"] for f in provenance["failures"]] == ["HTTP 502 from 10.0.0.0",
+                                                           "HTTP 502 from 10.0.0.1"]
     assert provenance["failures"][0]["claim_count"] == 1
     listed = client.simulate_get("/v2/queues/dlq/messages", params={"echo": "true"}).json["messages"]
     assert listed[0]["dead_letter"]["reason"] == "max_claims"
@@ -226,5 +233,6 @@ def test_deployment_can_leave_provenance_out_unless_asked(make_client):
     assert claim(client, "src").status_code == 204
     plain = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}").json
     assert "dead_letter" not in plain
-    asked = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}", params={"include_dead_letter": "true"}).json
+    asked = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}",
+                                params={"include_dead_letter": "true"}).json
     assert asked["dead_letter"]["reason"] == "max_claims"

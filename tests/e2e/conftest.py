@@ -66,7 +66,8 @@ def networked_store(kind: str, request: pytest.FixtureRequest) -> Store:
                      lambda d: f"MongoDB database {name_for(d)}")
     if kind == "swift":
         swift_server = request.getfixturevalue("swift_server")
-        return Store("swift", lambda d: swift_server.uri(name_for(d)), lambda d: f"containers {name_for(d)}.*")
+        return Store("swift", lambda d: swift_server.uri(name_for(d)),
+                     lambda d: f"containers {name_for(d)}.*")
     raise ValueError(f"no end-to-end store for {kind}")
 
 

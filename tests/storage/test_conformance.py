@@ -63,7 +63,8 @@ def test_queue_list_is_ordered_paginated_and_filtered_by_name(messaging):
     assert [n for n, _ in page] == ["a", "b-x"]
     page = messaging.list_queues(P, marker="b-x", limit=10, name=None, filters={})
     assert [n for n, _ in page] == ["c", "d-x"]
-    assert [n for n, _ in messaging.list_queues(P, marker=None, limit=10, name="-x", filters={})] == ["b-x", "d-x"]
+    named = messaging.list_queues(P, marker=None, limit=10, name="-x", filters={})
+    assert [n for n, _ in named] == ["b-x", "d-x"]
     assert messaging.count_queues(P) == 4
 
 
@@ -538,7 +539,8 @@ def test_records_list_by_prefix_and_marker_and_delete_by_version(driver):
     for key in ("q1/b", "q1/a", "q2/c", "q1/c"):
         driver.put_record(P, "subscription", key, {"k": key}, None)
     assert [r.key for r in driver.list_records(P, "subscription", prefix="q1/")] == ["q1/a", "q1/b", "q1/c"]
-    assert [r.key for r in driver.list_records(P, "subscription", prefix="q1/", marker="q1/a", limit=1)] == ["q1/b"]
+    after_a = driver.list_records(P, "subscription", prefix="q1/", marker="q1/a", limit=1)
+    assert [r.key for r in after_a] == ["q1/b"]
     assert driver.record_projects("subscription") == [P]
     assert driver.delete_record(P, "subscription", "q1/a", expected_version=2) is False
     assert driver.delete_record(P, "subscription", "q1/a", expected_version=1) is True
