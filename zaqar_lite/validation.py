@@ -102,9 +102,15 @@ def check_schema(document: Any, schema: Mapping[str, Any]) -> None:
         raise InvalidBody(f"{_location(error)}: {error.message}.")
 
 
+def is_queue_name(name: Any, limits: Limits) -> bool:
+    """Return whether a value is a valid queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars)."""
+    return (isinstance(name, str) and 0 < len(name) <= limits.max_queue_name_length
+            and QUEUE_NAME.match(name) is not None)
+
+
 def queue_name(name: str, limits: Limits) -> str:
     """Check a queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars)."""
-    if not name or len(name) > limits.max_queue_name_length or not QUEUE_NAME.match(name):
+    if not is_queue_name(name, limits):
         raise ValidationFailed(
             f"Queue names may not be more than {limits.max_queue_name_length} characters long and "
             "may only contain ASCII letters, digits, underscores, dashes and periods.")
@@ -334,7 +340,7 @@ def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest
     })
     destination = document.get("destination")
     if destination is not None:
-        if len(destination) > limits.max_queue_name_length or not QUEUE_NAME.match(destination):
+        if not is_queue_name(destination, limits):
             raise ValidationFailed(f"destination must be a valid queue name, got {json.dumps(destination)}.")
         if destination == queue:
             raise ValidationFailed(f"destination cannot be the queue redriven from ({queue}).")

@@ -10,7 +10,7 @@ from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import DeadLetterPolicy
 from zaqar_lite.notify.retry import check_policy
-from zaqar_lite.validation import QUEUE_NAME
+from zaqar_lite.validation import is_queue_name
 
 MAX_CLAIM_COUNT = "_max_claim_count"
 DEAD_LETTER_QUEUE = "_dead_letter_queue"
@@ -75,8 +75,7 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
         if key in stored:
             _int_rule(key, stored[key], low, high)
     dlq = stored.get(DEAD_LETTER_QUEUE)
-    if dlq is not None and (not isinstance(dlq, str) or not QUEUE_NAME.match(dlq)
-                            or len(dlq) > limits.max_queue_name_length):
+    if dlq is not None and not is_queue_name(dlq, limits):
         raise ValidationFailed(f"{DEAD_LETTER_QUEUE} must be a valid queue name, got {json.dumps(dlq)}.")
     if DEAD_LETTER_ON_EXPIRY in stored and not isinstance(stored[DEAD_LETTER_ON_EXPIRY], bool):
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} must be true or false.")
