@@ -20,11 +20,11 @@ LOG = logging.getLogger(__name__)
 #: timeout by one client that stops sending mid-body, and is then killed; with
 #: threads such a client holds one thread and the worker keeps serving.
 THREADS_PER_WORKER = 8
-#: seconds an idle connection is kept open. 0 closes every connection after its response, as
-#: the sync worker did, and gunicorn then closes gracefully (FIN, then drain), so a client still
-#: sending a body we refused early gets its 4xx. With keep-alive, gunicorn drops such a
-#: connection abruptly: the 4xx may be lost to a reset, or the client's next request fails.
-KEEPALIVE = 0
+#: seconds an idle connection is kept open for the client's next request (python-zaqarclient
+#: and most HTTP clients reuse connections). A body the app refused without reading it all is
+#: drained by gunicorn (>= 27) before the connection is reused, so a client still sending it
+#: reads its 4xx (tests/e2e/test_malformed_requests.py); an idle connection holds no thread.
+KEEPALIVE = 5
 
 
 def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App:

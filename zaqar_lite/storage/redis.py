@@ -47,6 +47,7 @@ the connection pool reconnects by itself when Redis is back.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -78,6 +79,8 @@ QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires",
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
+#: (project, queue) pairs whose key names are kept ready
+KEY_CACHE_SIZE = 4096
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 # unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
@@ -124,6 +127,32 @@ def _record_head(queue: str, reason: str, now: float) -> str:
     return json.dumps({"source_queue": queue, "reason": reason, "dead_lettered_at": float(now)})[:-1]
 
 
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
+def _ns(project: str) -> str:
+    """Return the key prefix of a project: ``zl:{P}:``."""
+    return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
+
+
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
+def _prefix(project: str, queue: str) -> str:
+    """Return the key prefix of a queue: ``zl:{P}:q:Q:``."""
+    return f"{_ns(project)}q:{urllib.parse.quote(queue, safe='')}:"
+
+
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
+def _queue_keys(project: str, queue: str) -> tuple[str, ...]:
+    """Return a queue's keys in ``QUEUE_KEYS`` order, then the project's queue index."""
+    return (*(_prefix(project, queue) + kind for kind in QUEUE_KEYS), _ns(project) + "queues")
+
+
+def _keys(project: str, queue: str, dead_letter_queue: str | None = None) -> tuple[str, ...]:
+    """Return the standard KEYS: the queue's, the project's queue index, then the DLQ's if given."""
+    keys = _queue_keys(project, queue)
+    if dead_letter_queue is None:
+        return keys
+    return keys + _queue_keys(project, dead_letter_queue)[:-1]
+
+
 class RedisStorage(Storage):
     """Redis driver; one client (a thread-safe connection pool) per instance."""
 
@@ -163,20 +192,6 @@ class RedisStorage(Storage):
         except _UNAVAILABLE as exc:
             raise errors.StorageUnavailable(f"redis: {exc}") from exc
 
-    @staticmethod
-    def _ns(project: str) -> str:
-        return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
-
-    def _prefix(self, project: str, queue: str) -> str:
-        return f"{self._ns(project)}q:{urllib.parse.quote(queue, safe='')}:"
-
-    def _keys(self, project: str, queue: str, dead_letter_queue: str | None = None) -> list[str]:
-        """Return the standard KEYS: the queue's, the project's queue index, then the DLQ's if given."""
-        keys = [self._prefix(project, queue) + kind for kind in QUEUE_KEYS] + [self._ns(project) + "queues"]
-        if dead_letter_queue is not None:
-            keys += [self._prefix(project, dead_letter_queue) + kind for kind in QUEUE_KEYS]
-        return keys
-
     def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
               register: tuple[str, str] | None = None) -> Any:
         """Run a script by SHA; with ``register=(index, project)``, SADD the project first, same trip."""
@@ -197,8 +212,8 @@ class RedisStorage(Storage):
     def _run(self, script: str, project: str, queue: str, args: Sequence[Any],
              dead_letter_queue: str | None = None, register: bool = False) -> Any:
         """Run a queue script with the standard KEYS and ARGV[1..2]."""
-        return self._eval(script, self._keys(project, queue, dead_letter_queue),
-                          [self._ns(project), self._prefix(project, queue), *args],
+        return self._eval(script, _keys(project, queue, dead_letter_queue),
+                          [_ns(project), _prefix(project, queue), *args],
                           (PROJECTS, project) if register else None)
 
     # -- queues ---------------------------------------------------------------
@@ -206,19 +221,19 @@ class RedisStorage(Storage):
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
         with self._translate_errors(), self.client.pipeline(transaction=True) as multi:
             self.client.sadd(PROJECTS, project)  # before the queue exists, never after
-            multi.set(self._prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
-            multi.zadd(self._ns(project) + "queues", {queue: 0}, nx=True)
+            multi.set(_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
+            multi.zadd(_ns(project) + "queues", {queue: 0}, nx=True)
             created, _ = multi.execute()
         return bool(created)
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
-            stored = self.client.get(self._prefix(project, queue) + "meta")
+            stored = self.client.get(_prefix(project, queue) + "meta")
         return json.loads(stored) if stored is not None else None
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self._translate_errors():
-            updated = self.client.set(self._prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
+            updated = self.client.set(_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
         if not updated:
             raise errors.QueueDoesNotExist(queue, project)
 
@@ -227,7 +242,7 @@ class RedisStorage(Storage):
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
                     name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        index, names = self._ns(project) + "queues", list[str]()
+        index, names = _ns(project) + "queues", list[str]()
         lower = "(" + marker if marker else "-"
         with self._translate_errors():
             while len(names) < limit:
@@ -237,12 +252,12 @@ class RedisStorage(Storage):
                     break
                 lower = "(" + batch[-1]
             names = names[:limit]
-            metas = self.client.mget([self._prefix(project, n) + "meta" for n in names]) if names else []
+            metas = self.client.mget([_prefix(project, n) + "meta" for n in names]) if names else []
         return [(n, json.loads(m)) for n, m in zip(names, metas, strict=True) if m is not None]
 
     def count_queues(self, project: str) -> int:
         with self._translate_errors():
-            return int(self.client.zcard(self._ns(project) + "queues"))
+            return int(self.client.zcard(_ns(project) + "queues"))
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         with self._translate_errors():
@@ -273,7 +288,7 @@ class RedisStorage(Storage):
         return [_from_reply(r) for r in reply]
 
     def _read(self, project: str, ids: Sequence[str]) -> list[tuple[str, dict[str, str]]]:
-        ns = self._ns(project)
+        ns = _ns(project)
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             for message_id in ids:
                 pipe.hgetall(ns + "m:" + message_id)
@@ -330,7 +345,7 @@ class RedisStorage(Storage):
         return [_from_reply(r) for r in reply]
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
-        prefix = self._prefix(project, queue)
+        prefix = _prefix(project, queue)
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(prefix + "c:" + claim_id).smembers(prefix + "cm:" + claim_id)
             record, members = pipe.execute()
@@ -395,7 +410,7 @@ class RedisStorage(Storage):
 
     def _record_keys(self, project: str, kind: str) -> list[str]:
         encoded = urllib.parse.quote(kind, safe="")
-        return [f"{self._ns(project)}r:{encoded}", f"{self._ns(project)}rk:{encoded}"]
+        return [f"{_ns(project)}r:{encoded}", f"{_ns(project)}rk:{encoded}"]
 
     @staticmethod
     def _to_record(key: str, stored: str) -> Record:
