@@ -24,9 +24,15 @@ def storage_uri(kind: str, request: pytest.FixtureRequest, tmp_path) -> str:
 
 
 @pytest.fixture(params=DRIVERS)
-def driver(request, tmp_path):
+def driver_uri(request, tmp_path):
+    """The URI of a fresh store of each driver."""
+    return storage_uri(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def driver(driver_uri):
     """A storage driver instance on a fresh store."""
-    storage = open_storage(storage_uri(request.param, request, tmp_path))
+    storage = open_storage(driver_uri)
     yield storage
     storage.close()
 
@@ -35,3 +41,11 @@ def driver(request, tmp_path):
 def messaging(driver, clock):
     """The messaging service over the driver, with a manual clock."""
     return Messaging(driver, load_settings(None, storage_uri="sqlite:///unused.db"), clock)
+
+
+@pytest.fixture
+def other_worker(driver_uri, clock):
+    """A second messaging service on the same store through a driver instance of its own."""
+    storage = open_storage(driver_uri)
+    yield Messaging(storage, load_settings(None, storage_uri="sqlite:///unused.db"), clock)
+    storage.close()

@@ -491,6 +491,50 @@ def test_queue_default_delay_applies_and_message_delay_overrides_it(messaging, c
     assert claim(messaging, ttl=600)[1] == [default_delayed]
 
 
+def test_posts_follow_a_default_delay_another_worker_set_since(messaging, other_worker, clock):
+    messaging.create_queue(P, Q, {})
+    before, = post(messaging, "before")  # this worker has read the queue's metadata
+    other_worker.update_queue(P, Q, [("add", "_default_message_delay", 60)])
+    after, = post(messaging, "after")
+    assert listed(messaging) == [before]
+    clock.advance(60)
+    assert listed(messaging) == [before, after]
+
+
+def test_a_post_after_another_worker_deleted_the_queue_creates_it_again(messaging, other_worker):
+    messaging.create_queue(P, Q, {"_default_message_delay": 60})
+    post(messaging, "first")
+    other_worker.delete_queue(P, Q)
+    second, = post(messaging, "second")
+    assert listed(messaging) == [second]
+    assert messaging.queue_metadata(P, Q)["_default_message_delay"] == 0
+    assert [q for p, q, _ in messaging.storage.all_queues() if p == P] == [Q]
+
+
+def test_a_post_size_limit_raised_by_another_worker_applies_at_once(messaging, other_worker):
+    messaging.create_queue(P, Q, {"_max_messages_post_size": 100})
+    item = {"body": "x", "ttl": None, "delay": None, "dlq_eligible": True}
+    with pytest.raises(errors.InvalidBody):
+        messaging.post(P, Q, CLIENT, [item], 200)
+    other_worker.update_queue(P, Q, [("replace", "_max_messages_post_size", 300)])
+    stored = messaging.post(P, Q, CLIENT, [item], 200)
+    assert listed(messaging) == stored
+    other_worker.update_queue(P, Q, [("replace", "_max_messages_post_size", 150)])
+    with pytest.raises(errors.InvalidBody):
+        messaging.post(P, Q, CLIENT, [item], 200)
+
+
+def test_claims_follow_a_dead_letter_queue_another_worker_configured(messaging, other_worker, clock):
+    messaging.create_queue(P, Q, {})
+    messaging.create_queue(P, DLQ, {})
+    exhausted, = post(messaging, "fails")
+    assert claim(messaging, ttl=60)[1] == [exhausted]  # this worker has read the metadata
+    clock.advance(61)
+    other_worker.update_queue(P, Q, [("add", "_max_claim_count", 1), ("add", "_dead_letter_queue", DLQ)])
+    assert claim(messaging)[1] == []
+    assert listed(messaging, queue=DLQ) == [exhausted]
+
+
 def test_matured_delayed_messages_keep_fifo_order_with_ready_ones(messaging, clock):
     first, = post(messaging, "first", delay=10)
     second, = post(messaging, "second")

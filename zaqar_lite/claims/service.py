@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
@@ -22,6 +22,7 @@ from zaqar_lite.models import (
     Claim,
     ClaimRequest,
     Message,
+    MetadataSnapshot,
     Move,
     QueueStats,
     RedriveRequest,
@@ -32,6 +33,9 @@ from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+#: plans of one post or claim before giving up on a queue whose metadata keeps changing
+PLAN_ATTEMPTS = 5
 
 
 def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
@@ -150,6 +154,19 @@ class Messaging:
 
     # -- messages -------------------------------------------------------------
 
+    def _planned(self, project: str, queue: str, plan: Callable[[MetadataSnapshot], T]) -> T:
+        """Run ``plan`` (which plans from the queue's metadata, then writes) until it is not stale.
+
+        The store may answer the metadata from memory; a write then finds it stale
+        when another process changed it, and the plan is made again from a fresh read.
+        """
+        for attempt in range(PLAN_ATTEMPTS):
+            try:
+                return plan(self.storage.metadata_for_write(project, queue, fresh=attempt > 0))
+            except errors.StaleMetadata:
+                LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
+        raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")
+
     def post(self, project: str, queue: str, client_id: str,
              messages: Sequence[Mapping[str, Any]], body_size: int) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
@@ -158,22 +175,29 @@ class Messaging:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
         """
         now = self.clock()
-        queue_meta = self.storage.get_queue_metadata(project, queue) or {}
-        size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
-        if body_size > size_limit:
-            raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
-        default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
-        default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
-        records = []
-        for item in messages:
-            ttl = item["ttl"] if item["ttl"] is not None else default_ttl
-            delay = item["delay"] if item["delay"] is not None else default_delay
-            records.append(Message(
-                id=self.ids(), body=item["body"], created=now, expires=now + ttl,
-                delay_until=now + delay if delay else 0.0, client_id=client_id,
-                dlq_eligible=item["dlq_eligible"]))
-        self.storage.post_messages(project, queue, records, now)
-        return [m.id for m in records]
+        ids = [self.ids() for _ in messages]
+
+        def plan(snapshot: MetadataSnapshot) -> list[str]:
+            queue_meta = snapshot.metadata or {}
+            size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
+            if body_size > size_limit:
+                if snapshot.cached:  # refuse on what is stored, not on what was remembered
+                    raise errors.StaleMetadata(queue)
+                raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+            default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
+            default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
+            records = []
+            for message_id, item in zip(ids, messages, strict=True):
+                ttl = item["ttl"] if item["ttl"] is not None else default_ttl
+                delay = item["delay"] if item["delay"] is not None else default_delay
+                records.append(Message(
+                    id=message_id, body=item["body"], created=now, expires=now + ttl,
+                    delay_until=now + delay if delay else 0.0, client_id=client_id,
+                    dlq_eligible=item["dlq_eligible"]))
+            self.storage.post_messages(project, queue, records, now, snapshot.version)
+            return ids
+
+        return self._planned(project, queue, plan)
 
     def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
                       limit: int, echo: bool, include_claimed: bool,
@@ -216,10 +240,15 @@ class Messaging:
               grace: int) -> tuple[str, list[Message], float]:
         """Claim up to limit messages; exhausted ones are dead-lettered on the way."""
         now = self.clock()
-        request = ClaimRequest(
-            claim_id=self.ids(), now=now, ttl=ttl, grace=grace, limit=limit,
-            dead_letter=meta.dead_letter_policy(self.storage.get_queue_metadata(project, queue)))
-        return request.claim_id, self.storage.claim_messages(project, queue, request), now
+        claim_id = self.ids()
+
+        def plan(snapshot: MetadataSnapshot) -> list[Message]:
+            return self.storage.claim_messages(project, queue, ClaimRequest(
+                claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
+                dead_letter=meta.dead_letter_policy(snapshot.metadata),
+                metadata_version=snapshot.version))
+
+        return claim_id, self._planned(project, queue, plan), now
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
         """Return a live claim and its messages."""

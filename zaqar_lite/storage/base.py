@@ -33,6 +33,7 @@ from zaqar_lite.models import (
     ClaimRequest,
     DeadLetterPolicy,
     Message,
+    MetadataSnapshot,
     Move,
     QueueStats,
     Record,
@@ -67,6 +68,18 @@ class Storage(abc.ABC):
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         """Return the stored metadata of a queue, or None if the queue does not exist."""
 
+    def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
+        """Return the metadata a post or a claim of the queue is planned with.
+
+        This default reads the store and asks for no check. A driver may answer
+        from memory instead (unless ``fresh``) when it gives a version that its
+        ``post_messages`` and ``claim_messages`` compare with the stored
+        metadata inside their atomic step, raising
+        :class:`~zaqar_lite.errors.StaleMetadata` on a difference: a change made
+        by another process is then never missed, only costs a second plan.
+        """
+        return MetadataSnapshot(self.get_queue_metadata(project, queue))
+
     @abc.abstractmethod
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         """Replace the metadata of an existing queue.
@@ -96,12 +109,17 @@ class Storage(abc.ABC):
     # -- messages -------------------------------------------------------------
 
     @abc.abstractmethod
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
+                      metadata_version: str | None = None) -> None:
         """Store new messages, creating the queue (empty metadata) if it is missing.
 
         Atomic: all messages are stored or none; once this returns they are
         durable to the backend's own guarantee. Markers are assigned in list
         order, after every marker already in the queue.
+
+        Raises:
+            StaleMetadata: ``metadata_version`` (see :meth:`metadata_for_write`)
+                is not the stored metadata's; nothing was stored.
         """
 
     @abc.abstractmethod
@@ -183,6 +201,10 @@ class Storage(abc.ABC):
         Returns:
             The claimed messages (empty when none were visible); the claim record
             exists when this returns a non-empty list.
+
+        Raises:
+            StaleMetadata: ``request.metadata_version`` is not the stored
+                metadata's (see :meth:`metadata_for_write`); nothing was changed.
         """
 
     @abc.abstractmethod

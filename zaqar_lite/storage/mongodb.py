@@ -285,7 +285,8 @@ class MongoStorage(Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
+                      metadata_version: str | None = None) -> None:
         if not messages:
             return
         first = self._reserve_markers(project, queue, len(messages), now)

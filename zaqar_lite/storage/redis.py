@@ -37,6 +37,15 @@ lapsed claimed ones back to ``ready`` (each once per delay or claim: amortised),
 then takes the head of ``ready``, where a claimed or delayed message never is.
 Claim order is strict FIFO by post order within a queue.
 
+Queue metadata. A post or a claim is planned (default ttl and delay, size limit,
+dead-letter policy) from metadata the worker remembers from its last read of
+that queue (``metadata_for_write``), so it costs one round trip, not two. The
+remembered JSON text travels with the script, which compares it with the stored
+text before it changes anything and answers ``stale`` when another process
+changed or deleted the queue meanwhile; the plan is then made again from a
+fresh read. A post to a queue that existed when planned skips the SADD below:
+that queue's project was registered before the queue was created.
+
 Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
 ``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
 NOSCRIPT. Times travel as ``repr(float)`` strings, so no digit is lost.
@@ -66,6 +75,7 @@ from zaqar_lite.models import (
     ClaimRequest,
     DeadLetterPolicy,
     Message,
+    MetadataSnapshot,
     Move,
     QueueStats,
     Record,
@@ -79,6 +89,8 @@ QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires",
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
+#: what post.lua and claim.lua answer when the queue's metadata is not the planned version
+STALE = "stale"
 #: (project, queue) pairs whose key names are kept ready
 KEY_CACHE_SIZE = 4096
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
@@ -98,6 +110,11 @@ _RULES = {
 def _t(value: float) -> str:
     """Format a time exactly (Lua would keep only 14 digits)."""
     return repr(float(value))
+
+
+def _guard(metadata_version: str | None) -> list[str]:
+    """Return the ARGV pair of a metadata check (``metadata_is`` in _lib.lua)."""
+    return ["0", ""] if metadata_version is None else ["1", metadata_version]
 
 
 def _opt(value: Any, fmt: Any = str) -> str:
@@ -170,6 +187,8 @@ class RedisStorage(Storage):
         self.client: Any = redis.Redis.from_url(uri, retry=retry, **DEFAULTS)
         lua = resources.files("zaqar_lite.storage") / "lua"
         library = (lua / "_lib.lua").read_text()
+        #: (project, queue) -> the metadata text last read ('' for a missing queue)
+        self._metadata: dict[tuple[str, str], str] = {}
         self._scripts: dict[str, Script] = {
             name: self.client.register_script(library + (lua / f"{name}.lua").read_text())
             for name in SCRIPTS}
@@ -224,7 +243,25 @@ class RedisStorage(Storage):
             multi.set(_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
             multi.zadd(_ns(project) + "queues", {queue: 0}, nx=True)
             created, _ = multi.execute()
+        self._metadata.pop((project, queue), None)
         return bool(created)
+
+    def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
+        """Answer from the worker's memory of the queue's metadata when it has one.
+
+        The version is the stored JSON text ('' for a missing queue); post.lua and
+        claim.lua compare it with the stored text before they change anything.
+        """
+        key = (project, queue)
+        version = None if fresh else self._metadata.get(key)
+        cached = version is not None
+        if version is None:
+            with self._translate_errors():
+                version = self.client.get(_prefix(project, queue) + "meta") or ""
+            if len(self._metadata) >= KEY_CACHE_SIZE:
+                self._metadata.clear()
+            self._metadata[key] = version
+        return MetadataSnapshot(json.loads(version) if version else None, version, cached)
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
@@ -234,11 +271,13 @@ class RedisStorage(Storage):
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self._translate_errors():
             updated = self.client.set(_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
+        self._metadata.pop((project, queue), None)
         if not updated:
             raise errors.QueueDoesNotExist(queue, project)
 
     def delete_queue(self, project: str, queue: str) -> None:
         self._run("purge", project, queue, [queue, "1"])
+        self._metadata.pop((project, queue), None)
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
                     name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -268,15 +307,18 @@ class RedisStorage(Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
-        args: list[Any] = [queue, _t(now)]
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
+                      metadata_version: str | None = None) -> None:
+        args: list[Any] = [queue, _t(now), *_guard(metadata_version)]
         for m in messages:
             args += [m.id, json.dumps(m.body), _t(m.created), _t(m.expires), _t(m.delay_until),
                      m.client_id, _opt(m.claim_id), _opt(m.claim_expires, _t), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
                      "\n".join(json.dumps(f) for f in m.failures),
                      json.dumps(m.dead_letter) if m.dead_letter else ""]
-        self._run("post", project, queue, args, register=True)
+        # a queue that existed when planned was registered before it was created
+        if self._run("post", project, queue, args, register=not metadata_version) == STALE:
+            raise errors.StaleMetadata(queue)
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -340,8 +382,10 @@ class RedisStorage(Storage):
             _t(now), request.claim_id, str(request.limit), _t(now + request.ttl),
             _t(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter),
-            _record_head(queue, policy.REASON_MAX_CLAIMS, now)],
+            _record_head(queue, policy.REASON_MAX_CLAIMS, now), *_guard(request.metadata_version)],
             dead_letter_queue=dead_letter.queue or queue)
+        if reply == STALE:
+            raise errors.StaleMetadata(queue)
         return [_from_reply(r) for r in reply]
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:

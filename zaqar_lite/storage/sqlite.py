@@ -229,7 +229,8 @@ class SqliteStorage(Storage):
               json.dumps(m.failures) if m.failures else None,
               json.dumps(m.dead_letter) if m.dead_letter else None) for m in messages])
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
+                      metadata_version: str | None = None) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, queue, now))
             self._insert(db, project, queue, messages)

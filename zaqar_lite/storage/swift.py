@@ -181,7 +181,8 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
+                      metadata_version: str | None = None) -> None:
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
         named = [(layout.message_object(queue, marker, m.id), m)

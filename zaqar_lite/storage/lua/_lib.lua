@@ -58,6 +58,13 @@ local function dump(ns, id)
   return fields
 end
 
+-- Whether the queue's stored metadata (at meta_key) is the version a request was
+-- planned with: check ~= '1' asks for no comparison; version '' stands for a
+-- missing queue (metadata_for_write).
+local function metadata_is(meta_key, check, version)
+  return check ~= '1' or (redis.call('GET', meta_key) or '') == version
+end
+
 -- Create a queue with empty metadata unless it exists.
 local function ensure_queue(Q, name, index)
   if redis.call('SET', Q.meta, '{}', 'NX') then

@@ -11,7 +11,9 @@
 -- ARGV[11] dead-letter queue name ('' for none)
 -- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own
 -- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"max_claims","dead_lettered_at":now'
--- Returns: the claimed messages, FIFO, each {id, field, value, ...} after the claim.
+-- ARGV[14] '1' to claim only if the metadata is still ARGV[15] ('' = no queue), else '0'
+-- Returns: the claimed messages, FIFO, each {id, field, value, ...} after the claim;
+--          'stale' when the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
 -- <= now) messages go back to ready; then ready is taken from its head (lowest
 -- marker). Each head is removed from ready: an expired one is left to the
@@ -25,6 +27,7 @@ local ns, qp, now_s, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local now = tonumber(now_s)
+if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
 local members = qp .. 'cm:' .. claim_id
