@@ -89,6 +89,27 @@ local function drop(ns, qp, Q, id)
   redis.call('DEL', key)
 end
 
+-- Delete messages of queue Q at once: ids[i], last claimed by claims[i] (false
+-- for none). Each key gets one call for the whole list (at most a page of ids).
+local function drop_all(ns, qp, Q, ids, claims)
+  if #ids == 0 then return end
+  for _, key in ipairs({Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted}) do
+    redis.call('ZREM', key, unpack(ids))
+  end
+  local held, keys = {}, {}
+  for i, id in ipairs(ids) do
+    keys[i] = message_key(ns, id)
+    if claims[i] then
+      held[claims[i]] = held[claims[i]] or {}
+      table.insert(held[claims[i]], id)
+    end
+  end
+  for claim_id, members in pairs(held) do
+    redis.call('SREM', qp .. 'cm:' .. claim_id, unpack(members))
+  end
+  redis.call('DEL', unpack(keys))
+end
+
 -- Move a message of Q into queue T, named name: it leaves Q's indexes (and its
 -- last claim's set), T is created if missing, and the message gets a new
 -- marker of T, no claim, no delay, the expiry `expires` and the claim count

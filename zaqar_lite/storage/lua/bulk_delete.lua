@@ -19,6 +19,7 @@ if n >= 0 then
   first = 6 + n
 end
 local kept, kept_marker = '', -1
+local doomed, claims = {}, {}
 for i = first, #ARGV do
   local id = ARGV[i]
   local f = redis.call('HMGET', message_key(ns, id), 'q', 'expires', 'claim_id', 'claim_expires',
@@ -27,8 +28,10 @@ for i = first, #ARGV do
     if allowed and f[3] and after(f[4], now) and not allowed[f[3]] then
       if tonumber(f[5]) > kept_marker then kept, kept_marker = id, tonumber(f[5]) end
     else
-      drop(ns, qp, Q, id)
+      doomed[#doomed + 1] = id
+      claims[#doomed] = f[3]
     end
   end
 end
+drop_all(ns, qp, Q, doomed, claims)
 return kept

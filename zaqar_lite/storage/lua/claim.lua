@@ -15,8 +15,8 @@
 -- Returns: the claimed messages, FIFO, each {id, field, value, ...} after the claim;
 --          'stale' when the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
--- <= now) messages go back to ready; then ready is taken from its head (lowest
--- marker). Each head is removed from ready: an expired one is left to the
+-- <= now) messages go back to ready; then ready is popped from its head (lowest
+-- marker, ZPOPMIN). Of the popped messages an expired one is left to the
 -- sweep, an exhausted one (claim_count >= max) is moved to the DLQ (deleted
 -- when not dlq_eligible), any other is claimed (count + 1, claim_expires,
 -- expires >= floor) until `limit` are claimed. Work: O((k + promoted) log n).
@@ -30,15 +30,14 @@ local now = tonumber(now_s)
 if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
-local members = qp .. 'cm:' .. claim_id
-local claimed = {}
+local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
 while #claimed < limit do
-  local heads = redis.call('ZRANGE', Q.ready, 0, limit - #claimed - 1)
+  local heads = redis.call('ZPOPMIN', Q.ready, limit - #claimed)
   if #heads == 0 then break end
-  for _, id in ipairs(heads) do
+  for i = 1, #heads, 2 do
+    local id = heads[i]
     local key = message_key(ns, id)
     local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible')
-    redis.call('ZREM', Q.ready, id)
     if f[1] and tonumber(f[1]) > now then
       local count = tonumber(f[2])
       if max_count ~= '' and count >= tonumber(max_count) then
@@ -49,22 +48,29 @@ while #claimed < limit do
         end
       else
         local expires = f[1]
-        if tonumber(expires) < tonumber(floor) then expires = floor end
+        if tonumber(expires) < tonumber(floor) then
+          expires = floor
+          redis.call('ZADD', Q.expires, expires, id)
+        end
         redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
                    'claim_count', count + 1, 'expires', expires, 'delay_until', '0')
-        redis.call('ZADD', Q.claimed, claim_expires, id)
-        redis.call('ZADD', Q.expires, expires, id)
-        redis.call('ZADD', Q.counted, count + 1, id)
         if f[3] and f[3] ~= claim_id then
           redis.call('SREM', qp .. 'cm:' .. f[3], id)
         end
-        redis.call('SADD', members, id)
+        ids[#ids + 1] = id
+        by_expiry[#by_expiry + 1] = claim_expires
+        by_expiry[#by_expiry + 1] = id
+        by_count[#by_count + 1] = count + 1
+        by_count[#by_count + 1] = id
         claimed[#claimed + 1] = dump(ns, id)
       end
     end
   end
 end
 if #claimed > 0 then
+  redis.call('ZADD', Q.claimed, unpack(by_expiry))
+  redis.call('ZADD', Q.counted, unpack(by_count))
+  redis.call('SADD', qp .. 'cm:' .. claim_id, unpack(ids))
   redis.call('HSET', qp .. 'c:' .. claim_id, 'ttl', ARGV[8], 'grace', ARGV[9], 'created', now_s,
              'expires', claim_expires)
   redis.call('ZADD', Q.claims, claim_expires, claim_id)
