@@ -282,6 +282,13 @@ def cpu_seconds(sessions: set[int], pids: set[int]) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def server_cpu(url: str) -> float | None:
+    """CPU seconds used so far by a server's processes (gunicorn and its store), None if unknown."""
+    if url not in WATCHED or not Path("/proc/self/stat").exists():
+        return None
+    return cpu_seconds(*WATCHED[url])
+
+
 def settle(url: str, limit: float, window: float = 0.25, idle: float = 0.15) -> float:
     """Wait until the server's processes use less than ``idle`` of a core, at most ``limit`` s."""
     if url not in WATCHED or limit <= 0 or not Path("/proc/self/stat").exists():
@@ -304,16 +311,18 @@ def median(rounds: list[dict[str, Any]], key: str) -> float | None:
 
 
 SUMMED = ("seconds", "requests", "posted", "claimed", "deleted", "released", "claims", "empty_claims",
-          "failures", "socket_errors", "settle_s")
+          "failures", "socket_errors", "settle_s", "cpu_s")
 MEDIANS = ("messages_per_s", "claims_per_s", "p50_ms", "p99_ms", "claim_p50_ms", "claim_p99_ms")
 
 
 def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """One server's rounds of a load: medians of rates and latencies, sums of counts."""
     figures: dict[str, Any] = {key: median(rounds, key) for key in MEDIANS}
-    figures.update({key: sum(r.get(key, 0) for r in rounds) for key in SUMMED})
+    figures.update({key: sum(r.get(key) or 0 for r in rounds) for key in SUMMED})
     delivered = sum(r["messages_per_s"] * r["seconds"] for r in rounds)
     figures["overall_messages_per_s"] = delivered / figures["seconds"] if figures["seconds"] else None
+    measured = all(r.get("cpu_s") is not None for r in rounds)
+    figures["cpu_ms_per_msg"] = 1000 * figures["cpu_s"] / delivered if measured and delivered else None
     figures["failure"] = next((r["failure"] for r in rounds if r["failure"]), None)
     figures["rounds"] = [{k: v for k, v in r.items() if k != "leftover"} for r in rounds]
     return figures
@@ -366,22 +375,28 @@ def prepare(args: argparse.Namespace, server: str, url: str, claim_queue: int) -
 
 def load_turn(args: argparse.Namespace, url: str, load: str, seconds: int, claim_queue: int,
               top_ups: bool = True) -> dict[str, Any]:
-    """One timed turn of a load on one server; the claim and mixed queues are topped up first."""
+    """One timed turn of a load on one server; the claim and mixed queues are topped up first.
+
+    ``cpu_s`` is the CPU time the server's processes used from the start of the
+    turn until they had finished what wrk left in flight (top-ups excluded).
+    """
+    if load in ("claim", "held") and top_ups:
+        top_up(url, QUEUES["claim"], args.client_id, claim_queue)
+    elif load == "mixed" and top_ups:
+        top_up(url, QUEUES["mixed"], args.client_id, args.mixed_stock)
+    cpu_before = server_cpu(url)
     if load == "post":
         figures = wrk_turn(args, url, "post", QUEUES["post"], seconds)
-        figures["settle_s"] = settle(url, args.settle_max)
-        return figures
-    if load in ("claim", "held"):
-        if top_ups:
-            top_up(url, QUEUES["claim"], args.client_id, claim_queue)
-        figures = wrk_turn(args, url, "claim", QUEUES["claim"], seconds, (str(CLAIM_LIMIT), "bulk", "0"))
     else:
-        if top_ups:
-            top_up(url, QUEUES["mixed"], args.client_id, args.mixed_stock)
-        figures = wrk_turn(args, url, "mixed", QUEUES["mixed"], seconds,
-                           ("1", "each", str(args.release_ratio)), post_ratio=0.5)
-    send_leftovers(url, args.client_id, figures)
+        if load in ("claim", "held"):
+            figures = wrk_turn(args, url, "claim", QUEUES["claim"], seconds, (str(CLAIM_LIMIT), "bulk", "0"))
+        else:
+            figures = wrk_turn(args, url, "mixed", QUEUES["mixed"], seconds,
+                               ("1", "each", str(args.release_ratio)), post_ratio=0.5)
+        send_leftovers(url, args.client_id, figures)
     figures["settle_s"] = settle(url, args.settle_max)
+    cpu_after = server_cpu(url)
+    figures["cpu_s"] = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
     return figures
 
 
@@ -465,7 +480,8 @@ def add_ratios(loads: dict[str, Any], servers: Sequence[str]) -> None:
         for server in servers:
             if ref is not None and server in loads[load]:
                 f = loads[load][server]
-                f["vs_zaqar"] = {key: ratio(f[key], ref[key]) for key in (*MEDIANS, "overall_messages_per_s")}
+                f["vs_zaqar"] = {key: ratio(f[key], ref[key])
+                                 for key in (*MEDIANS, "overall_messages_per_s", "cpu_ms_per_msg")}
 
 
 def run_growth(args: argparse.Namespace, url: str) -> dict[str, Any]:
@@ -678,6 +694,11 @@ def render(results: dict[str, Any], settings: dict[str, Any]) -> str:
             lines.append(f"  {name:<12} msgs/s {num(rate, 2)}x (pooled {num(pooled, 2)}x{spread}){verdict}; "
                          f"p99 {num(f['p99_ms'])} vs {num(loads[load][REFERENCE]['p99_ms'])} ms "
                          f"({num(p99, 2)}x){p99_verdict}")
+            cpu = f["vs_zaqar"].get("cpu_ms_per_msg")
+            if cpu:
+                lines.append(f"  {'':<12} server CPU per message {num(f['cpu_ms_per_msg'], 3)} vs "
+                             f"{num(loads[load][REFERENCE]['cpu_ms_per_msg'], 3)} ms: Zaqar uses "
+                             f"{1 / cpu:.2f}x as much")
     if "dlq" in loads:
         lines.append("messages moved to the DLQ by the mixed load: " + ", ".join(
             f"{LABELS[s]} {loads['dlq'][s]}" for s in settings["servers"] if s in loads["dlq"]))
