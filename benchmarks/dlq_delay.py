@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from http_load import BATCH, PROJECT, call, run_wrk, serving, stock_queue
+from http_load import BATCH, PROJECT, call, cpu_seconds, run_wrk, serving, stock_queue
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -443,22 +443,6 @@ def wrk_options(args: argparse.Namespace, queue: str) -> argparse.Namespace:
                               client_id=args.client_id)
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """CPU time (user + system) used so far by the live processes of a process group."""
-    ticks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
-        if int(fields[2]) == pgid:  # field 5, pgrp
-            ticks += int(fields[11]) + int(fields[12])  # fields 14 and 15, utime and stime
-    return ticks / CLOCK_TICKS
-
-
 class Server:
     """A zaqar-lite server started by http_load.serving: its URL and process group."""
 
@@ -480,10 +464,10 @@ def wrk_claims(args: argparse.Namespace, server: Server, queue: str,
     server's processes (all its gunicorn processes, from /proc, read before wrk
     starts and SETTLE seconds after it ends, when requests it left in flight are done).
     """
-    cpu_before = group_cpu_seconds(server.pgid)
+    cpu_before = cpu_seconds({server.pgid})
     figures = run_wrk(args.wrk, server.url, "claim", wrk_options(args, queue), seconds or args.seconds)
     time.sleep(SETTLE)
-    figures["cpu_seconds"] = group_cpu_seconds(server.pgid) - cpu_before
+    figures["cpu_seconds"] = cpu_seconds({server.pgid}) - cpu_before
     cpu = max(figures["cpu_seconds"], 1 / CLOCK_TICKS)
     figures["pairs_per_s"] = figures["deleted"] / figures["seconds"]
     figures["claims_per_s"] = figures["claimed"] / figures["seconds"]

@@ -52,7 +52,7 @@ SERVERS = ("zaqar-lite", "minimal")
 STORE_SERVERS = ("redis", "mongodb", "swift")
 MEDIAN_KEYS = ("messages_per_s", "p50_ms", "p99_ms")
 SUMMED_KEYS = ("seconds", "requests", "posted", "claimed", "deleted", "empty_claims", "failures",
-               "socket_errors")
+               "socket_errors", "cpu_s")
 PROJECT = "bench"
 BATCH = 20  # messages per POST when stocking the queue (the default per-request maximum)
 START_TIMEOUT = 30.0
@@ -96,6 +96,33 @@ def wait_until_ready(url: str, proc: subprocess.Popen[bytes] | None, log: Path |
     raise SystemExit(f"server at {url} did not become ready\n{tail}")
 
 
+#: the session (process group leader's PID) of each server started by serving(), by URL
+SESSIONS: dict[str, int] = {}
+
+
+def cpu_seconds(sessions: set[int], pids: frozenset[int] | set[int] = frozenset()) -> float:
+    """CPU time used so far by the processes of these sessions and these PIDs (Linux /proc)."""
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is the state, field 3 of stat(5)
+        if int(fields[3]) in sessions or int(entry.name) in pids:
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(url: str) -> float | None:
+    """CPU seconds used so far by the gunicorn processes of a server serving() started, or None."""
+    if url not in SESSIONS or not Path("/proc/self/stat").exists():
+        return None
+    return cpu_seconds({SESSIONS[url]})
+
+
 @contextlib.contextmanager
 def serving(argv: list[str], workdir: Path, env: Mapping[str, str] | None = None,
             cwd: Path | None = None,
@@ -117,6 +144,7 @@ def serving(argv: list[str], workdir: Path, env: Mapping[str, str] | None = None
         proc = subprocess.Popen([*argv, "--bind", bind], stdout=out, stderr=subprocess.STDOUT,
                                 env=env, cwd=cwd, start_new_session=True)
     url = f"http://{bind}"
+    SESSIONS[url] = proc.pid
     try:
         wait_until_ready(url, proc, log)
         if started is not None:
@@ -216,7 +244,9 @@ def run_wrk(wrk: str, url: str, mode: str, args: argparse.Namespace, seconds: in
 def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Merge one server's rounds of a load: medians of the rates and latencies, sums of counts."""
     figures: dict[str, Any] = {key: statistics.median(r[key] for r in rounds) for key in MEDIAN_KEYS}
-    figures.update({key: sum(r[key] for r in rounds) for key in SUMMED_KEYS})
+    figures.update({key: sum(r.get(key) or 0 for r in rounds) for key in SUMMED_KEYS})
+    measured = all(r.get("cpu_s") is not None for r in rounds) and figures["requests"]
+    figures["cpu_us_per_request"] = 1e6 * figures["cpu_s"] / figures["requests"] if measured else None
     figures["failure"] = next((r["failure"] for r in rounds if r["failure"]), None)
     figures["rounds"] = rounds
     return figures
@@ -233,9 +263,14 @@ def run_load(urls: dict[str, str], mode: str, args: argparse.Namespace) -> dict[
     rounds: dict[str, list[dict[str, Any]]] = {server: [] for server in SERVERS}
     for turn in range(args.rounds):
         for server in SERVERS if turn % 2 == 0 else reversed(SERVERS):
-            rounds[server].append(run_wrk(args.wrk, urls[server], mode, args, seconds))
+            before = server_cpu(urls[server])
+            figures = run_wrk(args.wrk, urls[server], mode, args, seconds)
+            after = server_cpu(urls[server])
+            figures["cpu_s"] = after - before if before is not None and after is not None else None
+            rounds[server].append(figures)
     row = {server: combine(rounds[server]) for server in SERVERS}
-    row["ratio"] = {key: ratio(row["zaqar-lite"][key], row["minimal"][key]) for key in MEDIAN_KEYS}
+    row["ratio"] = {key: ratio(row["zaqar-lite"][key], row["minimal"][key])
+                    for key in (*MEDIAN_KEYS, "cpu_us_per_request")}
     return row
 
 
@@ -276,7 +311,7 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
         "zaqar-lite vs minimal falcon app: {workers} workers, {concurrency} connections, "
         "{duration} s per load in {rounds} rounds, storage {storage}".format(**settings),
         f"{'load':<14}{'server':<12}{'msgs/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'requests':>10}{'non-2xx':>9}{'sock err':>9}",
+        f"{'requests':>10}{'non-2xx':>9}{'sock err':>9}{'cpu us/req':>11}",
     ]
     notes = []
     for mode, title in LOADS.items():
@@ -285,7 +320,8 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
             f = row[server]
             lines.append(f"{title if server == SERVERS[0] else '':<14}{server:<12}"
                          f"{f['messages_per_s']:>10.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
-                         f"{f['requests']:>10}{f['failures']:>9}{f['socket_errors']:>9}")
+                         f"{f['requests']:>10}{f['failures']:>9}{f['socket_errors']:>9}"
+                         f"{number(f.get('cpu_us_per_request'), 0):>11}")
             if f["failure"]:
                 notes.append(f"{title} on {server}: {f['failures']} failed, first: {f['failure']}")
             if f["empty_claims"]:
@@ -294,7 +330,8 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
                 notes.append(f"{title} on {server}: no message delivered in {f['seconds']:.0f} s")
         r = row["ratio"]
         lines.append(f"{'':<14}{'ratio':<12}{number(r['messages_per_s'], 3):>10}"
-                     f"{number(r['p50_ms'], 2):>9}{number(r['p99_ms'], 2):>9}")
+                     f"{number(r['p50_ms'], 2):>9}{number(r['p99_ms'], 2):>9}{'':>37}"
+                     f"{number(r.get('cpu_us_per_request'), 2):>11}")
     return "\n".join(lines + notes)
 
 

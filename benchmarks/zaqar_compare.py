@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from http_load import BATCH, call, free_messages, run_wrk, serving
+from http_load import BATCH, call, cpu_seconds, free_messages, run_wrk, serving
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -264,22 +264,6 @@ def watch(url: str, sessions: Sequence[int] = (), pids: Sequence[int] = ()) -> N
     watched = WATCHED.setdefault(url, (set(), set()))
     watched[0].update(sessions)
     watched[1].update(pids)
-
-
-def cpu_seconds(sessions: set[int], pids: set[int]) -> float:
-    """CPU time used so far by the processes of these sessions and these PIDs (Linux /proc)."""
-    ticks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is the state, field 3 of stat(5)
-        if int(fields[3]) in sessions or int(entry.name) in pids:
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def server_cpu(url: str) -> float | None:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
@@ -183,24 +184,39 @@ class RedisStorage(Storage):
         # the script may have run (post is idempotent by id; a claim's messages come back)
         retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
                       supported_errors=(redis.exceptions.ConnectionError,))
-        # Any: redis-py types replies as bytes | str; with decode_responses they are str
-        self.client: Any = redis.Redis.from_url(uri, retry=retry, **DEFAULTS)
+        self._pool = redis.ConnectionPool.from_url(uri, retry=retry, **DEFAULTS)
+        self._local = threading.local()
         lua = resources.files("zaqar_lite.storage") / "lua"
         library = (lua / "_lib.lua").read_text()
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
         self._metadata: dict[tuple[str, str], str] = {}
+        registrar = redis.Redis(connection_pool=self._pool)  # connects on first use only: never here
         self._scripts: dict[str, Script] = {
-            name: self.client.register_script(library + (lua / f"{name}.lua").read_text())
+            name: registrar.register_script(library + (lua / f"{name}.lua").read_text())
             for name in SCRIPTS}
+
+    @property
+    def client(self) -> Any:
+        """This thread's client, which keeps one connection of the pool for itself.
+
+        A command then skips the pool's check-out, check-in and stale-data poll;
+        the connection goes back to the pool when its thread ends.
+        (Any: redis-py types replies as bytes | str; with decode_responses they are str.)
+        """
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = redis.Redis(connection_pool=self._pool,
+                                                      single_connection_client=True)
+        return client
 
     def describe(self) -> str:
         """Return the server and database, without credentials."""
-        kwargs = self.client.connection_pool.connection_kwargs
+        kwargs = self._pool.connection_kwargs
         return f"redis at {kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self.client.close()
+        """Close every connection of the pool, the threads' own included."""
+        self._pool.disconnect()
 
     # -- plumbing -------------------------------------------------------------
 
@@ -217,7 +233,7 @@ class RedisStorage(Storage):
         code = self._scripts[script]
         with self._translate_errors():
             if register is None:
-                return code(keys, args)
+                return code(keys, args, client=self.client)
             for attempt in range(2):
                 with self.client.pipeline(transaction=False) as pipe:
                     pipe.sadd(*register).evalsha(code.sha, len(keys), *keys, *args)
