@@ -2,7 +2,8 @@
 
 Every failure raises :class:`~zaqar_lite.errors.ValidationFailed` whose text
 names the offending field and the rule, so the client can fix its request.
-Body structure is described by JSON Schemas checked with :mod:`jsonschema`.
+Body structure is described by JSON Schemas (:class:`Schema`: fastjsonschema
+accepts, :mod:`jsonschema` names what is wrong).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import fastjsonschema
@@ -97,28 +98,141 @@ def _location(error: jsonschema.ValidationError) -> str:
     return path.lstrip(".") or "body"
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(schema_json: str) -> tuple[Callable[[Any], Any], jsonschema.Draft7Validator]:
-    schema = json.loads(schema_json)
-    return fastjsonschema.compile(schema), jsonschema.Draft7Validator(schema)
+class Schema:
+    """A JSON Schema compiled once.
 
-
-def check_schema(document: Any, schema: Mapping[str, Any]) -> None:
-    """Validate a document against a JSON Schema, raising the most relevant error.
-
-    A schema is compiled once by fastjsonschema, which accepts a valid document
-    about 15x faster than jsonschema; jsonschema judges the rest and names the
-    most relevant error, so a refusal reads the same either way.
+    fastjsonschema accepts a valid document about 15x faster than jsonschema;
+    jsonschema judges the rest and names the most relevant error, so a refusal
+    reads the same either way. Each schema below is built once per ``Limits``.
     """
-    accept, explain = _compiled(json.dumps(schema, sort_keys=True))
-    try:
-        accept(document)
-        return
-    except fastjsonschema.JsonSchemaException:
-        pass
-    error = jsonschema.exceptions.best_match(explain.iter_errors(document))
-    if error is not None:
-        raise InvalidBody(f"{_location(error)}: {error.message}.")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self._accept: Callable[[Any], Any] = fastjsonschema.compile(schema)
+        self._explain = jsonschema.Draft7Validator(schema)
+
+    def check(self, document: Any) -> None:
+        """Raise :class:`InvalidBody` naming the most relevant error, if the document has one."""
+        try:
+            self._accept(document)
+            return
+        except fastjsonschema.JsonSchemaException:
+            pass
+        error = jsonschema.exceptions.best_match(self._explain.iter_errors(document))
+        if error is not None:
+            raise InvalidBody(f"{_location(error)}: {error.message}.")
+
+
+# -- schemas, built and compiled once ---------------------------------------------
+
+@functools.cache
+def _message_post_schema(limits: Limits) -> Schema:
+    """A message POST body."""
+    return Schema({
+        "type": "object",
+        "required": ["messages"],
+        "properties": {
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": limits.max_messages_per_page,
+                "items": {
+                    "type": "object",
+                    "required": ["body"],
+                    "properties": {
+                        "ttl": {"type": "integer", "minimum": limits.min_message_ttl,
+                                "maximum": limits.max_message_ttl},
+                        "delay": {"type": "integer", "minimum": 0,
+                                  "maximum": limits.max_message_delay},
+                        "dlq_eligible": {"type": "boolean"},
+                    },
+                },
+            },
+        },
+    })
+
+
+@functools.cache
+def _claim_schema(limits: Limits) -> Schema:
+    """A claim create or renew body."""
+    return Schema({
+        "type": "object",
+        "properties": {
+            "ttl": {"type": "integer", "minimum": limits.min_claim_ttl, "maximum": limits.max_claim_ttl},
+            "grace": {"type": "integer", "minimum": limits.min_claim_grace,
+                      "maximum": limits.max_claim_grace},
+        },
+    })
+
+
+@functools.cache
+def _release_schema() -> Schema:
+    """A release-with-reason body."""
+    return Schema({
+        "type": "object",
+        "properties": {
+            "error": {"type": "string", "maxLength": 4096},
+            "error_type": {"type": "string", "maxLength": 256},
+        },
+        "additionalProperties": False,
+    })
+
+
+@functools.cache
+def _patch_schema() -> Schema:
+    """A queue JSON-patch body."""
+    return Schema({
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["op", "path"],
+            "properties": {
+                "op": {"enum": ["add", "remove", "replace"]},
+                "path": {"type": "string", "pattern": "^/metadata/.+"},
+            },
+        },
+    })
+
+
+@functools.cache
+def _purge_schema() -> Schema:
+    """A purge body."""
+    return Schema({
+        "type": "object",
+        "properties": {
+            "resource_types": {
+                "type": "array", "minItems": 1, "uniqueItems": True,
+                "items": {"enum": ["messages", "subscriptions"]},
+            },
+        },
+    })
+
+
+@functools.cache
+def _redrive_schema(limits: Limits) -> Schema:
+    """A redrive body (SPEC 1.8)."""
+    text = {"type": "string", "minLength": 1, "maxLength": 256}
+    return Schema({
+        "type": "object",
+        "properties": {
+            "destination": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_redrive_messages},
+            "dry_run": {"type": "boolean"},
+            "max_per_second": {"type": "number", "exclusiveMinimum": 0},
+            "filter": {
+                "type": "object",
+                "properties": {
+                    "source_queue": text,
+                    "error_type": text,
+                    "signature": {"type": "string", "pattern": f"^[0-9a-f]{{{ID_LENGTH}}}$"},
+                    "ids": {"type": "array", "items": text, "minItems": 1,
+                            "maxItems": limits.max_redrive_ids},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+    })
 
 
 def is_queue_name(name: Any, limits: Limits) -> bool:
@@ -212,29 +326,7 @@ def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
     ``ttl`` and ``delay`` are None when the client left them out, so the queue
     defaults apply.
     """
-    schema = {
-        "type": "object",
-        "required": ["messages"],
-        "properties": {
-            "messages": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": limits.max_messages_per_page,
-                "items": {
-                    "type": "object",
-                    "required": ["body"],
-                    "properties": {
-                        "ttl": {"type": "integer", "minimum": limits.min_message_ttl,
-                                "maximum": limits.max_message_ttl},
-                        "delay": {"type": "integer", "minimum": 0,
-                                  "maximum": limits.max_message_delay},
-                        "dlq_eligible": {"type": "boolean"},
-                    },
-                },
-            },
-        },
-    }
-    check_schema(document, schema)
+    _message_post_schema(limits).check(document)
     return [
         {
             "body": item["body"],
@@ -255,14 +347,7 @@ def claim_options(document: Any, limits: Limits) -> tuple[int, int]:
     document = {} if document is None else document
     if isinstance(document, dict):
         document = {k: v for k, v in document.items() if v is not None}
-    check_schema(document, {
-        "type": "object",
-        "properties": {
-            "ttl": {"type": "integer", "minimum": limits.min_claim_ttl, "maximum": limits.max_claim_ttl},
-            "grace": {"type": "integer", "minimum": limits.min_claim_grace,
-                      "maximum": limits.max_claim_grace},
-        },
-    })
+    _claim_schema(limits).check(document)
     return (int(document.get("ttl", limits.default_claim_ttl)),
             int(document.get("grace", limits.default_claim_grace)))
 
@@ -271,14 +356,7 @@ def release_reason(document: Any) -> dict[str, Any] | None:
     """Check a release-with-reason body: optional ``error`` and ``error_type`` strings."""
     if document is None:
         return None
-    check_schema(document, {
-        "type": "object",
-        "properties": {
-            "error": {"type": "string", "maxLength": 4096},
-            "error_type": {"type": "string", "maxLength": 256},
-        },
-        "additionalProperties": False,
-    })
+    _release_schema().check(document)
     if not document:
         return None
     return {"error": document.get("error"), "error_type": document.get("error_type")}
@@ -286,18 +364,7 @@ def release_reason(document: Any) -> dict[str, Any] | None:
 
 def patch_operations(document: Any) -> list[tuple[str, str, Any]]:
     """Check a queue JSON-patch body and return ``(op, key, value)`` triples."""
-    check_schema(document, {
-        "type": "array",
-        "minItems": 1,
-        "items": {
-            "type": "object",
-            "required": ["op", "path"],
-            "properties": {
-                "op": {"enum": ["add", "remove", "replace"]},
-                "path": {"type": "string", "pattern": "^/metadata/.+"},
-            },
-        },
-    })
+    _patch_schema().check(document)
     operations = []
     for index, item in enumerate(document):
         if item["op"] != "remove" and "value" not in item:
@@ -311,15 +378,7 @@ def purge_resource_types(document: Any) -> list[str]:
     """Check a purge body and return the resource types to purge."""
     if document is None:
         return ["messages", "subscriptions"]
-    check_schema(document, {
-        "type": "object",
-        "properties": {
-            "resource_types": {
-                "type": "array", "minItems": 1, "uniqueItems": True,
-                "items": {"enum": ["messages", "subscriptions"]},
-            },
-        },
-    })
+    _purge_schema().check(document)
     return list(document.get("resource_types", ["messages", "subscriptions"]))
 
 
@@ -335,28 +394,7 @@ def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest
     queue (up to ``max_redrive_messages``) to its source queue.
     """
     document = {} if document is None else document
-    text = {"type": "string", "minLength": 1, "maxLength": 256}
-    check_schema(document, {
-        "type": "object",
-        "properties": {
-            "destination": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": limits.max_redrive_messages},
-            "dry_run": {"type": "boolean"},
-            "max_per_second": {"type": "number", "exclusiveMinimum": 0},
-            "filter": {
-                "type": "object",
-                "properties": {
-                    "source_queue": text,
-                    "error_type": text,
-                    "signature": {"type": "string", "pattern": f"^[0-9a-f]{{{ID_LENGTH}}}$"},
-                    "ids": {"type": "array", "items": text, "minItems": 1,
-                            "maxItems": limits.max_redrive_ids},
-                },
-                "additionalProperties": False,
-            },
-        },
-        "additionalProperties": False,
-    })
+    _redrive_schema(limits).check(document)
     destination = document.get("destination")
     if destination is not None:
         if not is_queue_name(destination, limits):
