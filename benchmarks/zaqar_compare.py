@@ -266,11 +266,12 @@ def watch(url: str, sessions: Sequence[int] = (), pids: Sequence[int] = ()) -> N
     watched[1].update(pids)
 
 
-def server_cpu(url: str) -> float | None:
-    """CPU seconds used so far by a server's processes (gunicorn and its store), None if unknown."""
+def server_cpu(url: str) -> tuple[float, float] | None:
+    """CPU seconds used so far by a server's gunicorn processes and by its store, None if unknown."""
     if url not in WATCHED or not Path("/proc/self/stat").exists():
         return None
-    return cpu_seconds(*WATCHED[url])
+    sessions, pids = WATCHED[url]
+    return cpu_seconds(sessions), cpu_seconds(set(), pids)
 
 
 def settle(url: str, limit: float, window: float = 0.25, idle: float = 0.15) -> float:
@@ -295,7 +296,7 @@ def median(rounds: list[dict[str, Any]], key: str) -> float | None:
 
 
 SUMMED = ("seconds", "requests", "posted", "claimed", "deleted", "released", "claims", "empty_claims",
-          "failures", "socket_errors", "settle_s", "cpu_s")
+          "failures", "socket_errors", "settle_s", "cpu_s", "store_cpu_s")
 MEDIANS = ("messages_per_s", "claims_per_s", "p50_ms", "p99_ms", "claim_p50_ms", "claim_p99_ms")
 
 
@@ -307,6 +308,8 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     figures["overall_messages_per_s"] = delivered / figures["seconds"] if figures["seconds"] else None
     measured = all(r.get("cpu_s") is not None for r in rounds)
     figures["cpu_ms_per_msg"] = 1000 * figures["cpu_s"] / delivered if measured and delivered else None
+    figures["store_cpu_ms_per_msg"] = (1000 * figures["store_cpu_s"] / delivered
+                                       if measured and delivered else None)
     figures["failure"] = next((r["failure"] for r in rounds if r["failure"]), None)
     figures["rounds"] = [{k: v for k, v in r.items() if k != "leftover"} for r in rounds]
     return figures
@@ -380,7 +383,9 @@ def load_turn(args: argparse.Namespace, url: str, load: str, seconds: int, claim
         send_leftovers(url, args.client_id, figures)
     figures["settle_s"] = settle(url, args.settle_max)
     cpu_after = server_cpu(url)
-    figures["cpu_s"] = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    if cpu_before is not None and cpu_after is not None:
+        figures["cpu_s"] = cpu_after[0] + cpu_after[1] - cpu_before[0] - cpu_before[1]
+        figures["store_cpu_s"] = cpu_after[1] - cpu_before[1]
     return figures
 
 
@@ -680,9 +685,12 @@ def render(results: dict[str, Any], settings: dict[str, Any]) -> str:
                          f"({num(p99, 2)}x){p99_verdict}")
             cpu = f["vs_zaqar"].get("cpu_ms_per_msg")
             if cpu:
+                ref = loads[load][REFERENCE]
                 lines.append(f"  {'':<12} server CPU per message {num(f['cpu_ms_per_msg'], 3)} vs "
-                             f"{num(loads[load][REFERENCE]['cpu_ms_per_msg'], 3)} ms: Zaqar uses "
-                             f"{1 / cpu:.2f}x as much")
+                             f"{num(ref['cpu_ms_per_msg'], 3)} ms (of which Redis "
+                             f"{num(f['store_cpu_ms_per_msg'], 3)} vs "
+                             f"{num(ref['store_cpu_ms_per_msg'], 3)}): "
+                             f"Zaqar uses {1 / cpu:.2f}x as much")
     if "dlq" in loads:
         lines.append("messages moved to the DLQ by the mixed load: " + ", ".join(
             f"{LABELS[s]} {loads['dlq'][s]}" for s in settings["servers"] if s in loads["dlq"]))
