@@ -15,7 +15,7 @@ import pytest
 from tests.notify.conftest import PATIENT, wait_until
 from tests.notify.receiver import Receiver
 from tests.notify.streams import acknowledged_numbers, check_stream
-from tests.storage.conftest import driver  # noqa: F401 - the fixture, parametrised over every store
+from tests.storage.conftest import driver, driver_uri  # noqa: F401 - the fixtures, parametrised over every store
 from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
