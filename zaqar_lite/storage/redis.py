@@ -92,7 +92,7 @@ SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete
 SWEEP_BATCH = 1000
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
-#: (project, queue) pairs whose key names are kept ready
+#: (project, queue) pairs whose key names, and whose metadata, a worker keeps in memory
 KEY_CACHE_SIZE = 4096
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
@@ -172,7 +172,7 @@ def _keys(project: str, queue: str, dead_letter_queue: str | None = None) -> tup
 
 
 class RedisStorage(Storage):
-    """Redis driver; one client (a thread-safe connection pool) per instance."""
+    """Redis driver; one connection pool per instance, of which each thread keeps one connection."""
 
     name = "redis"
 
