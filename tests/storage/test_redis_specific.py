@@ -207,3 +207,14 @@ def test_processes_claiming_at_once_never_share_a_message(store, redis_store_uri
 def test_uris_of_another_scheme_are_refused(uri):
     with pytest.raises(ValueError):
         RedisStorage(uri)
+
+
+def test_scripts_flushed_from_redis_are_loaded_again(store, redis_server):
+    store.post_messages(P, Q, _messages(1), NOW)
+    with redis_server.client() as admin:
+        admin.script_flush()
+    store.post_messages(P, "new-queue", _messages(1, prefix="n"), NOW)  # SADD + script, one trip
+    with redis_server.client() as admin:
+        admin.script_flush()
+    assert _claim(store, 5) == ["m0"]
+    assert _claim(store, 5, queue="new-queue") == ["n0"]

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import threading
 import urllib.parse
@@ -66,7 +67,6 @@ from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
-from redis.commands.core import Script
 from redis.retry import Retry
 
 from zaqar_lite import errors
@@ -190,10 +190,11 @@ class RedisStorage(Storage):
         library = (lua / "_lib.lua").read_text()
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
         self._metadata: dict[tuple[str, str], str] = {}
-        registrar = redis.Redis(connection_pool=self._pool)  # connects on first use only: never here
-        self._scripts: dict[str, Script] = {
-            name: registrar.register_script(library + (lua / f"{name}.lua").read_text())
-            for name in SCRIPTS}
+        #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
+        self._scripts: dict[str, tuple[str, str]] = {}
+        for name in SCRIPTS:
+            text = library + (lua / f"{name}.lua").read_text()
+            self._scripts[name] = hashlib.sha1(text.encode()).hexdigest(), text
 
     @property
     def client(self) -> Any:
@@ -229,20 +230,20 @@ class RedisStorage(Storage):
 
     def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
               register: tuple[str, str] | None = None) -> Any:
-        """Run a script by SHA; with ``register=(index, project)``, SADD the project first, same trip."""
-        code = self._scripts[script]
+        """Run a script by SHA, loading it on NOSCRIPT; with ``register=(index, project)``, SADD
+        the project first, in the same round trip."""
+        sha, text = self._scripts[script]
         with self._translate_errors():
-            if register is None:
-                return code(keys, args, client=self.client)
             for attempt in range(2):
-                with self.client.pipeline(transaction=False) as pipe:
-                    pipe.sadd(*register).evalsha(code.sha, len(keys), *keys, *args)
-                    try:
-                        return pipe.execute()[1]
-                    except redis.exceptions.NoScriptError:
-                        if attempt:
-                            raise
-                        code.sha = self.client.script_load(code.script)
+                try:
+                    if register is None:
+                        return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                    with self.client.pipeline(transaction=False) as pipe:
+                        return pipe.sadd(*register).evalsha(sha, len(keys), *keys, *args).execute()[1]
+                except redis.exceptions.NoScriptError:
+                    if attempt:
+                        raise
+                    self.client.script_load(text)
 
     def _run(self, script: str, project: str, queue: str, args: Sequence[Any],
              dead_letter_queue: str | None = None, register: bool = False) -> Any:
