@@ -218,3 +218,21 @@ def test_scripts_flushed_from_redis_are_loaded_again(store, redis_server):
         admin.script_flush()
     assert _claim(store, 5) == ["m0"]
     assert _claim(store, 5, queue="new-queue") == ["n0"]
+
+
+def _post_in_child(storage: RedisStorage, results: multiprocessing.Queue) -> None:
+    storage.post_messages(P, Q, _messages(1, prefix="child"), NOW)
+    results.put(storage.client.client_id())
+
+
+def test_a_driver_inherited_through_fork_opens_connections_of_its_own(store):
+    store.post_messages(P, Q, _messages(1, prefix="parent"), NOW)  # the parent's thread has its connection
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_post_in_child, args=(store, results))
+    child.start()
+    child_connection = results.get(timeout=30)
+    child.join(timeout=30)
+    assert child.exitcode == 0
+    assert child_connection != store.client.client_id()
+    assert sorted(_claim(store, 10)) == ["child0", "parent0"]

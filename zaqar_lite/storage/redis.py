@@ -59,6 +59,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -204,10 +205,10 @@ class RedisStorage(Storage):
         the connection goes back to the pool when its thread ends.
         (Any: redis-py types replies as bytes | str; with decode_responses they are str.)
         """
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = self._local.client = redis.Redis(connection_pool=self._pool,
-                                                      single_connection_client=True)
+        owner, client = getattr(self._local, "client", (None, None))
+        if owner != os.getpid():  # none yet, or inherited through fork: never share the parent's socket
+            client = redis.Redis(connection_pool=self._pool, single_connection_client=True)
+            self._local.client = os.getpid(), client
         return client
 
     def describe(self) -> str:
