@@ -1,6 +1,6 @@
 """Read dead letters from a zaqar-lite Redis store, in marker-score ranges of each DLQ's index.
 
-Layout (``zaqar_lite.storage.redis``): ``zl:{P}:q:Q:all`` is a sorted set of
+Layout (``zaqar_lite.storage.redis_layout``): ``zl:{P}:q:Q:all`` is a sorted set of
 every message id of queue Q scored by marker, and ``zl:{P}:m:<id>`` a hash
 holding the message. The planner reads the scores found at equal rank steps
 (``ZRANGE key i i WITHSCORES``); a partition pages through its score range
@@ -12,22 +12,18 @@ hash tag ``{P}``, so a partition talks to one node.
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
+from zaqar_lite.storage.redis_layout import project_prefix, queue_prefix
 
 PAGE = 500
 
 
-def _namespace(project: str) -> str:
-    return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
-
-
 def _index_key(project: str, queue: str) -> str:
-    return f"{_namespace(project)}q:{urllib.parse.quote(queue, safe='')}:all"
+    return queue_prefix(project, queue) + "all"
 
 
 class RedisReader:
@@ -75,7 +71,7 @@ class RedisReader:
         """Stream the dead letters of one score range, a page of hashes per round trip."""
         client = self.client()
         project, queue = spec["project"], spec["queue"]
-        key, prefix = _index_key(project, queue), _namespace(project) + "m:"
+        key, prefix = _index_key(project, queue), project_prefix(project) + "m:"
         after = "-inf" if spec["after"] is None else f"({spec['after']!r}"
         upto = "+inf" if spec["upto"] is None else repr(spec["upto"])
         while True:

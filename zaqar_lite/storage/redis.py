@@ -3,34 +3,7 @@
 URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
 ``from_url`` query options (``?socket_timeout=2``) override :data:`DEFAULTS`.
 
-Key layout. ``P`` is the project and ``Q`` the queue name, both percent-encoded
-(no ``{``, ``}`` or ``:`` left). ``{P}`` is a Redis Cluster hash tag: a project's
-queues, their dead-letter queues (always in the same project), messages, claims
-and records share one hash slot, so every script touches a single slot::
-
-    zl:{P}:queues          ZSET   queue names, score 0 (ZRANGEBYLEX pages by name)
-    zl:{P}:q:Q:meta        STRING queue metadata JSON; the queue exists while this does
-    zl:{P}:q:Q:marker      STRING last marker given in Q (INCR: FIFO order of posts)
-    zl:{P}:q:Q:ready       ZSET   messages neither claimed nor delayed, score marker
-    zl:{P}:q:Q:delayed     ZSET   delayed messages, score delay_until
-    zl:{P}:q:Q:claimed     ZSET   claimed messages, score claim_expires
-    zl:{P}:q:Q:all         ZSET   every message of Q, score marker (listing, purge)
-    zl:{P}:q:Q:expires     ZSET   every message of Q, score expires (sweep, stats)
-    zl:{P}:q:Q:counted     ZSET   messages claimed at least once, score claim_count
-    zl:{P}:q:Q:claims      ZSET   claim ids, score claim expiry
-    zl:{P}:q:Q:c:<claim>   HASH   ttl, grace, created, expires of one claim
-    zl:{P}:q:Q:cm:<claim>  SET    ids of the messages the claim took
-    zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
-                                  delay_until, client_id, claim_id, claim_expires, claim_count,
-                                  dlq_eligible, failures (JSON objects, one a line), dead_letter
-    zl:{P}:r:<kind>        HASH   versioned records: key -> "<version> <value JSON>"
-    zl:{P}:rk:<kind>       ZSET   record keys, score 0
-    zl:projects            SET    projects that ever had a queue (all_queues)
-    zl:record-projects:<kind>  SET  projects that ever had a record of that kind
-
-The two global sets are the only keys outside the project slots. No script
-touches them: each write that may create a queue or a record sends an SADD just
-before its script in the same pipeline.
+Keys and values are laid out as :mod:`zaqar_lite.storage.redis_layout` says.
 
 A claim costs O(log n + k): its script first moves matured delayed messages and
 lapsed claimed ones back to ``ready`` (each once per delay or claim: amortised),
@@ -43,20 +16,18 @@ that queue (``metadata_for_write``), so it costs one round trip, not two. The
 remembered JSON text travels with the script, which compares it with the stored
 text before it changes anything and answers ``stale`` when another process
 changed or deleted the queue meanwhile; the plan is then made again from a
-fresh read. A post to a queue that existed when planned skips the SADD below:
-that queue's project was registered before the queue was created.
+fresh read. A post to a queue that existed when planned skips the SADD of its
+project (see the layout): that project was registered before the queue was created.
 
 Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
 ``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
-NOSCRIPT. Times travel as ``repr(float)`` strings, so no digit is lost.
-Connection errors and timeouts become :class:`~zaqar_lite.errors.StorageUnavailable`;
+NOSCRIPT. Connection errors and timeouts become :class:`~zaqar_lite.errors.StorageUnavailable`;
 the connection pool reconnects by itself when Redis is back.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -84,17 +55,28 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.redis_layout import (
+    PROJECTS,
+    RECORD_PROJECTS,
+    from_reply,
+    guard,
+    opt,
+    project_prefix,
+    queue_prefix,
+    record_head,
+    record_keys,
+    script_keys,
+    stamp,
+    to_message,
+)
 
-PROJECTS = "zl:projects"
-RECORD_PROJECTS = "zl:record-projects:"
-QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires", "counted", "claims")
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
+#: (project, queue) pairs whose metadata a worker keeps in memory
+METADATA_MEMORY = 4096
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
-#: (project, queue) pairs whose key names, and whose metadata, a worker keeps in memory
-KEY_CACHE_SIZE = 4096
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 # unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
@@ -107,69 +89,6 @@ _RULES = {
     "not_claimed": lambda mid, cid: errors.MessageNotClaimed(mid),
     "claimed_by": lambda mid, cid: errors.MessageIsClaimedBy(mid, cid),
 }
-
-
-def _t(value: float) -> str:
-    """Format a time exactly (Lua would keep only 14 digits)."""
-    return repr(float(value))
-
-
-def _guard(metadata_version: str | None) -> list[str]:
-    """Return the ARGV pair of a metadata check (``metadata_is`` in _lib.lua)."""
-    return ["0", ""] if metadata_version is None else ["1", metadata_version]
-
-
-def _opt(value: Any, fmt: Any = str) -> str:
-    return "" if value is None else fmt(value)
-
-
-def _to_message(message_id: str, f: Mapping[str, str]) -> Message:
-    failures = f.get("failures")
-    return Message(
-        id=message_id, body=json.loads(f["body"]), created=float(f["created"]),
-        expires=float(f["expires"]), delay_until=float(f.get("delay_until", 0)),
-        client_id=f.get("client_id", ""), claim_id=f.get("claim_id"),
-        claim_expires=float(f["claim_expires"]) if "claim_expires" in f else None,
-        claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
-        failures=[json.loads(line) for line in failures.split("\n")] if failures else [],
-        dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
-        marker=int(f["marker"]))
-
-
-def _from_reply(reply: Sequence[str]) -> Message:
-    """Parse a script's ``{id, field, value, ...}`` message."""
-    return _to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
-
-
-def _record_head(queue: str, reason: str, now: float) -> str:
-    """Return the start of a provenance record (policy.dead_lettered); the script ends it."""
-    return json.dumps({"source_queue": queue, "reason": reason, "dead_lettered_at": float(now)})[:-1]
-
-
-@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
-def _ns(project: str) -> str:
-    """Return the key prefix of a project: ``zl:{P}:``."""
-    return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
-
-
-@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
-def _prefix(project: str, queue: str) -> str:
-    """Return the key prefix of a queue: ``zl:{P}:q:Q:``."""
-    return f"{_ns(project)}q:{urllib.parse.quote(queue, safe='')}:"
-
-
-@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
-def _queue_keys(project: str, queue: str) -> tuple[str, ...]:
-    """Return a queue's keys in ``QUEUE_KEYS`` order, then the project's queue index."""
-    return (*(_prefix(project, queue) + kind for kind in QUEUE_KEYS), _ns(project) + "queues")
-
-
-def _keys(project: str, queue: str, dead_letter_queue: str | None = None) -> tuple[str, ...]:
-    """Return the standard KEYS: the queue's, the project's queue index, then the DLQ's if given."""
-    keys = _queue_keys(project, queue)
-    if dead_letter_queue is None:
-        return keys
-    return keys + _queue_keys(project, dead_letter_queue)[:-1]
 
 
 class RedisStorage(Storage):
@@ -249,8 +168,8 @@ class RedisStorage(Storage):
     def _run(self, script: str, project: str, queue: str, args: Sequence[Any],
              dead_letter_queue: str | None = None, register: bool = False) -> Any:
         """Run a queue script with the standard KEYS and ARGV[1..2]."""
-        return self._eval(script, _keys(project, queue, dead_letter_queue),
-                          [_ns(project), _prefix(project, queue), *args],
+        return self._eval(script, script_keys(project, queue, dead_letter_queue),
+                          [project_prefix(project), queue_prefix(project, queue), *args],
                           (PROJECTS, project) if register else None)
 
     # -- queues ---------------------------------------------------------------
@@ -258,8 +177,8 @@ class RedisStorage(Storage):
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
         with self._translate_errors(), self.client.pipeline(transaction=True) as multi:
             self.client.sadd(PROJECTS, project)  # before the queue exists, never after
-            multi.set(_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
-            multi.zadd(_ns(project) + "queues", {queue: 0}, nx=True)
+            multi.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
+            multi.zadd(project_prefix(project) + "queues", {queue: 0}, nx=True)
             created, _ = multi.execute()
         self._metadata.pop((project, queue), None)
         return bool(created)
@@ -275,20 +194,20 @@ class RedisStorage(Storage):
         cached = version is not None
         if version is None:
             with self._translate_errors():
-                version = self.client.get(_prefix(project, queue) + "meta") or ""
-            if len(self._metadata) >= KEY_CACHE_SIZE:
+                version = self.client.get(queue_prefix(project, queue) + "meta") or ""
+            if len(self._metadata) >= METADATA_MEMORY:
                 self._metadata.clear()
             self._metadata[key] = version
         return MetadataSnapshot(json.loads(version) if version else None, version, cached)
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
-            stored = self.client.get(_prefix(project, queue) + "meta")
+            stored = self.client.get(queue_prefix(project, queue) + "meta")
         return json.loads(stored) if stored is not None else None
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self._translate_errors():
-            updated = self.client.set(_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
+            updated = self.client.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
         self._metadata.pop((project, queue), None)
         if not updated:
             raise errors.QueueDoesNotExist(queue, project)
@@ -299,7 +218,7 @@ class RedisStorage(Storage):
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
                     name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        index, names = _ns(project) + "queues", list[str]()
+        index, names = project_prefix(project) + "queues", list[str]()
         lower = "(" + marker if marker else "-"
         with self._translate_errors():
             while len(names) < limit:
@@ -309,12 +228,12 @@ class RedisStorage(Storage):
                     break
                 lower = "(" + batch[-1]
             names = names[:limit]
-            metas = self.client.mget([_prefix(project, n) + "meta" for n in names]) if names else []
+            metas = self.client.mget([queue_prefix(project, n) + "meta" for n in names]) if names else []
         return [(n, json.loads(m)) for n, m in zip(names, metas, strict=True) if m is not None]
 
     def count_queues(self, project: str) -> int:
         with self._translate_errors():
-            return int(self.client.zcard(_ns(project) + "queues"))
+            return int(self.client.zcard(project_prefix(project) + "queues"))
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         with self._translate_errors():
@@ -327,10 +246,10 @@ class RedisStorage(Storage):
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
                       metadata_version: str | None = None) -> None:
-        args: list[Any] = [queue, _t(now), *_guard(metadata_version)]
+        args: list[Any] = [queue, stamp(now), *guard(metadata_version)]
         for m in messages:
-            args += [m.id, json.dumps(m.body), _t(m.created), _t(m.expires), _t(m.delay_until),
-                     m.client_id, _opt(m.claim_id), _opt(m.claim_expires, _t), str(m.claim_count),
+            args += [m.id, json.dumps(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
+                     m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
                      "\n".join(json.dumps(f) for f in m.failures),
                      json.dumps(m.dead_letter) if m.dead_letter else ""]
@@ -342,48 +261,48 @@ class RedisStorage(Storage):
                       include_claimed: bool, include_delayed: bool,
                       exclude_client_id: str | None) -> list[Message]:
         reply = self._run("list", project, queue, [
-            str(marker or 0), str(limit), _t(now), "1" if include_claimed else "0",
+            str(marker or 0), str(limit), stamp(now), "1" if include_claimed else "0",
             "1" if include_delayed else "0", "0" if exclude_client_id is None else "1",
             exclude_client_id or ""])
-        return [_from_reply(r) for r in reply]
+        return [from_reply(r) for r in reply]
 
     def _read(self, project: str, ids: Sequence[str]) -> list[tuple[str, dict[str, str]]]:
-        ns = _ns(project)
+        ns = project_prefix(project)
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             for message_id in ids:
                 pipe.hgetall(ns + "m:" + message_id)
             return list(zip(ids, pipe.execute(), strict=True))
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
-        found = {i: _to_message(i, f) for i, f in self._read(project, list(dict.fromkeys(ids)))
+        found = {i: to_message(i, f) for i, f in self._read(project, list(dict.fromkeys(ids)))
                  if f.get("q") == queue and float(f["expires"]) > now}
         return sorted(found.values(), key=lambda m: m.marker)
 
     def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
                        now: float) -> None:
         outcome = self._run("delete", project, queue, [
-            _t(now), queue, message_id, "0" if claim_id is None else "1", claim_id or ""])
+            stamp(now), queue, message_id, "0" if claim_id is None else "1", claim_id or ""])
         if outcome != "ok":
             raise _RULES[outcome](message_id, claim_id)
 
     def delete_messages(self, project: str, queue: str, ids: Sequence[str],
                         claim_ids: Sequence[str] | None, now: float) -> None:
         guard = ["-1"] if claim_ids is None else [str(len(claim_ids)), *claim_ids]
-        kept = self._run("bulk_delete", project, queue, [_t(now), queue, *guard, *ids])
+        kept = self._run("bulk_delete", project, queue, [stamp(now), queue, *guard, *ids])
         if kept:
             raise errors.MessageIsClaimedBy(kept, ",".join(claim_ids or ()))
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
-        return [_from_reply(r) for r in self._run("pop", project, queue, [_t(now), str(limit)])]
+        return [from_reply(r) for r in self._run("pop", project, queue, [stamp(now), str(limit)])]
 
     def purge_messages(self, project: str, queue: str) -> None:
         self._run("purge", project, queue, [queue, "0"])
 
     def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
-        claimed, delayed, total, oldest, newest = self._run("stats", project, queue, [_t(now)])
+        claimed, delayed, total, oldest, newest = self._run("stats", project, queue, [stamp(now)])
         return QueueStats(claimed=claimed, delayed=delayed, free=total - claimed - delayed,
-                          oldest=_from_reply(oldest) if oldest else None,
-                          newest=_from_reply(newest) if newest else None)
+                          oldest=from_reply(oldest) if oldest else None,
+                          newest=from_reply(newest) if newest else None)
 
     # -- claims ---------------------------------------------------------------
 
@@ -392,22 +311,22 @@ class RedisStorage(Storage):
         """Return the ARGV both claim.lua and sweep.lua take: max count, DLQ name, moved expiry."""
         return [str(dead_letter.max_claim_count) if dead_letter.counts_claims else "",
                 dead_letter.queue or "",
-                _t(now + dead_letter.messages_ttl) if dead_letter.messages_ttl else ""]
+                stamp(now + dead_letter.messages_ttl) if dead_letter.messages_ttl else ""]
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         now, dead_letter = request.now, request.dead_letter
         reply = self._run("claim", project, queue, [
-            _t(now), request.claim_id, str(request.limit), _t(now + request.ttl),
-            _t(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
+            stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
+            stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter),
-            _record_head(queue, policy.REASON_MAX_CLAIMS, now), *_guard(request.metadata_version)],
+            record_head(queue, policy.REASON_MAX_CLAIMS, now), *guard(request.metadata_version)],
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:
             raise errors.StaleMetadata(queue)
-        return [_from_reply(r) for r in reply]
+        return [from_reply(r) for r in reply]
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
-        prefix = _prefix(project, queue)
+        prefix = queue_prefix(project, queue)
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(prefix + "c:" + claim_id).smembers(prefix + "cm:" + claim_id)
             record, members = pipe.execute()
@@ -415,25 +334,25 @@ class RedisStorage(Storage):
             raise errors.ClaimDoesNotExist(claim_id, queue)
         claim = Claim(claim_id, int(record["ttl"]), int(record["grace"]), float(record["created"]),
                       float(record["expires"]))
-        held = [_to_message(i, f) for i, f in self._read(project, sorted(members))
+        held = [to_message(i, f) for i, f in self._read(project, sorted(members))
                 if f.get("q") == queue and f.get("claim_id") == claim_id
                 and float(f.get("claim_expires", 0)) > now and float(f["expires"]) > now]
         return claim, sorted(held, key=lambda m: m.marker)
 
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
         renewed = self._run("renew", project, queue, [
-            _t(now), claim_id, _t(now + ttl), _t(now + ttl + grace), str(ttl), str(grace), queue])
+            stamp(now), claim_id, stamp(now + ttl), stamp(now + ttl + grace), str(ttl), str(grace), queue])
         if not renewed:
             raise errors.ClaimDoesNotExist(claim_id, queue)
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        self._run("release_claim", project, queue, [_t(now), claim_id, queue])
+        self._run("release_claim", project, queue, [stamp(now), claim_id, queue])
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int) -> None:
         entry = failure or {}
         outcome = self._run("release_message", project, queue, [
-            _t(now), queue, message_id, claim_id, "0" if failure is None else "1",
+            stamp(now), queue, message_id, claim_id, "0" if failure is None else "1",
             json.dumps(policy.iso(now)), json.dumps(entry.get("error_type")),
             json.dumps(entry.get("error")), str(history_limit)])
         if outcome == "no_message":
@@ -445,21 +364,21 @@ class RedisStorage(Storage):
                       now: float) -> list[str]:
         if not moves:
             return []
-        args = [_t(now), queue, target_queue]
+        args = [stamp(now), queue, target_queue]
         for move in moves:
             read, moved = move.read, move.moved
-            args += [read.id, read.claim_id or "", _opt(read.claim_expires, _t), str(read.claim_count),
-                     _t(read.expires), str(moved.claim_count), _t(moved.expires),
+            args += [read.id, read.claim_id or "", opt(read.claim_expires, stamp), str(read.claim_count),
+                     stamp(read.expires), str(moved.claim_count), stamp(moved.expires),
                      json.dumps(moved.dead_letter) if moved.dead_letter else ""]
         return list(self._run("redrive", project, queue, args, dead_letter_queue=target_queue))
 
     # -- background work ------------------------------------------------------
 
     def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
-        args = [_t(now), *self._dead_letter_args(now, dead_letter),
+        args = [stamp(now), *self._dead_letter_args(now, dead_letter),
                 "1" if dead_letter.on_expiry else "0",
-                _record_head(queue, policy.REASON_EXPIRED, now),
-                _record_head(queue, policy.REASON_MAX_CLAIMS, now), str(SWEEP_BATCH)]
+                record_head(queue, policy.REASON_EXPIRED, now),
+                record_head(queue, policy.REASON_MAX_CLAIMS, now), str(SWEEP_BATCH)]
         moved = discarded = 0
         more = True
         while more:
@@ -470,10 +389,6 @@ class RedisStorage(Storage):
 
     # -- versioned records ----------------------------------------------------
 
-    def _record_keys(self, project: str, kind: str) -> list[str]:
-        encoded = urllib.parse.quote(kind, safe="")
-        return [f"{_ns(project)}r:{encoded}", f"{_ns(project)}rk:{encoded}"]
-
     @staticmethod
     def _to_record(key: str, stored: str) -> Record:
         version, value = stored.split(" ", 1)
@@ -481,25 +396,25 @@ class RedisStorage(Storage):
 
     def get_record(self, project: str, kind: str, key: str) -> Record | None:
         with self._translate_errors():
-            stored = self.client.hget(self._record_keys(project, kind)[0], key)
+            stored = self.client.hget(record_keys(project, kind)[0], key)
         return self._to_record(key, stored) if stored is not None else None
 
     def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
                    expected_version: int | None) -> int:
-        version = self._eval("put_record", self._record_keys(project, kind),
-                             [key, json.dumps(value), _opt(expected_version)],
+        version = self._eval("put_record", record_keys(project, kind),
+                             [key, json.dumps(value), opt(expected_version)],
                              (RECORD_PROJECTS + kind, project))
         if not version:
             raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
         return int(version)
 
     def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        deleted = self._eval("delete_record", self._record_keys(project, kind), [key, _opt(expected_version)])
+        deleted = self._eval("delete_record", record_keys(project, kind), [key, opt(expected_version)])
         return bool(deleted)
 
     def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
                      limit: int = 1000) -> list[Record]:
-        values, names = self._record_keys(project, kind)
+        values, names = record_keys(project, kind)
         lower = "(" + marker if marker is not None and marker >= prefix else "[" + prefix
         with self._translate_errors():
             # keys with the prefix are contiguous in key order: the first ones read are the page
@@ -513,7 +428,7 @@ class RedisStorage(Storage):
             projects = sorted(self.client.smembers(RECORD_PROJECTS + kind))
             with self.client.pipeline(transaction=False) as pipe:
                 for project in projects:
-                    pipe.zcard(self._record_keys(project, kind)[1])
+                    pipe.zcard(record_keys(project, kind)[1])
                 counts = pipe.execute()
         return [p for p, n in zip(projects, counts, strict=True) if n]
 

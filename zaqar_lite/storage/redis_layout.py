@@ -1,0 +1,121 @@
+"""How zaqar-lite lays out its data in Redis: key names, and values as the scripts read them.
+
+``P`` is the project and ``Q`` the queue name, both percent-encoded
+(no ``{``, ``}`` or ``:`` left). ``{P}`` is a Redis Cluster hash tag: a project's
+queues, their dead-letter queues (always in the same project), messages, claims
+and records share one hash slot, so every script touches a single slot::
+
+    zl:{P}:queues          ZSET   queue names, score 0 (ZRANGEBYLEX pages by name)
+    zl:{P}:q:Q:meta        STRING queue metadata JSON; the queue exists while this does
+    zl:{P}:q:Q:marker      STRING last marker given in Q (INCR: FIFO order of posts)
+    zl:{P}:q:Q:ready       ZSET   messages neither claimed nor delayed, score marker
+    zl:{P}:q:Q:delayed     ZSET   delayed messages, score delay_until
+    zl:{P}:q:Q:claimed     ZSET   claimed messages, score claim_expires
+    zl:{P}:q:Q:all         ZSET   every message of Q, score marker (listing, purge)
+    zl:{P}:q:Q:expires     ZSET   every message of Q, score expires (sweep, stats)
+    zl:{P}:q:Q:counted     ZSET   messages claimed at least once, score claim_count
+    zl:{P}:q:Q:claims      ZSET   claim ids, score claim expiry
+    zl:{P}:q:Q:c:<claim>   HASH   ttl, grace, created, expires of one claim
+    zl:{P}:q:Q:cm:<claim>  SET    ids of the messages the claim took
+    zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
+                                  delay_until, client_id, claim_id, claim_expires, claim_count,
+                                  dlq_eligible, failures (JSON objects, one a line), dead_letter
+    zl:{P}:r:<kind>        HASH   versioned records: key -> "<version> <value JSON>"
+    zl:{P}:rk:<kind>       ZSET   record keys, score 0
+    zl:projects            SET    projects that ever had a queue (all_queues)
+    zl:record-projects:<kind>  SET  projects that ever had a record of that kind
+
+The two global sets are the only keys outside the project slots. No script
+touches them: each write that may create a queue or a record sends an SADD just
+before its script in the same pipeline.
+
+Times are stored and sent as ``repr(float)`` strings, so no digit is lost
+(Lua's own number formatting keeps 14).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zaqar_lite.models import Message
+
+PROJECTS = "zl:projects"
+RECORD_PROJECTS = "zl:record-projects:"
+QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires", "counted", "claims")
+#: (project, queue) pairs whose key names are kept ready
+KEY_CACHE_SIZE = 4096
+
+
+def stamp(value: float) -> str:
+    """Format a time exactly (Lua would keep only 14 digits)."""
+    return repr(float(value))
+
+
+def guard(metadata_version: str | None) -> list[str]:
+    """Return the ARGV pair of a metadata check (``metadata_is`` in _lib.lua)."""
+    return ["0", ""] if metadata_version is None else ["1", metadata_version]
+
+
+def opt(value: Any, fmt: Any = str) -> str:
+    """Return ``fmt(value)``, or '' (unset) for None."""
+    return "" if value is None else fmt(value)
+
+
+def to_message(message_id: str, f: Mapping[str, str]) -> Message:
+    """Return the message a ``zl:{P}:m:<id>`` hash holds (its fields as strings)."""
+    failures = f.get("failures")
+    return Message(
+        id=message_id, body=json.loads(f["body"]), created=float(f["created"]),
+        expires=float(f["expires"]), delay_until=float(f.get("delay_until", 0)),
+        client_id=f.get("client_id", ""), claim_id=f.get("claim_id"),
+        claim_expires=float(f["claim_expires"]) if "claim_expires" in f else None,
+        claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
+        failures=[json.loads(line) for line in failures.split("\n")] if failures else [],
+        dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
+        marker=int(f["marker"]))
+
+
+def from_reply(reply: Sequence[str]) -> Message:
+    """Parse a script's ``{id, field, value, ...}`` message."""
+    return to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
+
+
+def record_head(queue: str, reason: str, now: float) -> str:
+    """Return the start of a provenance record (policy.dead_lettered); the script ends it."""
+    return json.dumps({"source_queue": queue, "reason": reason, "dead_lettered_at": float(now)})[:-1]
+
+
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
+def project_prefix(project: str) -> str:
+    """Return the key prefix of a project: ``zl:{P}:``."""
+    return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
+
+
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
+def queue_prefix(project: str, queue: str) -> str:
+    """Return the key prefix of a queue: ``zl:{P}:q:Q:``."""
+    return f"{project_prefix(project)}q:{urllib.parse.quote(queue, safe='')}:"
+
+
+@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
+def queue_keys(project: str, queue: str) -> tuple[str, ...]:
+    """Return a queue's keys in ``QUEUE_KEYS`` order, then the project's queue index."""
+    return (*(queue_prefix(project, queue) + kind for kind in QUEUE_KEYS), project_prefix(project) + "queues")
+
+
+def script_keys(project: str, queue: str, dead_letter_queue: str | None = None) -> tuple[str, ...]:
+    """Return the standard KEYS: the queue's, the project's queue index, then the DLQ's if given."""
+    keys = queue_keys(project, queue)
+    if dead_letter_queue is None:
+        return keys
+    return keys + queue_keys(project, dead_letter_queue)[:-1]
+
+
+def record_keys(project: str, kind: str) -> list[str]:
+    """Return the keys of a kind of versioned records: the values hash, then the key index."""
+    encoded = urllib.parse.quote(kind, safe="")
+    return [f"{project_prefix(project)}r:{encoded}", f"{project_prefix(project)}rk:{encoded}"]
