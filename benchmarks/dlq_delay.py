@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from http_load import BATCH, PROJECT, call, cpu_seconds, run_wrk, serving, stock_queue
+from http_load import BATCH, PROJECT, SESSIONS, call, cpu_seconds, run_wrk, serving, stock_queue
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -444,16 +444,12 @@ def wrk_options(args: argparse.Namespace, queue: str) -> argparse.Namespace:
 
 
 class Server:
-    """A zaqar-lite server started by http_load.serving: its URL and process group."""
+    """A zaqar-lite server started by http_load.serving: its URL and session."""
 
     def __init__(self, stack: contextlib.ExitStack, argv: list[str], workdir: Path,
                  env: Mapping[str, str], cwd: Path) -> None:
-        self.pgid = 0
-
-        def started(proc: subprocess.Popen[bytes]) -> None:
-            self.pgid = proc.pid  # serving() starts it in a new session: it leads its group
-
-        self.url: str = stack.enter_context(serving(argv, workdir, env, cwd, started))
+        self.url: str = stack.enter_context(serving(argv, workdir, env, cwd))
+        self.session = SESSIONS[self.url]
 
 
 def wrk_claims(args: argparse.Namespace, server: Server, queue: str,
@@ -464,10 +460,10 @@ def wrk_claims(args: argparse.Namespace, server: Server, queue: str,
     server's processes (all its gunicorn processes, from /proc, read before wrk
     starts and SETTLE seconds after it ends, when requests it left in flight are done).
     """
-    cpu_before = cpu_seconds({server.pgid})
+    cpu_before = cpu_seconds({server.session})
     figures = run_wrk(args.wrk, server.url, "claim", wrk_options(args, queue), seconds or args.seconds)
     time.sleep(SETTLE)
-    figures["cpu_seconds"] = cpu_seconds({server.pgid}) - cpu_before
+    figures["cpu_seconds"] = cpu_seconds({server.session}) - cpu_before
     cpu = max(figures["cpu_seconds"], 1 / CLOCK_TICKS)
     figures["pairs_per_s"] = figures["deleted"] / figures["seconds"]
     figures["claims_per_s"] = figures["claimed"] / figures["seconds"]

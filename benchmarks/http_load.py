@@ -40,7 +40,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def wait_until_ready(url: str, proc: subprocess.Popen[bytes] | None, log: Path |
 SESSIONS: dict[str, int] = {}
 
 
-def cpu_seconds(sessions: set[int], pids: frozenset[int] | set[int] = frozenset()) -> float:
+def cpu_seconds(sessions: AbstractSet[int], pids: AbstractSet[int] = frozenset()) -> float:
     """CPU time used so far by the processes of these sessions and these PIDs (Linux /proc)."""
     ticks = 0
     for entry in os.scandir("/proc"):
@@ -125,16 +126,15 @@ def server_cpu(url: str) -> float | None:
 
 @contextlib.contextmanager
 def serving(argv: list[str], workdir: Path, env: Mapping[str, str] | None = None,
-            cwd: Path | None = None,
-            started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> Iterator[str]:
+            cwd: Path | None = None) -> Iterator[str]:
     """Run a server command on a free port (appended as ``--bind``) and yield its URL.
 
     Each server gets its own ``XDG_RUNTIME_DIR`` so the gunicorn control sockets
     of the two servers (and of anyone else's gunicorn) do not clash. ``env`` adds
     to (or overrides) the environment and ``cwd`` is the server's working
     directory (``python -m`` puts it first on ``sys.path``); the server's output
-    goes to ``workdir/server.log``. ``started`` is called with the server process
-    (the leader of its own process group) once it is ready.
+    goes to ``workdir/server.log``. The server leads a session of its own, noted
+    in :data:`SESSIONS` under its URL.
     """
     bind = f"127.0.0.1:{free_port()}"
     workdir.mkdir()
@@ -147,8 +147,6 @@ def serving(argv: list[str], workdir: Path, env: Mapping[str, str] | None = None
     SESSIONS[url] = proc.pid
     try:
         wait_until_ready(url, proc, log)
-        if started is not None:
-            started(proc)
         yield url
     finally:
         proc.terminate()

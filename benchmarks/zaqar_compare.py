@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from http_load import BATCH, call, cpu_seconds, free_messages, run_wrk, serving
+from http_load import BATCH, SESSIONS, call, cpu_seconds, free_messages, run_wrk, serving
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -879,14 +879,8 @@ def main(argv: list[str] | None = None) -> None:
                 command, env = lite_command(redis.uri(), args.workers), {}
             else:
                 command, env = lite_command(f"sqlite:///{tmp}/bench.db", args.workers), {}
-            leaders: list[int] = []
-
-            def note_leader(proc: subprocess.Popen[bytes], found: list[int] = leaders) -> None:
-                found.append(proc.pid)
-
-            urls[server] = stack.enter_context(serving(command, tmp / server, env=env, cwd=REPO,
-                                                       started=note_leader))
-            watch(urls[server], sessions=leaders, pids=store_pids)
+            urls[server] = stack.enter_context(serving(command, tmp / server, env=env, cwd=REPO))
+            watch(urls[server], sessions=[SESSIONS[urls[server]]], pids=store_pids)
         results: dict[str, Any] = {}
         if main_servers:
             results["loads"] = run_loads(args, {s: urls[s] for s in main_servers})

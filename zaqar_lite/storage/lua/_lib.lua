@@ -72,33 +72,15 @@ local function ensure_queue(Q, name, index)
   end
 end
 
--- Drop a message id from every index of queue Q and from its last claim's set.
-local function unindex(qp, Q, id, claim_id)
-  for _, key in ipairs({Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted}) do
-    redis.call('ZREM', key, id)
-  end
-  if claim_id then
-    redis.call('SREM', qp .. 'cm:' .. claim_id, id)
-  end
-end
-
--- Delete a message of queue Q.
-local function drop(ns, qp, Q, id)
-  local key = message_key(ns, id)
-  unindex(qp, Q, id, redis.call('HGET', key, 'claim_id'))
-  redis.call('DEL', key)
-end
-
--- Delete messages of queue Q at once: ids[i], last claimed by claims[i] (false
--- for none). Each key gets one call for the whole list (at most a page of ids).
-local function drop_all(ns, qp, Q, ids, claims)
-  if #ids == 0 then return end
+-- Drop message ids from every index of queue Q, and each one, ids[i], from the
+-- set of its last claim, claims[i] (false for none): one call per key for the
+-- whole list (at most a page of ids).
+local function unindex_all(qp, Q, ids, claims)
   for _, key in ipairs({Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted}) do
     redis.call('ZREM', key, unpack(ids))
   end
-  local held, keys = {}, {}
+  local held = {}
   for i, id in ipairs(ids) do
-    keys[i] = message_key(ns, id)
     if claims[i] then
       held[claims[i]] = held[claims[i]] or {}
       table.insert(held[claims[i]], id)
@@ -107,7 +89,26 @@ local function drop_all(ns, qp, Q, ids, claims)
   for claim_id, members in pairs(held) do
     redis.call('SREM', qp .. 'cm:' .. claim_id, unpack(members))
   end
+end
+
+-- Drop a message id from every index of queue Q and from its last claim's set.
+local function unindex(qp, Q, id, claim_id)
+  unindex_all(qp, Q, {id}, {claim_id})
+end
+
+-- Delete messages of queue Q at once: ids[i], last claimed by claims[i] (false
+-- for none).
+local function drop_all(ns, qp, Q, ids, claims)
+  if #ids == 0 then return end
+  unindex_all(qp, Q, ids, claims)
+  local keys = {}
+  for i, id in ipairs(ids) do keys[i] = message_key(ns, id) end
   redis.call('DEL', unpack(keys))
+end
+
+-- Delete a message of queue Q.
+local function drop(ns, qp, Q, id)
+  drop_all(ns, qp, Q, {id}, {redis.call('HGET', message_key(ns, id), 'claim_id')})
 end
 
 -- Move a message of Q into queue T, named name: it leaves Q's indexes (and its
