@@ -25,8 +25,12 @@ from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.models import RedriveFilter, RedriveRequest
 
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+$")
+#: names that path-normalising clients (URL libraries, browsers, proxies) turn into another path
+DOT_SEGMENTS = (".", "..")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-TRUE_VALUES, FALSE_VALUES = ("true", "1", "yes"), ("false", "0", "no")
+#: query booleans, compared in any letter case: Zaqar's words (falcon's) and ours
+TRUE_VALUES = ("true", "t", "yes", "y", "1", "on")
+FALSE_VALUES = ("false", "f", "no", "n", "0", "off")
 #: deepest nesting of arrays and objects a body may have: every reader (drivers, the
 #: response encoder) must be able to follow it far below Python's recursion limit
 MAX_JSON_DEPTH = 64
@@ -47,24 +51,39 @@ def _checked_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise InvalidBody(f"Number {text} is too large to be represented.")
+    # Every float this large is a whole number, and JSON Schema counts it as an
+    # integer: the same 64-bit bound holds for it, so one rule covers all numbers.
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidBody(f"Number {text} is outside the 64-bit integer range.")
     return value
 
 
 def parse_json(raw: bytes) -> Any:
     """Parse a request body.
 
-    Integers beyond 64 bits, non-finite numbers, lone UTF-16 surrogates (which
-    no response could encode) and nesting deeper than ``MAX_JSON_DEPTH`` are
-    rejected.
+    The body must be UTF-8 without a byte order mark (RFC 8259 section 8.1);
+    numbers outside the signed 64-bit range, non-finite numbers, lone UTF-16
+    surrogates (which no response could encode) and nesting deeper than
+    ``MAX_JSON_DEPTH`` are rejected.
     """
     # Judged before parsing: the parser recurses once per level, and near the
     # recursion limit the finalizers the garbage collector runs would fail too.
     if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _nests_deeper_than(raw, MAX_JSON_DEPTH):
         raise InvalidBody(f"Request body may not nest arrays and objects more than {MAX_JSON_DEPTH} deep.")
+    # A NUL byte is never part of UTF-8 JSON (not even inside a string): it is how
+    # UTF-16 and UTF-32 texts of ASCII look, so they get the same answer.
     try:
-        document = json.loads(raw, parse_int=_checked_int, parse_float=_checked_float,
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = "\x00"
+    if "\x00" in text:
+        raise InvalidBody("Request body must be JSON encoded in UTF-8 (RFC 8259).")
+    if text.startswith("\ufeff"):
+        raise InvalidBody("Request body must be JSON encoded in UTF-8 without a byte order mark (RFC 8259).")
+    try:
+        document = json.loads(text, parse_int=_checked_int, parse_float=_checked_float,
                               parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise InvalidBody(f"Request body is not valid JSON: {exc}.") from None
     except RecursionError:
         raise InvalidBody("Request body is nested too deeply.") from None
@@ -236,17 +255,18 @@ def _redrive_schema(limits: Limits) -> Schema:
 
 
 def is_queue_name(name: Any, limits: Limits) -> bool:
-    """Return whether a value is a valid queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars)."""
+    """Return whether a value is a valid queue name: ``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.``/``..``."""
     return (isinstance(name, str) and 0 < len(name) <= limits.max_queue_name_length
-            and QUEUE_NAME.match(name) is not None)
+            and QUEUE_NAME.match(name) is not None and name not in DOT_SEGMENTS)
 
 
 def queue_name(name: str, limits: Limits) -> str:
-    """Check a queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars)."""
+    """Check a queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.`` or ``..``)."""
     if not is_queue_name(name, limits):
         raise ValidationFailed(
-            f"Queue names may not be more than {limits.max_queue_name_length} characters long and "
-            "may only contain ASCII letters, digits, underscores, dashes and periods.")
+            f"Queue names may not be more than {limits.max_queue_name_length} characters long, "
+            "may only contain ASCII letters, digits, underscores, dashes and periods, "
+            "and may not be . or .. (which URL clients rewrite).")
     return name
 
 
@@ -277,20 +297,19 @@ def project_id(value: str | None, limits: Limits) -> str:
 
 
 def page_limit(raw: str | None, maximum: int, default: int, name: str = "limit") -> int:
-    """Check a ``limit``-like query parameter: an integer in 1..maximum."""
+    """Check a ``limit``-like query parameter: ASCII digits making an integer in 1..maximum."""
     if raw is None:
         return min(default, maximum)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationFailed(f"{name} must be an integer, got {raw!r}.") from None
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValidationFailed(f"{name} must be a whole number written in ASCII digits, got {raw!r}.")
+    value = int(raw)
     if not 1 <= value <= maximum:
         raise ValidationFailed(f"{name} must be between 1 and {maximum}, got {value}.")
     return value
 
 
 def boolean(raw: str | None, name: str, default: bool = False) -> bool:
-    """Check a boolean query parameter (true/false, 1/0, yes/no)."""
+    """Check a boolean query parameter (true/t/yes/y/1/on or false/f/no/n/0/off, any letter case)."""
     if raw is None or raw == "":
         return default
     lowered = raw.lower()

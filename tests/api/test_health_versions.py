@@ -57,6 +57,19 @@ def test_ping_answers_503_when_the_store_does_not_answer(store_client, storage, 
     assert store_client.simulate_head("/v2/ping").status_code == 503
 
 
+def test_the_503_of_ping_has_the_json_error_body_its_content_type_announces(store_client, storage,
+                                                                          monkeypatch):
+    monkeypatch.setattr(storage, "ping", lambda: False)
+    result = store_client.simulate_get("/v2/ping")
+    body = assert_error(result, 503, "Service temporarily unavailable")
+    assert body["description"] == "The storage backend cannot be reached. Please try again in a few seconds."
+    assert result.headers["retry-after"] == "1"
+    head = store_client.simulate_head("/v2/ping")
+    assert head.status_code == 503
+    assert head.content == b""
+    assert head.headers["retry-after"] == "1"
+
+
 def test_health_reports_the_store_and_the_message_volume_of_the_project(client):
     post(client, "q1", "a", "b")
     post(client, "q2", "c")

@@ -29,7 +29,8 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
     gunicorn does); falcon's bounded stream would read it as empty.
 
     Returns:
-        The parsed document (None for an empty body) and its size in bytes.
+        The parsed document (None for an empty body) and its size in bytes;
+        a body that is JSON ``null`` is refused.
     """
     stream: ReadableIO = req.bounded_stream
     if req.content_length is None and req.env.get("wsgi.input_terminated"):
@@ -41,7 +42,11 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
         refuse_oversized(stream, max_size)
     if not raw.strip():
         return None, 0
-    return parse_json(raw), len(raw)
+    document = parse_json(raw)
+    if document is None:
+        # No request takes null: a body, when sent, is an object or an array (as Zaqar).
+        raise InvalidBody("Request body may not be null; send a JSON object or no body.")
+    return document, len(raw)
 
 
 def refuse_oversized(stream: ReadableIO, max_size: int) -> NoReturn:

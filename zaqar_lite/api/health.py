@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import falcon
 
+from zaqar_lite import errors
 from zaqar_lite.api.middleware import require_admin
 from zaqar_lite.claims.service import Messaging
 
 
 class Ping:
-    """``GET|HEAD /v2/ping``: 204 when the store answers, 503 when it does not."""
+    """``GET|HEAD /v2/ping``: 204 when the store answers, 503 when it does not.
+
+    The 503 is the error every other route answers when the store is down (a
+    JSON body with title and description, ``Retry-After``), so its JSON content
+    type describes a body that is there.
+    """
 
     def __init__(self, messaging: Messaging) -> None:
         self.messaging = messaging
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Answer 204 or 503."""
-        resp.status = falcon.HTTP_204 if self.messaging.ping() else falcon.HTTP_503
+        if not self.messaging.ping():
+            raise errors.StorageUnavailable("ping: the store did not answer")
+        resp.status = falcon.HTTP_204
 
     on_head = on_get
 

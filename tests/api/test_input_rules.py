@@ -1,0 +1,141 @@
+"""What the server takes as input, as docs/openapi.yaml states it (issue 20).
+
+Query integers are ASCII digits; query booleans are Zaqar's words in any letter
+case; a query parameter given empty counts as absent (as Zaqar, whose falcon drops
+blank values); request bodies are UTF-8 JSON (RFC 8259), never ``null``, with
+every number inside the signed 64-bit range; queue names ``.`` and ``..`` are
+refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.api.helpers import assert_error, claim, post
+
+Q = "/v2/queues/q1"
+
+
+@pytest.mark.parametrize("value", ["\uff11\uff10", "1_0", " 10", "10 ", "+10", "\u0661"])
+@pytest.mark.parametrize("path,name", [("/v2/queues", "limit"), (Q + "/messages", "limit"),
+                                       (Q + "/claims", "limit"), (Q + "/messages", "pop")])
+def test_query_integers_are_ascii_digits_only(client, path, name, value):
+    post(client, "q1", "a", "b")
+    method = {"claims": "POST"}.get(path.rsplit("/", 1)[1], "DELETE" if name == "pop" else "GET")
+    result = client.simulate_request(method, path, params={name: value})
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == f"{name} must be a whole number written in ASCII digits, got {value!r}."
+
+
+def test_ascii_digits_with_a_leading_zero_are_a_number(client):
+    post(client, "q1", "a", "b", "c")
+    result = client.simulate_get(Q + "/messages", params={"limit": "02", "echo": "true"})
+    assert result.status_code == 200
+    assert [m["body"] for m in result.json["messages"]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_and_dot_dot_are_not_queue_names(client, name):
+    for result in (client.simulate_put(f"/v2/queues/{name}"),
+                   client.simulate_post(f"/v2/queues/{name}/messages", json={"messages": [{"body": 1}]})):
+        body = assert_error(result, 400, "Invalid API request")
+        assert "may not be . or .." in body["description"]
+    assert client.simulate_get("/v2/queues").json["queues"] == []
+
+
+def test_names_with_dots_that_are_not_dot_segments_stay_valid(client):
+    for name in ("...", ".a", "a..", "..b"):
+        assert client.simulate_put(f"/v2/queues/{name}").status_code == 201, name
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_dead_letter_queue_or_redrive_destination_may_not_be_a_dot_segment(client, name):
+    assert_error(client.simulate_put(Q, json={"_dead_letter_queue": name}), 400)
+    assert_error(client.simulate_post(Q + "/redrive", json={"destination": name}), 400)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_a_body_that_is_not_utf8_is_refused(client, encoding):
+    raw = json.dumps({"messages": [{"body": "caf\u00e9"}]}).encode(encoding)
+    result = client.simulate_post(Q + "/messages", body=raw,
+                                  headers={"Content-Type": f"application/json; charset={encoding}"})
+    body = assert_error(result, 400, "Invalid request body")
+    assert body["description"] == "Request body must be JSON encoded in UTF-8 (RFC 8259)."
+    assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 0
+
+
+def test_a_utf8_body_with_a_byte_order_mark_is_refused(client):
+    raw = b"\xef\xbb\xbf" + json.dumps({"messages": [{"body": 1}]}).encode()
+    body = assert_error(client.simulate_post(Q + "/messages", body=raw), 400, "Invalid request body")
+    assert body["description"] == ("Request body must be JSON encoded in UTF-8 without a byte order mark "
+                                   "(RFC 8259).")
+
+
+def test_a_utf8_body_is_taken_as_it_is(client):
+    raw = json.dumps({"messages": [{"body": "caf\u00e9 \U0001f600"}]}, ensure_ascii=False).encode()
+    assert client.simulate_post(Q + "/messages", body=raw).status_code == 201
+    listed = client.simulate_get(Q + "/messages", params={"echo": "true"}).json["messages"]
+    assert [m["body"] for m in listed] == ["caf\u00e9 \U0001f600"]
+
+
+@pytest.mark.parametrize("method,path", [("POST", Q + "/purge"), ("POST", Q + "/redrive"),
+                                         ("POST", Q + "/claims"), ("PUT", Q),
+                                         ("PATCH", Q + "/claims/c1")])
+def test_a_null_body_is_refused(client, method, path):
+    post(client, "q1", "kept")
+    result = client.simulate_request(method, path, body="null", headers={"Content-Type": "application/json"})
+    body = assert_error(result, 400, "Invalid request body")
+    assert body["description"] == "Request body may not be null; send a JSON object or no body."
+    assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1
+
+
+def test_no_body_still_means_the_defaults(client):
+    post(client, "q1", "gone")
+    assert client.simulate_post(Q + "/purge").status_code == 204
+    assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 0
+
+
+@pytest.mark.parametrize("number", ["9223372036854775808", "-9223372036854775809", "1e19", "-1e19",
+                                    "9.3e18", "1e300"])
+def test_numbers_outside_64_bits_are_refused_anywhere_in_a_body(client, number):
+    raw = '{"messages": [{"body": {"n": [NUMBER]}}]}'.replace("NUMBER", number)
+    body = assert_error(client.simulate_post(Q + "/messages", body=raw), 400, "Invalid request body")
+    assert number in body["description"]
+
+
+@pytest.mark.parametrize("number,stored", [("9223372036854775807", 9223372036854775807),
+                                           ("-9223372036854775808", -9223372036854775808),
+                                           ("9.2e18", 9.2e18), ("-9.2e18", -9.2e18), ("1.5e-300", 1.5e-300)])
+def test_numbers_inside_64_bits_are_kept(client, number, stored):
+    raw = '{"messages": [{"body": NUMBER}]}'.replace("NUMBER", number)
+    assert client.simulate_post(Q + "/messages", body=raw).status_code == 201
+    listed = client.simulate_get(Q + "/messages", params={"echo": "true"}).json["messages"]
+    assert [m["body"] for m in listed] == [stored]
+
+
+@pytest.mark.parametrize("word,shown", [("t", True), ("Y", True), ("on", True), ("ON", True), ("1", True),
+                                        ("f", False), ("N", False), ("off", False), ("No", False)])
+def test_query_booleans_take_zaqars_words_in_any_case(client, word, shown):
+    post(client, "q1", "mine")
+    result = client.simulate_get(Q + "/messages", params={"echo": word})
+    assert result.status_code == 200
+    assert len(result.json["messages"]) == (1 if shown else 0)
+
+
+@pytest.mark.parametrize("word", ["tru", "ja", "2", "\uff54"])
+def test_other_query_boolean_words_are_refused(client, word):
+    body = assert_error(client.simulate_get("/v2/queues", params={"detailed": word}), 400)
+    assert body["description"] == f"detailed must be true or false, got {word!r}."
+
+
+def test_an_empty_query_value_counts_as_absent(client):
+    post(client, "q1", *range(12))
+    result = client.simulate_get(Q + "/messages", query_string="limit=&echo=true&include_claimed=")
+    assert result.status_code == 200
+    assert len(result.json["messages"]) == 10
+    claim_id, _ = claim(client, "q1", limit=1)
+    released = client.simulate_post(Q + "/messages/x/release", query_string="claim_id=")
+    assert assert_error(released, 400)["description"] == "claim_id is required to release a message."
+    assert claim_id
