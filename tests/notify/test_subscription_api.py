@@ -63,6 +63,11 @@ def test_create_answers_201_with_the_id_and_get_shows_the_zaqar_fields(client):
     assert shown["delivery"]["last_error"] is None
 
 
+def test_the_longest_ttl_is_100_billion_seconds(client):
+    subscription_id = create(client, ttl=100_000_000_000)
+    assert client.simulate_get(f"{BASE}/{subscription_id}").json["ttl"] == 100_000_000_000
+
+
 def test_ttl_and_options_default_to_3600_and_an_empty_object(client):
     shown = client.simulate_get(f"{BASE}/{create(client)}").json
     assert (shown["ttl"], shown["options"]) == (3600, {})
@@ -263,6 +268,7 @@ BAD_FIELDS = [
     ({"subscriber": URL, "ttl": True}, "ttl"),
     ({"subscriber": URL, "ttl": 60.5}, "ttl"),
     ({"subscriber": URL, "ttl": 10**15}, "ttl"),
+    ({"subscriber": URL, "ttl": 100_000_000_001}, "ttl"),
     ({"subscriber": URL, "options": []}, "options"),
     ({"subscriber": URL, "options": "x"}, "options"),
     ({"subscriber": URL, "options": {"_retry_policy": []}}, "options._retry_policy"),

@@ -22,6 +22,8 @@ from zaqar_lite.notify import retry
 
 MAX_SUBSCRIBER_LENGTH = 2048
 MAX_SECRET_LENGTH = 1024
+#: longest subscription ttl, about 3,000 years: a fixed bound, stated in docs/openapi.yaml
+MAX_SUBSCRIPTION_TTL = 100_000_000_000
 #: an RFC 9110 header name
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 CREATE_KEYS = ("subscriber", "ttl", "options")
@@ -57,6 +59,8 @@ def ttl(value: Any, limits: Limits, now: float) -> int:
         raise ValidationFailed(f"ttl must be an integer number of seconds, got {_show(value)}.")
     if value < limits.min_subscription_ttl:
         raise ValidationFailed(f"ttl must be at least {limits.min_subscription_ttl} seconds, got {value}.")
+    if value > MAX_SUBSCRIPTION_TTL:
+        raise ValidationFailed(f"ttl may not be more than {MAX_SUBSCRIPTION_TTL} seconds, got {value}.")
     try:
         datetime.datetime.fromtimestamp(now + value, tz=datetime.UTC)
     except (OverflowError, ValueError, OSError):
