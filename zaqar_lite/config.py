@@ -119,7 +119,10 @@ class Settings:
     log_level: str = "INFO"
     sweep_interval: float = 1.0
     client_id_uuid_safe: str = "strict"
-    include_dead_letter: bool = True
+    min_length_client_id: int = 10
+    max_length_client_id: int = 36
+    message_delete_with_claim_id: bool = False
+    include_dead_letter: bool = False
     auth_strategy: str = "noauth"
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
@@ -131,6 +134,37 @@ class Settings:
 
 
 _SERVER_KEYS = {"bind": str, "workers": int, "log_level": str, "sweep_interval": float}
+
+
+def _boolean(raw: str, where: str) -> bool:
+    if raw.lower() not in ("true", "false"):
+        raise ValueError(f"{where} must be true or false, got {raw!r}")
+    return raw.lower() == "true"
+
+
+def _transport_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[transport]``: Zaqar's names and defaults, plus ``include_dead_letter``."""
+    values: dict[str, Any] = {}
+    raw = get("transport", "client_id_uuid_safe")
+    if raw is not None:
+        if raw not in ("strict", "off"):
+            raise ValueError("[transport] client_id_uuid_safe must be 'strict' or 'off'")
+        values["client_id_uuid_safe"] = raw
+    for key in ("min_length_client_id", "max_length_client_id"):
+        raw = get("transport", key)
+        if raw is not None:
+            if not raw.strip().isdigit() or int(raw) < 1:
+                raise ValueError(f"[transport] {key} must be a positive integer, got {raw!r}")
+            values[key] = int(raw)
+    for key in ("message_delete_with_claim_id", "include_dead_letter"):
+        raw = get("transport", key)
+        if raw is not None:
+            values[key] = _boolean(raw, f"[transport] {key}")
+    low = values.get("min_length_client_id", Settings.min_length_client_id)
+    high = values.get("max_length_client_id", Settings.max_length_client_id)
+    if low > high:
+        raise ValueError("[transport] min_length_client_id may not exceed max_length_client_id")
+    return values
 
 
 def _env(section: str, key: str) -> str | None:
@@ -200,16 +234,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         raw = get("server", key)
         if raw is not None:
             values[key] = kind(raw)
-    raw = get("transport", "client_id_uuid_safe")
-    if raw is not None:
-        if raw not in ("strict", "off"):
-            raise ValueError("[transport] client_id_uuid_safe must be 'strict' or 'off'")
-        values["client_id_uuid_safe"] = raw
-    raw = get("transport", "include_dead_letter")
-    if raw is not None:
-        if raw.lower() not in ("true", "false"):
-            raise ValueError("[transport] include_dead_letter must be true or false")
-        values["include_dead_letter"] = raw.lower() == "true"
+    values.update(_transport_values(get))
     strategy = get("auth", "strategy")
     if strategy is not None:
         if strategy not in ("noauth", "token"):
