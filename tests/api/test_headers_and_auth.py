@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
 import tempfile
+import uuid
 
 import pytest
 
@@ -267,7 +267,8 @@ def test_the_versions_document_needs_no_headers_in_any_spelling(bare):
 
 def test_two_project_headers_joined_by_the_server_are_refused(bare):
     # a WSGI server hands a header sent twice to the app as one value joined by ", "
-    result = bare.simulate_get("/v2/queues", headers={"Client-ID": str(SOME_UUID), "X-Project-ID": "fuzz,other"})
+    result = bare.simulate_get("/v2/queues",
+                               headers={"Client-ID": str(SOME_UUID), "X-Project-ID": "fuzz,other"})
     assert "X-Project-ID" in assert_error(result, 400)["description"]
 
 
@@ -297,6 +298,7 @@ def test_message_delete_with_claim_id_requires_claim_ids_on_a_delete_by_ids(make
     assert "claim_ids" in assert_error(result, 400)["description"]
     claimed = client.simulate_post("/v2/queues/q1/claims", json={})
     claim_id = claimed.headers["location"].rsplit("/", 1)[1]
-    result = client.simulate_delete("/v2/queues/q1/messages", params={"ids": message_id, "claim_ids": claim_id})
+    result = client.simulate_delete("/v2/queues/q1/messages",
+                                    params={"ids": message_id, "claim_ids": claim_id})
     assert result.status_code == 204
     assert client.simulate_get(f"/v2/queues/q1/messages/{message_id}").status_code == 404

@@ -288,14 +288,16 @@ def test_detailed_list_includes_the_stored_metadata_only(client):
     client.simulate_put("/v2/queues/bravo")
     queues = client.simulate_get("/v2/queues", params={"detailed": "true"}).json["queues"]
     assert queues == [
-        {"name": "alpha", "href": "/v2/queues/alpha", "metadata": {"team": "blue", "_default_message_delay": 5}},
+        {"name": "alpha", "href": "/v2/queues/alpha",
+         "metadata": {"team": "blue", "_default_message_delay": 5}},
         {"name": "bravo", "href": "/v2/queues/bravo", "metadata": {}},
     ]
 
 
 def test_zaqar_lite_reserved_keys_show_only_when_set(client, dlq_name="dlq"):
     client.simulate_put(f"/v2/queues/{dlq_name}")
-    client.simulate_put("/v2/queues/q1", json={"_dead_letter_queue": dlq_name, "_dead_letter_on_expiry": True})
+    client.simulate_put("/v2/queues/q1",
+                        json={"_dead_letter_queue": dlq_name, "_dead_letter_on_expiry": True})
     assert_metadata(client.simulate_get("/v2/queues/q1").json,
                     _dead_letter_queue=dlq_name, _dead_letter_on_expiry=True)
     result = patch(client, "q1", [{"op": "remove", "path": "/metadata/_dead_letter_on_expiry"}])
