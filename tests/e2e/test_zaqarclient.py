@@ -7,7 +7,6 @@ claim,message}.py``; anything it cannot parse is a server bug.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from zaqarclient.queues.v2.claim import Claim
 from zaqarclient.queues.v2.queues import Queue
 from zaqarclient.transport import errors as zaqar_errors
 
-from tests.e2e.harness import RunningServer, ServerStarter, Store
+from tests.e2e.harness import RunningServer
 
 pytestmark = pytest.mark.slow
 
