@@ -27,14 +27,16 @@ any 4xx or 5xx reply are failures, retried by the subscription's retry policy.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import email.errors
 import email.policy
 import email.utils
 import json
 import smtplib
+import socket
 import ssl
-import time
+import threading
 import urllib.parse
 from collections.abc import Mapping
 from email.headerregistry import Address
@@ -138,67 +140,74 @@ def compose(document: Mapping[str, Any], subscriber: str, options: Mapping[str, 
     return mail
 
 
-class _SMTP(smtplib.SMTP):
-    """An SMTP session whose commands and replies all wait at most until one deadline."""
-
-    def __init__(self, deadline: float, **kwargs: Any) -> None:
-        self.deadline = deadline
-        super().__init__(**kwargs)
-
-    def _bound(self) -> None:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the SMTP session took too long")
-        if self.sock is not None:
-            self.sock.settimeout(min(self.timeout, left))
-
-    def send(self, s: Any) -> None:
-        """Send a command or the mail data, within the deadline."""
-        self._bound()
-        super().send(s)
-
-    def getreply(self) -> tuple[int, bytes]:
-        """Read a reply, within the deadline."""
-        self._bound()
-        return super().getreply()
-
-
-class _SMTPS(_SMTP, smtplib.SMTP_SSL):
-    """The same over TLS from the first byte."""
-
-
 def tls_context(settings: SmtpSettings) -> ssl.SSLContext:
     """Return the TLS context that verifies the SMTP server (against ``ca_file`` when set)."""
     return ssl.create_default_context(cafile=settings.ca_file or None)
 
 
+class _Watchdog:
+    """Cuts an SMTP session's connection when its time is up, whatever it is waiting for.
+
+    Each read and write already waits at most ``timeout``; a server that answers
+    slowly but steadily (a reply dripped line by line) would still hold the
+    notifier past its lease without this.
+    """
+
+    def __init__(self, session: smtplib.SMTP, seconds: float) -> None:
+        self.session = session
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        self.expired = True
+        sock = getattr(self.session, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 def send(settings: SmtpSettings, mail: EmailMessage, timeout: float) -> Outcome:
     """Send one mail in one SMTP session of at most ``2 * timeout`` seconds; accepted is acknowledged."""
-    deadline = time.monotonic() + 2 * timeout
     sender = email.utils.parseaddr(str(mail["From"]))[1]
     recipient = str(mail["To"])
-    try:
-        if settings.ssl:
-            session: smtplib.SMTP = _SMTPS(deadline, host=settings.host, port=settings.port,
-                                           timeout=timeout, context=tls_context(settings))
-        else:
-            session = _SMTP(deadline, host=settings.host, port=settings.port, timeout=timeout)
-        with session:
+    session = (smtplib.SMTP_SSL(timeout=timeout, context=tls_context(settings)) if settings.ssl
+               else smtplib.SMTP(timeout=timeout))
+    # Connecting outside the constructor lets the watchdog cover the greeting too; the
+    # constructor is then also not where smtplib learns the host name TLS verifies.
+    session._host = settings.host  # type: ignore[attr-defined]
+    with _Watchdog(session, 2 * timeout) as watchdog:
+        try:
+            session.connect(settings.host, settings.port)
             if settings.starttls:
                 session.starttls(context=tls_context(settings))
             if settings.username:
                 session.login(settings.username, settings.password)
             session.send_message(mail, from_addr=sender, to_addrs=[recipient])
-    except smtplib.SMTPRecipientsRefused as exc:
-        code, reply = exc.recipients.get(recipient, (0, b""))
-        return failed(f"SMTP {code} {_text(reply)} (recipient {recipient} refused)")
-    except smtplib.SMTPResponseException as exc:
-        return failed(f"SMTP {exc.smtp_code} {_text(exc.smtp_error)}")
-    except TimeoutError as exc:
-        return failed(f"SMTP timeout after {timeout:g} s: {exc}")
-    except (smtplib.SMTPException, OSError) as exc:
-        return failed(f"SMTP {type(exc).__name__}: {exc}")
-    return Outcome(True)
+        except smtplib.SMTPRecipientsRefused as exc:
+            code, reply = exc.recipients.get(recipient, (0, b""))
+            outcome = failed(f"SMTP {code} {_text(reply)} (recipient {recipient} refused)")
+        except smtplib.SMTPResponseException as exc:
+            outcome = failed(f"SMTP {exc.smtp_code} {_text(exc.smtp_error)}")
+        except (smtplib.SMTPException, OSError) as exc:
+            if watchdog.expired:
+                outcome = failed(f"SMTP timeout: the session took longer than {2 * timeout:g} s")
+            else:
+                outcome = failed(f"SMTP {type(exc).__name__}: {exc}")
+        else:
+            outcome = Outcome(True)
+            with contextlib.suppress(smtplib.SMTPException, OSError):
+                session.quit()  # the mail is accepted whatever the answer to QUIT
+        finally:
+            session.close()
+    return outcome
 
 
 def _text(reply: bytes | str) -> str:
