@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -20,6 +21,7 @@ import trustme
 
 from tests.notify.conftest import wait_until
 from tests.notify.smtp_sink import SmtpSink
+from tests.notify.streams import post_numbered
 from tests.storage.conftest import driver, driver_uri, storage_uri  # noqa: F401 - the fixtures, over every store
 from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import NotifierSettings, Settings, SmtpSettings, load_settings
@@ -141,6 +143,19 @@ def test_mails_arrive_in_post_order_on_every_store(driver, sink):  # noqa: F811
     with running_notifier(driver, settings):
         wait_until(lambda: len(sink.received()) >= count, 60, f"{count} mails")
     assert numbers(sink) == list(range(count))
+
+
+def test_a_notifier_process_mails_through_the_smtp_server_its_environment_names(api, notifiers, sink):
+    notifiers.start(env={"ZAQAR_LITE_SMTP_HOST": "127.0.0.1", "ZAQAR_LITE_SMTP_PORT": str(sink.port),
+                         "ZAQAR_LITE_SMTP_FROM_ADDRESS": "Ops Queue <queue@example.net>"})
+    result = api.post("/v2/queues/e2e/subscriptions",
+                      json={"subscriber": "mailto:ops@example.com?subject=From%20e2e", "ttl": 600})
+    assert result.status_code == 201, result.text
+    post_numbered(api, "e2e", 3)
+    wait_until(lambda: len(sink.received()) == 3, 30, "three mails")
+    assert numbers(sink) == [0, 1, 2]
+    assert {(r.mail_from, r.message["From"], r.message["Subject"]) for r in sink.received()} == {
+        ("queue@example.net", "Ops Queue <queue@example.net>", "From e2e")}
 
 
 # -- failures -------------------------------------------------------------------
@@ -289,3 +304,40 @@ def test_a_server_that_answers_too_slowly_is_cut_off_at_twice_the_timeout():
     with dripping_server() as port:
         outcome = mail.send(SmtpSettings(host="127.0.0.1", port=port), a_mail(), 0.5)
     assert outcome == Outcome(False, "SMTP timeout: the session took longer than 1 s")
+
+
+# -- settings -------------------------------------------------------------------
+
+
+def test_smtp_settings_come_from_the_smtp_section_and_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[smtp]\nhost = mail.example.com\nport = 587\nstarttls = true\nusername = zaqar\n"
+                    "password = from-the-file\nfrom_address = Queues <queues@example.com>\n")
+    monkeypatch.setenv("ZAQAR_LITE_SMTP_PASSWORD", "from-the-environment")
+    assert load_settings(conf).smtp == SmtpSettings(
+        host="mail.example.com", port=587, starttls=True, ssl=False, ca_file="", username="zaqar",
+        password="from-the-environment", from_address="Queues <queues@example.com>")
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("port = 0", "[smtp] port must be between 1 and 65535, got '0'"),
+    ("port = smtp", "[smtp] port must be an integer, got 'smtp'"),
+    ("starttls = yes", "[smtp] starttls must be true or false, got 'yes'"),
+    ("starttls = true\nssl = true", "[smtp] starttls and ssl exclude each other"),
+    ("from_address = nobody", "[smtp] from_address must be a mail address"),
+    ("host =", "[smtp] host may not be empty"),
+])
+def test_a_bad_smtp_setting_is_refused_with_a_message_that_names_it(tmp_path, text, error):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text(f"[smtp]\n{text}\n")
+    with pytest.raises(ValueError, match=re.escape(error)):
+        load_settings(conf)
+
+
+def test_subscriber_schemes_take_any_of_zaqars_types_and_nothing_else(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[notifier]\nsubscriber_schemes = https, mailto, trust+https\n")
+    assert load_settings(conf).notifier.subscriber_schemes == ("https", "mailto", "trust+https")
+    conf.write_text("[notifier]\nsubscriber_schemes = https, ftp\n")
+    with pytest.raises(ValueError, match="subscriber_schemes must list some of http, https, mailto"):
+        load_settings(conf)
