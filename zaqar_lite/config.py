@@ -126,7 +126,7 @@ class SmtpSettings:
     ca_file: str = ""
     #: log in with these when ``username`` is not empty
     username: str = ""
-    password: str = ""
+    password: str = dataclasses.field(default="", repr=False)
     #: the ``From`` of a mail whose subscription has no ``from`` option
     from_address: str = "zaqar-lite <no-reply@localhost>"
 
