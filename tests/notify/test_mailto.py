@@ -93,7 +93,7 @@ def test_a_mail_carries_the_notification_to_the_address_with_zaqars_headers(stor
     service = Subscriptions(store, settings)
     plain, _ = service.create("p", "orders", {"subscriber": "mailto:ops@example.com"})
     styled, _ = service.create("p", "orders", {
-        "subscriber": "mailto:sales%40example.com?subject=New%20order",
+        "subscriber": "mailto:sales%40example.com?subject=Commande%20re%C3%A7ue",
         "options": {"from": "Orders <orders@example.com>", "subject": "overridden by the URI"}})
     [message_id] = post(store, settings, "orders", [{"sku": "A-1", "qty": 2}], ttl=600)
     with running_notifier(store, settings):
@@ -114,7 +114,7 @@ def test_a_mail_carries_the_notification_to_the_address_with_zaqars_headers(stor
     assert second.mail_from == "orders@example.com"
     assert second.message["To"] == "sales@example.com"
     assert second.message["From"] == "Orders <orders@example.com>"
-    assert second.message["Subject"] == "New order"
+    assert second.message["Subject"] == "Commande reçue"
     assert second.message["X-Zaqar-Lite-Subscription-Id"] == styled
     assert json.loads(second.message.get_content())["body"] == {"sku": "A-1", "qty": 2}
     assert delivery_of(service, "orders", plain).delivered == 1
