@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zaqar_lite.config import Limits, Settings, load_settings
+from zaqar_lite.config import Limits, Settings, SmtpSettings, load_settings
 
 CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
 
@@ -47,7 +47,7 @@ def parsed() -> configparser.ConfigParser:
 
 
 def test_every_settings_field_is_known_to_this_test():
-    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier"}
+    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp"}
     assert {f.name for f in dataclasses.fields(Settings)} == known
 
 
@@ -83,6 +83,13 @@ def test_each_setting_is_documented_in_its_section(field):
     following = re.search(r"^\[", text[start + 1:], re.MULTILINE)
     body = text[start:start + 1 + following.start()] if following else text[start:]
     assert re.search(rf"^#? ?{key} = ", body, re.MULTILINE), f"[{section}] {key} is not in the file"
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(SmtpSettings)])
+def test_each_smtp_setting_is_in_the_smtp_section_with_its_default(parsed, field):
+    default = getattr(SmtpSettings(), field)
+    text = default if isinstance(default, str) else str(default).lower()
+    assert parsed.get("smtp", field) == text
 
 
 def test_the_token_file_setting_is_documented():
