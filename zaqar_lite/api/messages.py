@@ -71,9 +71,9 @@ class MessageCollection:
         if (ids_param is None) == (pop_param is None):
             raise errors.ValidationFailed("Give exactly one of the query parameters ids and pop.")
         project = req.context.project
+        render = self._renderer(req, queue)
         if pop_param is not None:
             limit = validation.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
-            render = self._renderer(req, queue)
             popped, now = self.messaging.pop(project, queue, limit)
             shown = [render(m, now) for m in popped]
             resp.media = {"messages": [{k: v for k, v in view.items() if k != "href"} for view in shown]}
@@ -81,6 +81,9 @@ class MessageCollection:
         ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
         claim_ids = None
         claim_ids_param = joined_param(req, "claim_ids")
+        if claim_ids_param is None and self.messaging.settings.message_delete_with_claim_id:
+            raise errors.ValidationFailed(
+                "This server deletes messages by id only with their claim ids: give ids and claim_ids.")
         if claim_ids_param is not None:
             claim_ids = validation.id_list(claim_ids_param, "claim_ids",
                                            self.limits.max_messages_per_page)
