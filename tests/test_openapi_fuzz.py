@@ -12,6 +12,7 @@ is reproducible).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import missing_server
 from tests.e2e.harness import start_server, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +46,8 @@ def schemathesis_command() -> list[str]:
 
 
 def test_schemathesis_finds_no_difference_between_the_document_and_the_server(server, tmp_path):
-    pytest.importorskip("schemathesis")
+    if importlib.util.find_spec("schemathesis") is None:
+        missing_server("schemathesis (the test extra)")
     command = [
         *schemathesis_command(), "--config-file", str(CONFIG), "--no-color", "run", str(OPENAPI),
         "--url", server.url, "--checks", "all", "--max-examples", str(MAX_EXAMPLES), "--seed", SEED,

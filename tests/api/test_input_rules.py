@@ -139,3 +139,11 @@ def test_an_empty_query_value_counts_as_absent(client):
     released = client.simulate_post(Q + "/messages/x/release", query_string="claim_id=")
     assert assert_error(released, 400)["description"] == "claim_id is required to release a message."
     assert claim_id
+
+
+def test_a_delete_by_ids_checks_include_dead_letter_too(client):
+    ids = post(client, "q1", "kept")
+    result = client.simulate_delete(Q + "/messages", params={"ids": ids[0], "include_dead_letter": "AAA"})
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == "include_dead_letter must be true or false, got 'AAA'."
+    assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1
