@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from spark_jobs import report_html, transforms  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
 from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
+from zaqar_lite.config import load_settings  # noqa: E402
 
 SCHEMA_VERSION = 1
 APP_NAME = "zaqar-lite-dlq-report"
@@ -104,10 +105,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--storage",
-        required=True,
         help="storage URI (sqlite:////abs/zaqar.db, redis://..., mongodb://..., swift://...) or an "
-        "export file (.jsonl or .parquet) from 'zaqar-lite export --dlq'",
+        "export file (.jsonl or .parquet) from 'zaqar-lite export --dlq'; default: the store the "
+        "server is configured with (--config, $ZAQAR_LITE_CONFIG, $ZAQAR_LITE_STORAGE_URI, else the "
+        "SQLite file 'zaqar-lite serve' uses)",
     )
+    p.add_argument("--config", help="the server's configuration file, to find its store")
     p.add_argument(
         "--out", type=Path, default=Path("dlq-report"), help="output directory (default dlq-report)"
     )
@@ -157,7 +160,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     """Return the options of a command line."""
     args = parser().parse_args(argv)
     return Options(
-        storage=args.storage,
+        storage=args.storage or load_settings(args.config).storage_uri,
         out=args.out,
         projects=tuple(args.project),
         queues=tuple(args.queue),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zaqar_lite.config import Limits, Settings, load_settings
+from zaqar_lite.config import Limits, Settings, SmtpSettings, load_settings
 
 CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
 
@@ -21,6 +21,9 @@ SETTINGS_KEYS = {
     "log_level": ("server", "log_level"),
     "sweep_interval": ("server", "sweep_interval"),
     "client_id_uuid_safe": ("transport", "client_id_uuid_safe"),
+    "min_length_client_id": ("transport", "min_length_client_id"),
+    "max_length_client_id": ("transport", "max_length_client_id"),
+    "message_delete_with_claim_id": ("transport", "message_delete_with_claim_id"),
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
 }
@@ -44,7 +47,7 @@ def parsed() -> configparser.ConfigParser:
 
 
 def test_every_settings_field_is_known_to_this_test():
-    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier"}
+    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp"}
     assert {f.name for f in dataclasses.fields(Settings)} == known
 
 
@@ -82,6 +85,13 @@ def test_each_setting_is_documented_in_its_section(field):
     assert re.search(rf"^#? ?{key} = ", body, re.MULTILINE), f"[{section}] {key} is not in the file"
 
 
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(SmtpSettings)])
+def test_each_smtp_setting_is_in_the_smtp_section_with_its_default(parsed, field):
+    default = getattr(SmtpSettings(), field)
+    text = default if isinstance(default, str) else str(default).lower()
+    assert parsed.get("smtp", field) == text
+
+
 def test_the_token_file_setting_is_documented():
     assert re.search(r"^#? ?token_file = ", CONF.read_text(), re.MULTILINE)
 
@@ -89,3 +99,21 @@ def test_the_token_file_setting_is_documented():
 def test_the_file_as_shipped_loads_to_the_defaults():
     assert load_settings(CONF) == Settings()
     assert load_settings(CONF).tokens == {}
+
+
+@pytest.mark.parametrize("key, value", [
+    ("client_id_uuid_safe", "loose"), ("min_length_client_id", "0"), ("max_length_client_id", "x"),
+    ("message_delete_with_claim_id", "maybe"), ("include_dead_letter", "1"),
+])
+def test_a_bad_transport_setting_is_refused_naming_it(tmp_path, key, value):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"[transport]\n{key} = {value}\n")
+    with pytest.raises(ValueError, match=key):
+        load_settings(conf)
+
+
+def test_client_id_lengths_must_be_in_order(tmp_path):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("[transport]\nmin_length_client_id = 20\nmax_length_client_id = 12\n")
+    with pytest.raises(ValueError, match="min_length_client_id"):
+        load_settings(conf)

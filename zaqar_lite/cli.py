@@ -105,7 +105,7 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1),
               help="notifier processes (default: [notifier] workers, 1).")
 def notifier(config: str | None, storage_uri: str | None, workers: int | None) -> None:
-    """Deliver subscribed queues' messages to their webhooks, until SIGTERM or Ctrl-C.
+    """Deliver subscribed queues' messages to their webhooks and mail addresses, until SIGTERM or Ctrl-C.
 
     Any number of notifiers, here and on other machines, share the work through
     leases in the store.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import email.utils
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -67,13 +68,14 @@ class Limits:
 class NotifierSettings:
     """Subscription delivery settings of SPEC 4; every one is configurable in ``[notifier]``."""
 
-    #: URL schemes a subscriber may use: a subset of http and https
-    subscriber_schemes: tuple[str, ...] = ("http", "https")
+    #: subscriber URI schemes accepted: a subset of Zaqar's ``subscriber_types``
+    subscriber_schemes: tuple[str, ...] = ("http", "https", "mailto", "trust+http", "trust+https")
     #: seconds a notifier holds a subscription without renewing its lease
     lease_seconds: float = 30.0
     #: seconds between two looks at the store for new messages
     poll_interval: float = 0.25
     #: seconds to connect, and seconds to wait for the answer, of one webhook request
+    #: (an SMTP session gets as long in all as a webhook request: twice this)
     request_timeout: float = 10.0
     #: subscriptions one notifier process delivers to at the same time
     threads: int = 4
@@ -81,7 +83,7 @@ class NotifierSettings:
     workers: int = 1
 
 
-_NOTIFIER_SCHEMES = ("http", "https")
+_NOTIFIER_SCHEMES = ("http", "https", "mailto", "trust+http", "trust+https")
 
 
 def _notifier_settings(get: Callable[[str, str], str | None]) -> NotifierSettings:
@@ -93,7 +95,8 @@ def _notifier_settings(get: Callable[[str, str], str | None]) -> NotifierSetting
         if field.name == "subscriber_schemes":
             schemes = tuple(s.strip().lower() for s in raw.split(",") if s.strip())
             if not schemes or set(schemes) - set(_NOTIFIER_SCHEMES):
-                raise ValueError("[notifier] subscriber_schemes must list http and/or https")
+                raise ValueError("[notifier] subscriber_schemes must list some of "
+                                 + ", ".join(_NOTIFIER_SCHEMES))
             values[field.name] = schemes
             continue
         kind = int if field.name in ("threads", "workers") else float
@@ -110,6 +113,59 @@ def _notifier_settings(get: Callable[[str, str], str | None]) -> NotifierSetting
 
 
 @dataclasses.dataclass(frozen=True)
+class SmtpSettings:
+    """The SMTP server that delivers to ``mailto:`` subscribers; configurable in ``[smtp]``."""
+
+    host: str = "localhost"
+    port: int = 25
+    #: upgrade the connection with STARTTLS before logging in and sending
+    starttls: bool = False
+    #: speak TLS from the first byte (SMTPS, usually port 465), as Zaqar's ``self_local`` mode
+    ssl: bool = False
+    #: PEM file of the authorities that sign the server's certificate ("": the system's)
+    ca_file: str = ""
+    #: log in with these when ``username`` is not empty
+    username: str = ""
+    password: str = dataclasses.field(default="", repr=False)
+    #: the ``From`` of a mail whose subscription has no ``from`` option
+    from_address: str = "zaqar-lite <no-reply@localhost>"
+
+
+_SMTP_FLAGS = ("starttls", "ssl")
+
+
+def _smtp_settings(get: Callable[[str, str], str | None]) -> SmtpSettings:
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(SmtpSettings):
+        raw = get("smtp", field.name)
+        if raw is None:
+            continue
+        if field.name in _SMTP_FLAGS:
+            if raw.strip().lower() not in ("true", "false"):
+                raise ValueError(f"[smtp] {field.name} must be true or false, got {raw!r}")
+            values[field.name] = raw.strip().lower() == "true"
+        elif field.name == "port":
+            try:
+                values["port"] = int(raw)
+            except ValueError:
+                raise ValueError(f"[smtp] port must be an integer, got {raw!r}") from None
+            if not 1 <= values["port"] <= 65535:
+                raise ValueError(f"[smtp] port must be between 1 and 65535, got {raw!r}")
+        else:
+            values[field.name] = raw.strip() if field.name != "password" else raw
+    settings = SmtpSettings(**values)
+    if settings.starttls and settings.ssl:
+        raise ValueError("[smtp] starttls and ssl exclude each other: ssl is TLS from the start, "
+                         "starttls upgrades a plain connection")
+    if not settings.host:
+        raise ValueError("[smtp] host may not be empty")
+    if "@" not in email.utils.parseaddr(settings.from_address)[1]:
+        raise ValueError(f"[smtp] from_address must be a mail address such as "
+                         f"'Name <name@example.com>', got {settings.from_address!r}")
+    return settings
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     """Every setting of zaqar-lite, loaded once and never mutated."""
 
@@ -119,11 +175,15 @@ class Settings:
     log_level: str = "INFO"
     sweep_interval: float = 1.0
     client_id_uuid_safe: str = "strict"
-    include_dead_letter: bool = True
+    min_length_client_id: int = 10
+    max_length_client_id: int = 36
+    message_delete_with_claim_id: bool = False
+    include_dead_letter: bool = False
     auth_strategy: str = "noauth"
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
+    smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
 
     def replace(self, **changes: Any) -> Settings:
         """Return a copy with the given fields changed."""
@@ -131,6 +191,37 @@ class Settings:
 
 
 _SERVER_KEYS = {"bind": str, "workers": int, "log_level": str, "sweep_interval": float}
+
+
+def _boolean(raw: str, where: str) -> bool:
+    if raw.lower() not in ("true", "false"):
+        raise ValueError(f"{where} must be true or false, got {raw!r}")
+    return raw.lower() == "true"
+
+
+def _transport_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[transport]``: Zaqar's names and defaults, plus ``include_dead_letter``."""
+    values: dict[str, Any] = {}
+    raw = get("transport", "client_id_uuid_safe")
+    if raw is not None:
+        if raw not in ("strict", "off"):
+            raise ValueError("[transport] client_id_uuid_safe must be 'strict' or 'off'")
+        values["client_id_uuid_safe"] = raw
+    for key in ("min_length_client_id", "max_length_client_id"):
+        raw = get("transport", key)
+        if raw is not None:
+            if not raw.strip().isdigit() or int(raw) < 1:
+                raise ValueError(f"[transport] {key} must be a positive integer, got {raw!r}")
+            values[key] = int(raw)
+    for key in ("message_delete_with_claim_id", "include_dead_letter"):
+        raw = get("transport", key)
+        if raw is not None:
+            values[key] = _boolean(raw, f"[transport] {key}")
+    low = values.get("min_length_client_id", Settings.min_length_client_id)
+    high = values.get("max_length_client_id", Settings.max_length_client_id)
+    if low > high:
+        raise ValueError("[transport] min_length_client_id may not exceed max_length_client_id")
+    return values
 
 
 def _env(section: str, key: str) -> str | None:
@@ -200,16 +291,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         raw = get("server", key)
         if raw is not None:
             values[key] = kind(raw)
-    raw = get("transport", "client_id_uuid_safe")
-    if raw is not None:
-        if raw not in ("strict", "off"):
-            raise ValueError("[transport] client_id_uuid_safe must be 'strict' or 'off'")
-        values["client_id_uuid_safe"] = raw
-    raw = get("transport", "include_dead_letter")
-    if raw is not None:
-        if raw.lower() not in ("true", "false"):
-            raise ValueError("[transport] include_dead_letter must be true or false")
-        values["include_dead_letter"] = raw.lower() == "true"
+    values.update(_transport_values(get))
     strategy = get("auth", "strategy")
     if strategy is not None:
         if strategy not in ("noauth", "token"):
@@ -233,5 +315,6 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
                 raise ValueError(f"[limits] {field.name} must be an integer, got {raw!r}") from None
     values["limits"] = Limits(**limit_values)
     values["notifier"] = _notifier_settings(get)
+    values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)

@@ -40,8 +40,14 @@ class Message:
         return self.delay_until > now
 
     def ttl(self) -> int:
-        """Return seconds from creation to expiry (``ttl - age`` is the time left)."""
-        return int(round(self.expires - self.created))
+        """Return the lifetime the message was given, in seconds.
+
+        That is from its creation to its expiry, or, for a dead letter whose
+        move set a new expiry (its record's ``ttl_since``), from the move: a
+        DLQ's ``_dead_letter_queue_messages_ttl`` of 600 reads 600.
+        """
+        since = (self.dead_letter or {}).get("ttl_since", self.created)
+        return int(round(self.expires - since))
 
     def age(self, now: float) -> int:
         """Return whole seconds since the message was posted."""

@@ -20,7 +20,7 @@ import fastjsonschema
 import jsonschema
 
 from zaqar_lite.claims.signatures import ID_LENGTH
-from zaqar_lite.config import Limits
+from zaqar_lite.config import Limits, Settings
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.models import RedriveFilter, RedriveRequest
 
@@ -250,26 +250,47 @@ def queue_name(name: str, limits: Limits) -> str:
     return name
 
 
-def client_id(value: str | None, mode: str) -> str:
-    """Check the ``Client-ID`` header: a UUID in strict mode, else 10..36 characters."""
+def client_id(value: str | None, settings: Settings) -> str:
+    """Check the ``Client-ID`` header as Zaqar does (``[transport]`` options of the same names).
+
+    ``client_id_uuid_safe = strict`` wants a UUID in any form :class:`uuid.UUID`
+    parses; ``off`` any string of ``min_length_client_id`` to
+    ``max_length_client_id`` characters.
+    """
     if not value:
         raise ValidationFailed("The Client-ID header is required.")
-    if mode == "strict":
+    if settings.client_id_uuid_safe == "strict":
         try:
             uuid.UUID(value)
         except ValueError:
             raise ValidationFailed("Wrong UUID value: the Client-ID header must be a UUID.") from None
-    elif not 10 <= len(value) <= 36:
-        raise ValidationFailed("The Client-ID header must be 10 to 36 characters long.")
+    elif not settings.min_length_client_id <= len(value) <= settings.max_length_client_id:
+        raise ValidationFailed(
+            f"The Client-ID header must be {settings.min_length_client_id} to "
+            f"{settings.max_length_client_id} characters long.")
     return value
 
 
+#: what the WSGI server makes of a header sent twice: the values joined by commas
+HEADER_JOIN = ","
+
+
 def project_id(value: str | None, limits: Limits) -> str:
-    """Check the ``X-Project-ID`` header: present, not empty, not too long."""
+    """Check the ``X-Project-ID`` header: one value of printable ASCII, not empty, not too long.
+
+    A header sent twice reaches the application joined by a comma, so a comma
+    is refused rather than read as one project named after both; so are
+    characters outside printable ASCII, which WSGI decodes as latin-1 and which
+    no Keystone project id contains.
+    """
     if value is None:
         raise ValidationFailed("The X-Project-ID header is required.")
     if not value.strip():
         raise ValidationFailed("The X-Project-ID header cannot be empty.")
+    if HEADER_JOIN in value:
+        raise ValidationFailed("Send one X-Project-ID header, without commas.")
+    if not (value.isascii() and value.isprintable()):
+        raise ValidationFailed("The X-Project-ID header may only contain printable ASCII characters.")
     if len(value) > limits.max_project_id_length:
         raise ValidationFailed(
             f"The X-Project-ID header may not be longer than {limits.max_project_id_length} characters.")
@@ -302,11 +323,15 @@ def boolean(raw: str | None, name: str, default: bool = False) -> bool:
 
 
 def marker(raw: str | None) -> int | None:
-    """Check a message listing marker (an opaque non-negative integer)."""
+    """Read a message listing marker (an opaque non-negative integer).
+
+    A marker this server never gave out answers an empty page, as in Zaqar:
+    it is read as a position past every message.
+    """
     if raw is None or raw == "":
         return None
     if not (raw.isascii() and raw.isdigit()) or int(raw) > INT64_MAX:
-        raise ValidationFailed(f"marker {raw!r} is not a valid marker.")
+        return INT64_MAX
     return int(raw)
 
 

@@ -23,8 +23,8 @@ def post_messages(client, queue, *items):
     return [href.rsplit("/", 1)[1] for href in response.json["resources"]]
 
 
-def claim(client, queue, limit=10, ttl=60, grace=60):
-    return client.simulate_post(f"/v2/queues/{queue}/claims", params={"limit": limit},
+def claim(client, queue, limit=10, ttl=60, grace=60, **params):
+    return client.simulate_post(f"/v2/queues/{queue}/claims", params={"limit": limit, **params},
                                 json={"ttl": ttl, "grace": grace})
 
 
@@ -41,8 +41,6 @@ def dlq(client):
      "_max_claim_count must be an integer, got true"),
     ({"_max_claim_count": "3", "_dead_letter_queue": "dlq"}, "_max_claim_count must be an integer"),
     ({"_max_claim_count": 2.5, "_dead_letter_queue": "dlq"}, "_max_claim_count must be an integer"),
-    ({"_max_claim_count": 3}, "_max_claim_count and _dead_letter_queue must be set together"),
-    ({"_dead_letter_queue": "dlq"}, "_max_claim_count and _dead_letter_queue must be set together"),
     ({"_max_claim_count": 3, "_dead_letter_queue": "bad name!"},
      "_dead_letter_queue must be a valid queue name"),
     ({"_max_claim_count": 3, "_dead_letter_queue": 7}, "_dead_letter_queue must be a valid queue name"),
@@ -113,7 +111,8 @@ def test_get_shows_reserved_keys_with_defaults_and_patch_can_unset_them(client, 
     assert shown["_dead_letter_queue"] == "dlq"
     assert shown["_dead_letter_queue_messages_ttl"] is None
     assert shown["_default_message_delay"] == 0
-    assert shown["_dead_letter_on_expiry"] is False
+    assert shown["_enable_encrypt_messages"] is False
+    assert "_dead_letter_on_expiry" not in shown
     patch = [{"op": "remove", "path": "/metadata/_max_claim_count"},
              {"op": "remove", "path": "/metadata/_dead_letter_queue"}]
     response = patch_queue(client, "src", patch)
@@ -137,10 +136,13 @@ def test_dead_lettered_message_shows_its_provenance(client, clock, dlq):
         assert release.status_code == 204
     clock.advance(30)
     assert claim(client, "src").status_code == 204
-    message = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}").json
+    plain = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}").json
+    assert set(plain) == {"id", "href", "ttl", "age", "body", "claim_count"}
+    message = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}",
+                                  params={"include_dead_letter": "true"}).json
     assert message["body"] == {"order": 42}
     assert message["claim_count"] == 2
-    assert message["ttl"] - message["age"] == 7200
+    assert message["ttl"] == 7200
     provenance = message["dead_letter"]
     assert provenance["source_queue"] == "src"
     assert provenance["reason"] == "max_claims"
@@ -151,12 +153,13 @@ def test_dead_lettered_message_shows_its_provenance(client, clock, dlq):
     assert [f["error"] for f in provenance["failures"]] == ["HTTP 502 from 10.0.0.0",
                                                            "HTTP 502 from 10.0.0.1"]
     assert provenance["failures"][0]["claim_count"] == 1
-    listed = client.simulate_get("/v2/queues/dlq/messages", params={"echo": "true"}).json["messages"]
+    listed = client.simulate_get("/v2/queues/dlq/messages",
+                                 params={"echo": "true", "include_dead_letter": "true"}).json["messages"]
     assert listed[0]["dead_letter"]["reason"] == "max_claims"
     plain = client.simulate_get("/v2/queues/dlq/messages",
                                 params={"echo": "true", "include_dead_letter": "false"}).json["messages"]
     assert set(plain[0]) == {"id", "href", "ttl", "age", "body", "claim_count"}
-    claimed = claim(client, "dlq", ttl=60).json["messages"]
+    claimed = claim(client, "dlq", ttl=60, include_dead_letter="true").json["messages"]
     assert claimed[0]["dead_letter"]["source_queue"] == "src"
 
 
@@ -222,17 +225,52 @@ def test_queue_default_delay_applies_to_messages_posted_without_delay(client, cl
     assert [m["id"] for m in claim(client, "slow").json["messages"]] == [now_id]
 
 
-def test_deployment_can_leave_provenance_out_unless_asked(make_client):
+def test_deployment_can_show_provenance_unless_told_not_to(make_client):
     client = make_client({"Client-ID": "4ad8f1d4-5a3b-4c1e-9d8f-0b6e2f6c1a77", "X-Project-ID": "p"},
-                         include_dead_letter=False)
+                         include_dead_letter=True)
     assert put_queue(client, "dlq").status_code == 201
     assert put_queue(client, "src", {"_max_claim_count": 1, "_dead_letter_queue": "dlq"}).status_code == 201
     doomed, = post_messages(client, "src", {"body": 1})
     claim_id = claim(client, "src").headers["location"].rsplit("/", 1)[1]
     client.simulate_delete(f"/v2/queues/src/claims/{claim_id}")
     assert claim(client, "src").status_code == 204
-    plain = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}").json
+    shown = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}").json
+    assert shown["dead_letter"]["reason"] == "max_claims"
+    plain = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}",
+                                params={"include_dead_letter": "false"}).json
     assert "dead_letter" not in plain
-    asked = client.simulate_get(f"/v2/queues/dlq/messages/{doomed}",
-                                params={"include_dead_letter": "true"}).json
-    assert asked["dead_letter"]["reason"] == "max_claims"
+
+
+def test_max_claim_count_alone_counts_claims_and_moves_nothing_until_a_dlq_is_set(client, dlq):
+    assert put_queue(client, "src", {"_max_claim_count": 1}).status_code == 201
+    message_id, = post_messages(client, "src", {"body": "x"})
+    for count in (1, 2, 3):
+        response = claim(client, "src")
+        assert [m["claim_count"] for m in response.json["messages"]] == [count]
+        client.simulate_delete(response.headers["location"])
+    patch = [{"op": "add", "path": "/metadata/_dead_letter_queue", "value": "dlq"}]
+    assert patch_queue(client, "src", patch).status_code == 200
+    assert claim(client, "src").status_code == 204
+    moved = client.simulate_get(f"/v2/queues/dlq/messages/{message_id}").json
+    assert moved["claim_count"] == 3
+
+
+def test_dead_letter_queue_alone_is_accepted_and_never_moves_by_count(client, dlq):
+    assert put_queue(client, "src", {"_dead_letter_queue": "dlq"}).status_code == 201
+    assert client.simulate_get("/v2/queues/src").json["_dead_letter_queue"] == "dlq"
+    post_messages(client, "src", {"body": "x"})
+    for count in (1, 2):
+        response = claim(client, "src")
+        assert [m["claim_count"] for m in response.json["messages"]] == [count]
+        client.simulate_delete(response.headers["location"])
+    assert client.simulate_get("/v2/queues/dlq/stats").json["messages"]["total"] == 0
+
+
+@pytest.mark.parametrize("metadata", [{"_max_claim_count": 2}, {"_dead_letter_queue": "dlq"}])
+def test_a_dlq_named_alone_still_obeys_the_chain_rules(client, dlq, metadata):
+    assert put_queue(client, "src", metadata).status_code == 201
+    if "_dead_letter_queue" in metadata:
+        response = put_queue(client, "other", {"_dead_letter_queue": "src"})
+        assert "chains are not supported" in response.json["description"]
+    else:
+        assert put_queue(client, "other", {"_dead_letter_queue": "src"}).status_code == 201

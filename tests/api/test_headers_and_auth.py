@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 
 import pytest
 
 from tests.api.helpers import assert_error, headers
+from zaqar_lite.claims.service import Messaging
+from zaqar_lite.config import Settings
+from zaqar_lite.storage import open_storage
 
 SOME_UUID = uuid.UUID("0d3c5b7e-6f3a-4c1e-9d1b-2f4a6e8c0b1d")
 TOKENS = {"tok-admin": ("p1", "admin"), "tok-member": ("p1", "member")}
@@ -192,3 +196,109 @@ def test_ping_is_open_to_a_member(token_client):
 
 def test_versions_document_needs_no_token(token_client):
     assert token_client.simulate_get("/").status_code == 300
+
+
+# -- every spelling of every route is checked -------------------------------------
+
+
+def route_paths() -> list[tuple[str, str]]:
+    """Return ``(method, path)`` for every method of every route but ``GET /``, parameters filled."""
+    from zaqar_lite.api import app as api_app
+
+    found = []
+    with tempfile.TemporaryDirectory() as directory:
+        storage = open_storage(f"sqlite:///{directory}/routes.db")
+        table = api_app.routes(Messaging(storage, Settings()))
+        storage.close()
+    for template, resource in table:
+        if template == "/":
+            continue
+        path = (template.replace("{queue}", "q1").replace("{message_id}", "m1")
+                .replace("{claim_id}", "c1").replace("{subscription_id}", "s1"))
+        for method in ("GET", "HEAD", "PUT", "POST", "PATCH", "DELETE"):
+            if hasattr(resource, "on_" + method.lower()):
+                found.append((method, path))
+    return found
+
+
+def spellings(path: str) -> list[str]:
+    """Return the variants of a path a client can send that may reach the same resource."""
+    return ["/" + path, path.replace("/v2", "//v2/", 1).replace("v2//", "v2/"),
+            path.replace("/v2", "/./v2", 1), path.replace("/v2/", "/v2%2F", 1),
+            path + "/", "//" + path.lstrip("/") + "//"]
+
+
+ROUTES = route_paths()
+
+
+def test_the_route_list_covers_the_api():
+    assert len(ROUTES) >= 30
+    assert ("GET", "/v2/ping") in ROUTES and ("DELETE", "/v2/queues/q1/messages/m1") in ROUTES
+
+
+@pytest.mark.parametrize("method, path", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_no_spelling_of_a_route_skips_the_header_checks(bare, method, path):
+    for variant in [path, *spellings(path)]:
+        result = bare.simulate_request(method, variant, headers={"X-Project-ID": "p1"})
+        assert result.status_code in (400, 404), (variant, result.status_code, result.text)
+        if result.status_code == 400 and method != "HEAD":
+            assert "Client-ID" in result.json["description"], variant
+
+
+@pytest.mark.parametrize("method, path", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_no_spelling_of_a_route_skips_token_auth(token_client, method, path):
+    for variant in [path, *spellings(path)]:
+        result = token_client.simulate_request(method, variant, headers={"X-Project-ID": "p1"})
+        assert result.status_code in (401, 404), (variant, result.status_code, result.text)
+
+
+def test_a_doubled_slash_reaches_the_resource_with_a_checked_context(client):
+    assert client.simulate_put("//v2/queues/q1").status_code == 201
+    assert [q["name"] for q in client.simulate_get("//v2/queues").json["queues"]] == ["q1"]
+
+
+def test_the_versions_document_needs_no_headers_in_any_spelling(bare):
+    for path in ("/", "//"):
+        assert bare.simulate_get(path).status_code == 300
+
+
+# -- X-Project-ID -------------------------------------------------------------------
+
+
+def test_two_project_headers_joined_by_the_server_are_refused(bare):
+    # a WSGI server hands a header sent twice to the app as one value joined by ", "
+    result = bare.simulate_get("/v2/queues",
+                               headers={"Client-ID": str(SOME_UUID), "X-Project-ID": "fuzz,other"})
+    assert "X-Project-ID" in assert_error(result, 400)["description"]
+
+
+@pytest.mark.parametrize("value", ["caf\u00c3\u00a9", "tab\there", "\u00e9t\u00e9"])
+def test_a_project_outside_printable_ascii_is_refused_not_mangled(bare, value):
+    result = bare.simulate_get("/v2/queues", headers={"Client-ID": str(SOME_UUID), "X-Project-ID": value})
+    assert "printable ASCII" in assert_error(result, 400)["description"]
+
+
+# -- Zaqar's transport options ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, status", [("a" * 4, 400), ("a" * 5, 200), ("a" * 8, 200), ("a" * 9, 400)])
+def test_off_mode_uses_the_configured_client_id_lengths(make_client, value, status):
+    client = make_client(client_id_uuid_safe="off", min_length_client_id=5, max_length_client_id=8)
+    result = client.simulate_get("/v2/queues", headers={"X-Project-ID": "project-a", "Client-ID": value})
+    assert result.status_code == status
+    if status == 400:
+        assert "5 to 8 characters" in result.json["description"]
+
+
+def test_message_delete_with_claim_id_requires_claim_ids_on_a_delete_by_ids(make_client):
+    client = make_client(headers("project-a"), message_delete_with_claim_id=True)
+    created = client.simulate_post("/v2/queues/q1/messages", json={"messages": [{"body": 1}]})
+    message_id = created.json["resources"][0].rsplit("/", 1)[1]
+    result = client.simulate_delete("/v2/queues/q1/messages", params={"ids": message_id})
+    assert "claim_ids" in assert_error(result, 400)["description"]
+    claimed = client.simulate_post("/v2/queues/q1/claims", json={})
+    claim_id = claimed.headers["location"].rsplit("/", 1)[1]
+    result = client.simulate_delete("/v2/queues/q1/messages",
+                                    params={"ids": message_id, "claim_ids": claim_id})
+    assert result.status_code == 204
+    assert client.simulate_get(f"/v2/queues/q1/messages/{message_id}").status_code == 404

@@ -8,6 +8,7 @@ import pytest
 
 from tests.api.helpers import JSON_PATCH, assert_error, claim, follow, post
 
+#: what Zaqar 23 shows for a queue without metadata, key for key
 RESERVED_DEFAULTS = {
     "_max_messages_post_size": 262144,
     "_default_message_ttl": 3600,
@@ -15,16 +16,14 @@ RESERVED_DEFAULTS = {
     "_dead_letter_queue": None,
     "_dead_letter_queue_messages_ttl": None,
     "_max_claim_count": None,
-    "_dead_letter_on_expiry": False,
+    "_enable_encrypt_messages": False,
 }
 
 
 
-def assert_metadata(shown, **plain):
-    """Check shown metadata: the reserved defaults of SPEC 1.3 (unless overridden) plus ``plain``."""
-    expected = {**RESERVED_DEFAULTS, **plain}
-    assert {k: shown.get(k, "missing") for k in expected} == expected
-    assert sorted(k for k in shown if not k.startswith("_")) == sorted(k for k in plain if k[0] != "_")
+def assert_metadata(shown, **stored):
+    """Check shown metadata: exactly Zaqar's reserved defaults (unless overridden) plus ``stored``."""
+    assert shown == {**RESERVED_DEFAULTS, **stored}
 
 
 BAD_QUEUE_NAMES = ["q" * 65, "bad name", "bad$", "caf%C3%A9", "a%2Cb", "star*"]
@@ -284,11 +283,55 @@ def test_list_gives_names_and_hrefs_in_name_order_without_metadata(client):
                       {"name": "charlie", "href": "/v2/queues/charlie"}]
 
 
-def test_detailed_list_includes_the_metadata(client):
-    client.simulate_put("/v2/queues/alpha", json={"team": "blue"})
+def test_detailed_list_includes_the_stored_metadata_only(client):
+    client.simulate_put("/v2/queues/alpha", json={"team": "blue", "_default_message_delay": 5})
+    client.simulate_put("/v2/queues/bravo")
     queues = client.simulate_get("/v2/queues", params={"detailed": "true"}).json["queues"]
-    assert queues[0]["name"] == "alpha"
-    assert queues[0]["metadata"]["team"] == "blue"
+    assert queues == [
+        {"name": "alpha", "href": "/v2/queues/alpha",
+         "metadata": {"team": "blue", "_default_message_delay": 5}},
+        {"name": "bravo", "href": "/v2/queues/bravo", "metadata": {}},
+    ]
+
+
+def test_zaqar_lite_reserved_keys_show_only_when_set(client, dlq_name="dlq"):
+    client.simulate_put(f"/v2/queues/{dlq_name}")
+    client.simulate_put("/v2/queues/q1",
+                        json={"_dead_letter_queue": dlq_name, "_dead_letter_on_expiry": True})
+    assert_metadata(client.simulate_get("/v2/queues/q1").json,
+                    _dead_letter_queue=dlq_name, _dead_letter_on_expiry=True)
+    result = patch(client, "q1", [{"op": "remove", "path": "/metadata/_dead_letter_on_expiry"}])
+    assert result.status_code == 200
+    assert_metadata(result.json, _dead_letter_queue=dlq_name)
+
+
+def test_encrypted_messages_are_refused_until_bodies_are_encrypted(client):
+    result = client.simulate_put("/v2/queues/q1", json={"_enable_encrypt_messages": True})
+    assert "plaintext" in assert_error(result, 400)["description"]
+    assert client.simulate_get("/v2/queues/q1").json["_enable_encrypt_messages"] is False
+    client.simulate_put("/v2/queues/q1", json={"_enable_encrypt_messages": False})
+    result = patch(client, "q1", [{"op": "replace", "path": "/metadata/_enable_encrypt_messages",
+                                   "value": True}])
+    assert "_enable_encrypt_messages" in assert_error(result, 400)["description"]
+    assert_metadata(client.simulate_get("/v2/queues/q1").json, _enable_encrypt_messages=False)
+
+
+@pytest.mark.parametrize("value", [1, 0, "true", [True]])
+def test_encrypted_messages_must_be_a_boolean(client, value):
+    result = client.simulate_put("/v2/queues/q1", json={"_enable_encrypt_messages": value})
+    assert "_enable_encrypt_messages must be true or false" in assert_error(result, 400)["description"]
+
+
+@pytest.mark.parametrize("body", [b" ", b"\n", b" \t\r\n "])
+def test_a_whitespace_only_put_body_is_400_and_creates_nothing(client, body):
+    result = client.simulate_put("/v2/queues/q1", body=body, content_type="application/json")
+    assert_error(result, 400)
+    assert client.simulate_get("/v2/queues").json["queues"] == []
+
+
+def test_an_empty_put_body_creates_the_queue(client):
+    result = client.simulate_put("/v2/queues/q1", body=b"", content_type="application/json")
+    assert result.status_code == 201
 
 
 def test_queue_list_pages_follow_the_next_links_to_an_empty_page(client):

@@ -213,3 +213,30 @@ def test_clients_that_stall_mid_body_do_not_block_other_requests(server: Running
     finally:
         for connection in stalled:
             connection.close()
+
+
+def raw_request(server: RunningServer, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """Send one GET with the request target exactly as given (no client normalises it)."""
+    port = urllib.parse.urlsplit(server.url).port
+    lines = [f"GET {target} HTTP/1.1", "Host: 127.0.0.1", "Connection: close",
+             *(f"{name}: {value}" for name, value in headers.items())]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+@pytest.mark.parametrize("target", ["//v2/queues", "//v2/ping", "//v2", "/v2%2Fqueues",
+                                    "//v2/queues/q1/stats", "/v2/queues/", "//v2/health"])
+def test_no_spelling_of_a_path_skips_the_header_checks(server: RunningServer, unchanged_workers: None,
+                                                       target: str) -> None:
+    status, body = raw_request(server, target, {"X-Project-ID": "e2e"})
+    assert status == 400, body
+    assert b"Client-ID" in body
+    status, body = raw_request(server, target, {"Client-ID": "0d3c5b7e-6f3a-4c1e-9d1b-2f4a6e8c0b1d"})
+    assert status == 400, body
+    assert b"X-Project-ID" in body
+    assert "Traceback" not in server.log()

@@ -7,7 +7,6 @@ claim,message}.py``; anything it cannot parse is a server bug.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from zaqarclient.queues.v2.claim import Claim
 from zaqarclient.queues.v2.queues import Queue
 from zaqarclient.transport import errors as zaqar_errors
 
-from tests.e2e.harness import RunningServer, ServerStarter, Store
+from tests.e2e.harness import RunningServer
 
 pytestmark = pytest.mark.slow
 
@@ -307,40 +306,37 @@ def test_delayed_messages_can_be_listed_with_zaqarclient(queue: Queue) -> None:
     assert claim(queue, limit=1).id is None
 
 
-def dead_letter_one(client: Any, queue_name: str) -> tuple[Queue, str]:
-    """Dead-letter one message (max one claim, claimed and released); return its DLQ and its id."""
+def test_zaqarclient_drives_a_dead_letter_queue_end_to_end_with_no_special_parameter(
+        client: Any, queue_name: str) -> None:
     dlq = client.queue(queue_name + "-dlq", force_create=True)
     request, transport = client._request_and_transport()
     core.queue_create(transport, request, queue_name,
-                      metadata={"_max_claim_count": 1, "_dead_letter_queue": dlq.name})
+                      metadata={"_max_claim_count": 2, "_dead_letter_queue": dlq.name})
     source = client.queue(queue_name, auto_create=False)
-    (message_id,) = post(source, ["poison"])
-    claim(source, limit=1).delete()
-    assert claim(source, limit=1).id is None
-    return dlq, message_id
+    shown = source.metadata(force_reload=True)
+    assert (shown["_max_claim_count"], shown["_dead_letter_queue"]) == (2, dlq.name)
+    ids = post(source, ["poison-1", "poison-2", "fine"])
 
+    for _ in range(2):
+        held = claim(source, limit=2)
+        assert [m.id for m in held] == ids[:2]
+        held.delete()
+    fine = list(claim(source, limit=2))
+    assert [(m.id, m.claim_count) for m in fine] == [(ids[2], 1)]
+    fine[0].delete()
 
-def test_zaqarclient_lists_a_dead_letter_queue_when_it_leaves_out_the_provenance(
-        client: Any, queue_name: str) -> None:
-    dlq, message_id = dead_letter_one(client, queue_name)
-
-    listed = list(dlq.messages(echo=True, include_dead_letter=False))
-
-    assert [(m.id, m.body, m.claim_count) for m in listed] == [(message_id, "poison", 1)]
-
-
-def test_zaqarclient_claims_from_a_dead_letter_queue_when_the_server_leaves_out_the_provenance(
-        start_server_for_test: ServerStarter, store: Store, tmp_path: Path, project: str,
-        queue_name: str) -> None:
-    config = tmp_path / "no-provenance.conf"
-    config.write_text("[transport]\ninclude_dead_letter = false\n")
-    running = start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
-    client = new_client(running, project)
-    dlq, message_id = dead_letter_one(client, queue_name)
-
-    held = claim(dlq, limit=1)
-    messages = list(held)
-
-    assert [(m.id, m.body, m.claim_id) for m in messages] == [(message_id, "poison", held.id)]
+    listed = list(dlq.messages(echo=True))
+    assert [(m.id, m.body, m.claim_count) for m in listed] == [
+        (ids[0], "poison-1", 2), (ids[1], "poison-2", 2)]
+    assert dlq.message(ids[0]).body == "poison-1"
+    assert sorted(m.id for m in dlq.messages(*ids[:2])) == ids[:2]
+    taken = claim(dlq, limit=1)
+    messages = list(taken)
+    assert [(m.id, m.claim_id) for m in messages] == [(ids[0], taken.id)]
     messages[0].delete()
+    popped = dlq.pop(count=5)
+    assert [(m.id, m.body) for m in popped] == [(ids[1], "poison-2")]
     assert dlq.stats["messages"]["total"] == 0
+    assert source.stats["messages"]["total"] == 0
+    source.delete()
+    dlq.delete()

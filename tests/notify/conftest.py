@@ -56,13 +56,13 @@ class NotifierProcesses:
         self.log_dir = log_dir
         self.started: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *extra: str) -> subprocess.Popen[bytes]:
-        """Start one notifier command (``extra`` are more options, e.g. ``--workers 2``)."""
+    def start(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start one notifier (``extra``: more options, e.g. ``--workers 2``; ``env``: more variables)."""
         log = self.log_dir / f"notifier-{uuid.uuid4().hex[:8]}.log"
         with open(log, "wb") as handle:
             process = subprocess.Popen([*serve_command(), "notifier", "--storage", self.storage_uri, *extra],
                                        stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=child_environment(), start_new_session=True)
+                                       env={**child_environment(), **(env or {})}, start_new_session=True)
         process.log_path = log  # type: ignore[attr-defined]
         self.started.append(process)
         return process

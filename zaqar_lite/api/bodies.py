@@ -29,7 +29,8 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
     gunicorn does); falcon's bounded stream would read it as empty.
 
     Returns:
-        The parsed document (None for an empty body) and its size in bytes.
+        The parsed document (None for an empty body) and its size in bytes. A
+        body of whitespace only is not JSON and is refused, as Zaqar does.
     """
     stream: ReadableIO = req.bounded_stream
     if req.content_length is None and req.env.get("wsgi.input_terminated"):
@@ -39,7 +40,7 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
     raw = stream.read(max_size + 1)
     if len(raw) > max_size:
         refuse_oversized(stream, max_size)
-    if not raw.strip():
+    if not raw:
         return None, 0
     return parse_json(raw), len(raw)
 
@@ -61,12 +62,13 @@ def message_href(queue: str, message_id: str) -> str:
 
 
 class MessageRenderer:
-    """Renders messages for one request, as Zaqar does plus ``claim_count``.
+    """Renders messages for one request with Zaqar's fields only, by default.
 
-    Inside a DLQ a message also carries its ``dead_letter`` provenance block,
-    unless the request says ``include_dead_letter=false`` or the deployment
-    turns it off (``[transport] include_dead_letter``): Zaqar clients that
-    refuse unknown fields (python-zaqarclient's ``Message``) read DLQs that way.
+    A dead letter also carries its ``dead_letter`` provenance block when the
+    request says ``include_dead_letter=true``, or when the deployment makes
+    that the default (``[transport] include_dead_letter``): python-zaqarclient
+    builds messages with ``Message(**fields)`` and fails on any field it does
+    not know, so nothing beyond Zaqar's fields is sent unasked.
 
     Build it before the request changes anything: a bad parameter is then
     refused before a claim or a pop takes messages it could never show.

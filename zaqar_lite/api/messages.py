@@ -81,6 +81,9 @@ class MessageCollection:
         ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
         claim_ids = None
         claim_ids_param = joined_param(req, "claim_ids")
+        if claim_ids_param is None and self.messaging.settings.message_delete_with_claim_id:
+            raise errors.ValidationFailed(
+                "This server deletes messages by id only with their claim ids: give ids and claim_ids.")
         if claim_ids_param is not None:
             claim_ids = validation.id_list(claim_ids_param, "claim_ids",
                                            self.limits.max_messages_per_page)

@@ -1,6 +1,8 @@
-"""Checks every /v2 request passes before it reaches a resource (SPEC 1.1, 1.9)."""
+"""Checks every API request passes before it reaches a resource (SPEC 1.1, 1.9)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import falcon
 
@@ -10,22 +12,33 @@ from zaqar_lite.config import Settings
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+def is_public(resource: object) -> bool:
+    """Return whether a resource answers without headers or credentials (only ``GET /``)."""
+    return getattr(resource, "public", False) is True
+
+
 class RequestContext:
-    """Sets ``req.context.project``, ``client_id`` and ``role`` or rejects the request."""
+    """Sets ``req.context.project``, ``client_id`` and ``role`` or rejects the request.
+
+    The checks run on the resource falcon routed the request to, whatever the
+    path looked like (``//v2/queues`` reaches the same resource as
+    ``/v2/queues``), so no spelling of a path can skip them: every resource but
+    the public versions document gets a checked context or is never called.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """Validate headers, content negotiation and credentials of a /v2 request."""
-        if not (req.path == "/v2" or req.path.startswith("/v2/")):
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
+                         params: dict[str, Any]) -> None:
+        """Validate headers, content negotiation and credentials before a resource is called."""
+        if resource is None or is_public(resource):
             return
         if not req.client_accepts_json:
             raise falcon.HTTPNotAcceptable(description="This API only answers application/json.")
         if req.content_type and req.content_type.split(";")[0].strip().lower() in FORM_TYPES:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
-        req.context.client_id = validation.client_id(
-            req.get_header("Client-ID"), self.settings.client_id_uuid_safe)
+        req.context.client_id = validation.client_id(req.get_header("Client-ID"), self.settings)
         header_project = req.get_header("X-Project-ID")
         if self.settings.auth_strategy == "token":
             token = req.get_header("X-Auth-Token")

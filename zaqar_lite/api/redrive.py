@@ -21,10 +21,12 @@ class QueueRedrive:
 
         A dry run answers ``{"matched": n, "sample": [...]}``: the first
         messages selected, as listed in the queue, each with the
-        ``destination`` it would go to.
+        ``destination`` it would go to and, unless ``include_dead_letter=false``,
+        its provenance: no Zaqar client calls this route, and the sample is
+        there to be read.
         """
         validation.queue_name(queue, self.limits)
-        render = MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
+        render = MessageRenderer(req, queue, default_dead_letter=True)
         document, _ = read_json(req, validation.redrive_body_size(self.limits))
         request = validation.redrive_request(document, queue, self.limits)
         result, now = self.messaging.redrive(req.context.project, queue, request)

@@ -24,6 +24,13 @@ from zaqar_lite.notify.subscriptions import Subscriptions
 BODY_MAX = 65536
 
 
+def creator_token(req: falcon.Request, messaging: Messaging) -> str | None:
+    """Return the token a request authenticated with (None in ``noauth`` mode, where none counts)."""
+    if messaging.settings.auth_strategy == "noauth":
+        return None
+    return req.get_header("X-Auth-Token")
+
+
 def service_for(messaging: Messaging) -> Subscriptions:
     """Return the subscription service over the messaging service's store, clock and settings."""
     return Subscriptions(messaging.storage, messaging.settings, messaging.clock)
@@ -64,6 +71,7 @@ class SubscriptionCollection:
     """``/v2/queues/{queue}/subscriptions``: create and list."""
 
     def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
         self.service = service_for(messaging)
         self.limits = messaging.limits
         self.clock = messaging.clock
@@ -72,7 +80,8 @@ class SubscriptionCollection:
         """Create a subscription: 201 with its id; 409 if the subscriber has a confirmed one here."""
         validation.queue_name(queue, self.limits)
         document, _ = read_json(req, BODY_MAX)
-        subscription_id, _created = self.service.create(req.context.project, queue, document)
+        subscription_id, _created = self.service.create(req.context.project, queue, document,
+                                                        creator_token(req, self.messaging))
         resp.status = falcon.HTTP_201
         resp.location = subscription_href(queue, subscription_id)
         resp.media = {"subscription_id": subscription_id}
@@ -95,6 +104,7 @@ class SubscriptionItem:
     """``/v2/queues/{queue}/subscriptions/{subscription_id}``: get, update, delete."""
 
     def __init__(self, messaging: Messaging) -> None:
+        self.messaging = messaging
         self.service = service_for(messaging)
         self.limits = messaging.limits
         self.clock = messaging.clock
@@ -110,7 +120,8 @@ class SubscriptionItem:
         """Change subscriber, ttl and/or options: 204; 404 if absent; 409 if the subscriber is taken."""
         validation.queue_name(queue, self.limits)
         document, _ = read_json(req, BODY_MAX)
-        self.service.update(req.context.project, queue, subscription_id, document)
+        self.service.update(req.context.project, queue, subscription_id, document,
+                            creator_token(req, self.messaging))
         resp.status = falcon.HTTP_204
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str,

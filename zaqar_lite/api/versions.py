@@ -67,6 +67,9 @@ HOME = {
 class VersionsResource:
     """``GET /``: the API versions, answered with 300 Multiple Choices as Zaqar does."""
 
+    #: answered without Client-ID, project or token (see api/middleware.py)
+    public = True
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Return the versions document."""
         resp.status = falcon.HTTP_300

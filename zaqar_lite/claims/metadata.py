@@ -18,12 +18,15 @@ DEAD_LETTER_TTL = "_dead_letter_queue_messages_ttl"
 DEFAULT_DELAY = "_default_message_delay"
 DEFAULT_TTL = "_default_message_ttl"
 MAX_POST_SIZE = "_max_messages_post_size"
+ENCRYPT_MESSAGES = "_enable_encrypt_messages"
 DEAD_LETTER_ON_EXPIRY = "_dead_letter_on_expiry"
 RETRY_POLICY = "_retry_policy"
+#: reserved keys of zaqar-lite's own: shown only when set
+OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY,)
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
-    """Return every reserved key with the value that applies when it is unset."""
+    """Return Zaqar 23's reserved keys with the values that apply when they are unset."""
     return {
         MAX_POST_SIZE: limits.max_messages_post_size,
         DEFAULT_TTL: limits.default_message_ttl,
@@ -31,12 +34,17 @@ def defaults(limits: Limits) -> dict[str, Any]:
         DEAD_LETTER_QUEUE: None,
         DEAD_LETTER_TTL: None,
         MAX_CLAIM_COUNT: None,
-        DEAD_LETTER_ON_EXPIRY: False,
+        ENCRYPT_MESSAGES: False,
     }
 
 
+def reserved_keys(limits: Limits) -> set[str]:
+    """Return every reserved key: a PATCH may replace or remove one that is not set."""
+    return set(defaults(limits)) | set(OWN_RESERVED)
+
+
 def with_defaults(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[str, Any]:
-    """Return the metadata a client sees: stored keys over the reserved defaults."""
+    """Return the metadata a client sees: Zaqar's reserved defaults, then the stored keys."""
     shown = defaults(limits)
     shown.update(metadata or {})
     return shown
@@ -51,9 +59,11 @@ def _int_rule(key: str, value: Any, low: int, high: int | None) -> None:
 
 
 def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
-    """Check a queue's whole metadata on its own (types, ranges, keys set together).
+    """Check a queue's whole metadata on its own (types, ranges, keys that need another).
 
-    Null reserved values mean "unset" and are dropped. Cross-queue rules (the
+    ``_max_claim_count`` and ``_dead_letter_queue`` may each be set alone, as
+    Zaqar accepts them: claims are counted either way, and messages move only
+    once both are set. Null reserved values mean "unset" and are dropped. Cross-queue rules (the
     DLQ exists, no chains) are :func:`check_dead_letter_links`.
 
     Returns:
@@ -63,7 +73,8 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
         raise ValidationFailed("Queue metadata must be a JSON object.")
     if len(json.dumps(metadata)) > limits.max_queue_metadata:
         raise ValidationFailed(f"Queue metadata may not exceed {limits.max_queue_metadata} bytes.")
-    stored = {k: v for k, v in metadata.items() if not (k in defaults(limits) and v is None)}
+    reserved = reserved_keys(limits)
+    stored = {k: v for k, v in metadata.items() if not (k in reserved and v is None)}
     ranges: dict[str, tuple[int, int | None]] = {
         MAX_CLAIM_COUNT: (1, None),
         DEAD_LETTER_TTL: (limits.min_message_ttl, limits.max_message_ttl),
@@ -77,11 +88,13 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
     dlq = stored.get(DEAD_LETTER_QUEUE)
     if dlq is not None and not is_queue_name(dlq, limits):
         raise ValidationFailed(f"{DEAD_LETTER_QUEUE} must be a valid queue name, got {json.dumps(dlq)}.")
-    if DEAD_LETTER_ON_EXPIRY in stored and not isinstance(stored[DEAD_LETTER_ON_EXPIRY], bool):
-        raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} must be true or false.")
-    if (MAX_CLAIM_COUNT in stored) != (DEAD_LETTER_QUEUE in stored):
+    for key in (ENCRYPT_MESSAGES, DEAD_LETTER_ON_EXPIRY):
+        if key in stored and not isinstance(stored[key], bool):
+            raise ValidationFailed(f"{key} must be true or false, got {json.dumps(stored[key])}.")
+    if stored.get(ENCRYPT_MESSAGES):
         raise ValidationFailed(
-            f"{MAX_CLAIM_COUNT} and {DEAD_LETTER_QUEUE} must be set together or not at all.")
+            f"{ENCRYPT_MESSAGES}: this server does not encrypt message bodies; they would be "
+            "stored in plaintext, so true is refused. Leave it out or set it to false.")
     if RETRY_POLICY in stored:
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
     for key in (DEAD_LETTER_TTL, DEAD_LETTER_ON_EXPIRY):

@@ -18,6 +18,8 @@ from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 
 REASON_MAX_CLAIMS = "max_claims"
 REASON_EXPIRED = "expired"
+#: key of a provenance record: when the move gave the message its current lifetime
+TTL_SINCE = "ttl_since"
 
 
 def iso(ts: float) -> str:
@@ -40,6 +42,23 @@ def is_exhausted(message: Message, policy: DeadLetterPolicy) -> bool:
     return policy.counts_claims and message.claim_count >= (policy.max_claim_count or 0)
 
 
+def resets_expiry(reason: str, policy: DeadLetterPolicy) -> bool:
+    """Return whether a move to the DLQ gives the message a new expiry, counted from the move."""
+    return bool(policy.messages_ttl) or reason == REASON_EXPIRED
+
+
+def provenance_record(source_queue: str, reason: str, now: float, policy: DeadLetterPolicy) -> dict[str, Any]:
+    """Return the start of a stored provenance record; the move adds ``claim_count`` and ``last_claim_id``.
+
+    ``ttl_since`` (the move's time) is recorded when the move reset the expiry:
+    the message's ``ttl`` then reads the lifetime it was given in the DLQ.
+    """
+    record: dict[str, Any] = {"source_queue": source_queue, "reason": reason, "dead_lettered_at": now}
+    if resets_expiry(reason, policy):
+        record[TTL_SINCE] = now
+    return record
+
+
 def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
                   policy: DeadLetterPolicy) -> Message:
     """Return the message as it must be stored in the DLQ.
@@ -56,19 +75,15 @@ def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
         expires = now + (message.expires - message.created)
     else:
         expires = message.expires
+    record = provenance_record(source_queue, reason, now, policy)
+    record.update({"claim_count": message.claim_count, "last_claim_id": message.claim_id})
     return dataclasses.replace(
         message,
         claim_id=None,
         claim_expires=None,
         delay_until=0.0,
         expires=expires,
-        dead_letter={
-            "source_queue": source_queue,
-            "reason": reason,
-            "dead_lettered_at": now,
-            "claim_count": message.claim_count,
-            "last_claim_id": message.claim_id,
-        },
+        dead_letter=record,
     )
 
 

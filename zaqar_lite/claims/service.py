@@ -103,7 +103,7 @@ class Messaging:
         current = self.storage.get_queue_metadata(project, queue)
         if current is None:
             raise errors.QueueDoesNotExist(queue, project)
-        reserved = meta.defaults(self.limits)
+        reserved = meta.reserved_keys(self.limits)
         updated = dict(current)
         for op, key, value in operations:
             if op in ("replace", "remove") and key not in updated and key not in reserved:

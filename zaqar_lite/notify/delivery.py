@@ -5,14 +5,16 @@ The loop, while this notifier holds the subscription's lease:
 1. read the first message after the cursor (claimed and delayed ones included:
    notifications do not depend on claims; a delayed message is waited for,
    and the messages after it wait behind it, to keep post order);
-2. make sure the lease has time for the request (``2 * request_timeout + 1`` s);
-3. POST it; on a 2xx advance the cursor to its marker (compare-and-set);
+2. make sure the lease has time for the attempt (``2 * request_timeout + 1`` s);
+3. hand it to the subscriber's transport (:mod:`zaqar_lite.notify.transports`:
+   a webhook POST, or a mail); once acknowledged (a 2xx answer, a mail the
+   SMTP server accepted) advance the cursor to its marker (compare-and-set);
 4. on a failure record it (``attempts``, ``retry_at``, ``last_error``) and wait
    as the retry policy says; when the policy is used up, suspend.
 
-So a message is only POSTed after every earlier one was acknowledged, and the
+So a message is only sent after every earlier one was acknowledged, and the
 cursor moves only past acknowledged messages. A notifier that dies between a
-2xx and the cursor write leaves the cursor before that message: whoever takes
+acknowledgement and the cursor write leaves the cursor before that message: whoever takes
 the lease next delivers it again. That is the one duplicate at-least-once
 allows, and it is always the newest message the subscriber has seen.
 """
@@ -26,14 +28,12 @@ import threading
 import time
 from collections.abc import Callable
 
-import requests
-
 from zaqar_lite.clock import Clock
-from zaqar_lite.config import NotifierSettings
 from zaqar_lite.models import Message
-from zaqar_lite.notify import retry, webhook
+from zaqar_lite.notify import retry
 from zaqar_lite.notify.lease import Lease, LeaseLost
 from zaqar_lite.notify.state import Delivery, Subscription
+from zaqar_lite.notify.transports import Transports
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
@@ -70,13 +70,11 @@ class Pause(enum.Enum):
 class Courier:
     """Delivers one subscription's pending messages while holding its lease."""
 
-    def __init__(self, storage: Storage, settings: NotifierSettings, clock: Clock,
-                 session: requests.Session, stopping: threading.Event,
+    def __init__(self, storage: Storage, transports: Transports, clock: Clock, stopping: threading.Event,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.storage = storage
-        self.settings = settings
+        self.transports = transports
         self.clock = clock
-        self.session = session
         self.stopping = stopping
         self.monotonic = monotonic
         self.lag = visibility_lag(storage)
@@ -120,11 +118,9 @@ class Courier:
     def _deliver(self, project: str, subscription: Subscription, lease: Lease, message: Message,
                  policy: retry.RetryPolicy) -> bool:
         """Make one attempt; return whether it was acknowledged (its outcome is then recorded)."""
-        lease.ensure(2 * self.settings.request_timeout + 1)
-        body = webhook.render_body(webhook.notification(message, subscription.queue), subscription.options)
-        headers = webhook.request_headers(body, subscription.options, subscription.id, message.id)
-        outcome = webhook.post(self.session, subscription.subscriber, body, headers,
-                               self.settings.request_timeout)
+        transport = self.transports.for_subscriber(subscription.subscriber)
+        lease.ensure(transport.attempt_seconds + 1)
+        outcome = transport.send(subscription, message)
         now = self.clock()
         expected = lease.delivery.cursor
         if outcome.acknowledged:

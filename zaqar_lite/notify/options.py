@@ -5,7 +5,12 @@ Options are free-form as in Zaqar, except the keys zaqar-lite acts on:
 ``_retry_policy`` (see :mod:`zaqar_lite.notify.retry`), ``post_data`` (a JSON
 text, or a JSON value, in which ``"$zaqar_message$"`` stands for the
 notification), ``post_headers`` (extra request headers) and ``secret`` (the key
-of the ``X-Zaqar-Lite-Signature`` HMAC).
+of the ``X-Zaqar-Lite-Signature`` HMAC); and, for a ``mailto:`` subscriber,
+``from`` and ``subject`` (checked as mail headers by :func:`for_subscriber`).
+
+Subscribers are Zaqar's types: ``http(s)://`` and ``trust+http(s)://`` URLs
+with a host, and ``mailto:name@domain[?subject=...]``; ``[notifier]
+subscriber_schemes`` says which of them a deployment accepts.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 from zaqar_lite.config import Limits, NotifierSettings
 from zaqar_lite.errors import InvalidBody, ValidationFailed
-from zaqar_lite.notify import retry
+from zaqar_lite.notify import mail, retry, webhook
 
 MAX_SUBSCRIBER_LENGTH = 2048
 MAX_SECRET_LENGTH = 1024
@@ -33,22 +38,50 @@ def _show(value: Any) -> str:
 
 
 def subscriber(value: Any, settings: NotifierSettings, field: str = "subscriber") -> str:
-    """Check a subscriber URL: an absolute URL with a host, of an allowed scheme."""
-    schemes = " or ".join(settings.subscriber_schemes)
+    """Check a subscriber URI: of an accepted scheme, and valid for its scheme."""
     if not isinstance(value, str) or not value:
         raise ValidationFailed(f"{field} must be a non-empty string, got {_show(value)}.")
     if len(value) > MAX_SUBSCRIBER_LENGTH:
         raise ValidationFailed(f"{field} may not be longer than {MAX_SUBSCRIBER_LENGTH} characters.")
+    scheme = value.partition(":")[0].lower() if ":" in value else ""
+    if scheme not in settings.subscriber_schemes:
+        accepted = ", ".join(f"{s}:" for s in settings.subscriber_schemes)
+        raise ValidationFailed(f"{field} must be a URI of one of the accepted types ({accepted}), "
+                               f"got {_show(value)}.")
+    if scheme == "mailto":
+        try:
+            mail.parse_mailto(value)
+        except mail.BadAddress as exc:
+            raise ValidationFailed(
+                f"{field} is not a valid mailto: URI ({exc}), got {_show(value)}.") from None
+        return value
+    _web_url(webhook.target_url(value), value, field)
+    return value
+
+
+def _web_url(url: str, value: str, field: str) -> None:
     try:
-        parts = urllib.parse.urlsplit(value)
+        parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
         raise ValidationFailed(f"{field} is not a valid URL: {_show(value)}.") from None
-    if parts.scheme.lower() not in settings.subscriber_schemes:
-        raise ValidationFailed(f"{field} must be an {schemes} URL, got {_show(value)}.")
-    if not parts.hostname or any(c.isspace() for c in value):
-        raise ValidationFailed(f"{field} must be an absolute {schemes} URL with a host, got {_show(value)}.")
-    return value
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+        raise ValidationFailed(f"{field} must be an absolute URL with a host, got {_show(value)}.")
+
+
+def for_subscriber(subscriber_uri: str, value: dict[str, Any]) -> None:
+    """Check the options that apply to this kind of subscriber: ``from`` and ``subject`` of a mailto: one."""
+    if not subscriber_uri.lower().startswith("mailto:"):
+        return
+    for key, check in (("from", mail.check_sender), ("subject", mail.check_subject)):
+        if key not in value:
+            continue
+        if not isinstance(value[key], str):
+            raise ValidationFailed(f"options.{key} must be a string, got {_show(value[key])}.")
+        try:
+            check(value[key])
+        except mail.BadAddress as exc:
+            raise ValidationFailed(f"options.{key} is not valid: {exc}.") from None
 
 
 def ttl(value: Any, limits: Limits, now: float) -> int:
@@ -110,11 +143,13 @@ def creation(document: Any, limits: Limits, settings: NotifierSettings, now: flo
                          '{"subscriber": "https://...", "ttl": seconds, "options": {...}}.')
     if "subscriber" not in document:
         raise InvalidBody("subscriber is required.")
-    return {
+    fields: dict[str, Any] = {
         "subscriber": subscriber(document["subscriber"], settings),
         "ttl": ttl(document.get("ttl", limits.default_subscription_ttl), limits, now),
         "options": options(document.get("options", {})),
     }
+    for_subscriber(fields["subscriber"], fields["options"])
+    return fields
 
 
 def update(document: Any, limits: Limits, settings: NotifierSettings, now: float) -> dict[str, Any]:

@@ -35,7 +35,7 @@ _DELAYS = ("minimum_delay", "maximum_delay")
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """How often, and after which waits, a failed webhook delivery is tried again."""
+    """How often, and after which waits, a failed delivery (webhook or mail) is tried again."""
 
     retries_with_no_delay: int = 3
     minimum_delay_retries: int = 3

@@ -57,7 +57,12 @@ def _known(cls: type, value: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Subscription:
-    """A subscription as the client created it; ``expires`` is ``updated + ttl``."""
+    """A subscription as the client created it; ``expires`` is ``updated + ttl``.
+
+    ``auth_token`` is the ``X-Auth-Token`` a ``trust+http(s)`` subscription was
+    created (or last given its subscriber) with, sent along with its webhooks;
+    None in ``noauth`` mode and for other subscribers. The API never shows it.
+    """
 
     id: str
     queue: str
@@ -67,6 +72,7 @@ class Subscription:
     created: float
     expires: float
     confirmed: bool = False
+    auth_token: str | None = None
 
     @property
     def key(self) -> str:

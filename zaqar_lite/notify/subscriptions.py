@@ -30,7 +30,7 @@ from zaqar_lite import errors
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify import options as checks
-from zaqar_lite.notify import state
+from zaqar_lite.notify import state, webhook
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.storage.base import Storage
 
@@ -74,8 +74,16 @@ class Subscriptions:
 
     # -- create ---------------------------------------------------------------
 
-    def create(self, project: str, queue: str, document: Any) -> tuple[str, bool]:
+    def create(self, project: str, queue: str, document: Any,
+               auth_token: str | None = None) -> tuple[str, bool]:
         """Create a subscription, creating the queue if missing (as Zaqar).
+
+        Args:
+            project: the project.
+            queue: the queue.
+            document: the request body.
+            auth_token: the creator's token (token auth only); a ``trust+http(s)``
+                subscription keeps it and sends it with its webhooks.
 
         Returns:
             The subscription id and whether it was created. An existing
@@ -88,6 +96,7 @@ class Subscriptions:
         """
         now = self.clock()
         fields = checks.creation(document, self.limits, self.settings.notifier, now)
+        fields["auth_token"] = auth_token if webhook.is_trust(fields["subscriber"]) else None
         self.storage.create_queue(project, queue, {}, now)
         index_key = state.subscriber_key(queue, fields["subscriber"])
         for _ in range(CAS_ATTEMPTS):
@@ -148,7 +157,7 @@ class Subscriptions:
             pass  # finishing a creation that wrote it before stopping
         subscription = Subscription(id=subscription_id, queue=queue, subscriber=fields["subscriber"],
                                     ttl=fields["ttl"], options=fields["options"], created=now,
-                                    expires=now + fields["ttl"])
+                                    expires=now + fields["ttl"], auth_token=fields["auth_token"])
         try:
             self.storage.put_record(project, state.SUBSCRIPTION, subscription.key,
                                     subscription.to_record(), None)
@@ -199,8 +208,12 @@ class Subscriptions:
 
     # -- change ---------------------------------------------------------------
 
-    def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
+    def update(self, project: str, queue: str, subscription_id: str, document: Any,
+               auth_token: str | None = None) -> None:
         """Change a subscription's subscriber, ttl and/or options (a new ttl counts from now).
+
+        A new subscriber of the ``trust+http(s)`` kind keeps ``auth_token``, the
+        token of whoever gave it; the subscriber left as it was keeps its token.
 
         Raises:
             ValidationFailed, SubscriptionDoesNotExist, SubscriptionExists (the
@@ -210,6 +223,9 @@ class Subscriptions:
         changes = checks.update(document, self.limits, self.settings.notifier, now)
         subscription, _ = self.get(project, queue, subscription_id)
         new_url = changes.get("subscriber", subscription.subscriber)
+        checks.for_subscriber(new_url, changes.get("options", subscription.options))
+        if "subscriber" in changes:
+            changes["auth_token"] = auth_token if webhook.is_trust(new_url) else None
         if new_url != subscription.subscriber:
             self._claim_subscriber(project, queue, subscription_id, new_url, now)
         if "ttl" in changes:

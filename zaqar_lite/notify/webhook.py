@@ -11,11 +11,17 @@ or, when the subscription has ``options.post_data``, that template with
 ``X-Zaqar-Lite-Message-Id``, ``X-Zaqar-Lite-Subscription-Id`` and, when
 ``options.secret`` is set, ``X-Zaqar-Lite-Signature: sha256=<hex HMAC-SHA256
 of the exact body bytes keyed by the secret>``.
+
+A ``trust+http(s)://`` subscriber is a webhook to the URL without ``trust+``
+that carries, in ``X-Auth-Token``, the token its creator authenticated with
+(Zaqar sends a token obtained through a Keystone trust; zaqar-lite's tokens
+are static, so the creator's own token stands for it). It is set after
+``post_headers``, which cannot replace it; in ``noauth`` mode there is no token
+and no such header.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import json
@@ -25,20 +31,26 @@ from typing import Any
 import requests
 
 from zaqar_lite.models import Message
+from zaqar_lite.notify.outcome import Outcome, failed
 
 MESSAGE_PLACEHOLDER = '"$zaqar_message$"'
 SIGNATURE_HEADER = "X-Zaqar-Lite-Signature"
 MESSAGE_ID_HEADER = "X-Zaqar-Lite-Message-Id"
 SUBSCRIPTION_ID_HEADER = "X-Zaqar-Lite-Subscription-Id"
-MAX_ERROR_LENGTH = 500
+TOKEN_HEADER = "X-Auth-Token"
+TRUST_PREFIX = "trust+"
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What one delivery attempt came to: acknowledged (2xx) or an error text."""
+def target_url(subscriber: str) -> str:
+    """Return the URL a subscriber's webhooks go to: the subscriber without ``trust+``."""
+    if subscriber[:len(TRUST_PREFIX)].lower() == TRUST_PREFIX:
+        return subscriber[len(TRUST_PREFIX):]
+    return subscriber
 
-    acknowledged: bool
-    error: str | None = None
+
+def is_trust(subscriber: str) -> bool:
+    """Return whether a subscriber is a ``trust+http(s)`` one (delivered with its creator's token)."""
+    return subscriber[:len(TRUST_PREFIX)].lower() == TRUST_PREFIX
 
 
 def notification(message: Message, queue: str) -> dict[str, Any]:
@@ -70,14 +82,18 @@ def signature(secret: str, body: bytes) -> str:
 
 
 def request_headers(body: bytes, options: Mapping[str, Any], subscription_id: str,
-                    message_id: str) -> dict[str, str]:
-    """Return the headers of one delivery."""
+                    message_id: str, token: str | None = None) -> dict[str, str]:
+    """Return the headers of one delivery (``token``: the trust subscriber's ``X-Auth-Token``)."""
     headers = {"Content-Type": "application/json"}
     headers.update(options.get("post_headers") or {})
     headers[MESSAGE_ID_HEADER] = message_id
     headers[SUBSCRIPTION_ID_HEADER] = subscription_id
     if options.get("secret"):
         headers[SIGNATURE_HEADER] = signature(options["secret"], body)
+    if token:
+        for name in [n for n in headers if n.lower() == TOKEN_HEADER.lower()]:
+            del headers[name]
+        headers[TOKEN_HEADER] = token
     return headers
 
 
@@ -91,14 +107,10 @@ def post(session: requests.Session, url: str, body: bytes, headers: Mapping[str,
         response = session.post(url, data=body, headers=dict(headers), timeout=(timeout, timeout),
                                 allow_redirects=False)
     except requests.Timeout as exc:
-        return Outcome(False, _short(f"timeout after {timeout:g} s: {exc}"))
+        return failed(f"timeout after {timeout:g} s: {exc}")
     except requests.RequestException as exc:
-        return Outcome(False, _short(f"{type(exc).__name__}: {exc}"))
+        return failed(f"{type(exc).__name__}: {exc}")
     with response:
         if 200 <= response.status_code < 300:
             return Outcome(True)
-        return Outcome(False, _short(f"HTTP {response.status_code} {response.reason or ''}".strip()))
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_ERROR_LENGTH else text[:MAX_ERROR_LENGTH - 3] + "..."
+        return failed(f"HTTP {response.status_code} {response.reason or ''}".strip())

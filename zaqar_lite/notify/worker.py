@@ -39,6 +39,7 @@ from zaqar_lite.notify.delivery import Courier, Pause
 from zaqar_lite.notify.lease import Lease, LeaseLost
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.subscriptions import project_subscriptions, remove_subscription
+from zaqar_lite.notify.transports import Transports
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class Notifier:
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  notifier_id: str | None = None) -> None:
         self.storage = storage
+        self.settings = settings
         self.config = settings.notifier
         self.clock = clock
         self.id = notifier_id or new_notifier_id()
@@ -71,7 +73,7 @@ class Notifier:
         self._lock = threading.Lock()
         self._busy: set[tuple[str, str]] = set()
         self._held: dict[tuple[str, str], Lease] = {}
-        self._sessions = threading.local()
+        self._transports = threading.local()
         self._heartbeat_version: int | None = None
         self._next_heartbeat = 0.0
         self._live: list[str] = [self.id]
@@ -195,11 +197,13 @@ class Notifier:
 
     # -- one subscription -----------------------------------------------------
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._sessions, "session", None)
-        if session is None:
-            session = self._sessions.session = requests.Session()
-        return session
+    def _thread_transports(self) -> Transports:
+        """Return this thread's transports (each thread keeps its own HTTP connections)."""
+        transports = getattr(self._transports, "transports", None)
+        if transports is None:
+            transports = Transports(self.settings, requests.Session(), self.clock)
+            self._transports.transports = transports
+        return transports
 
     def _serve(self, project: str, subscription: Subscription, preferred: bool) -> None:
         slot = (project, subscription.key)
@@ -209,7 +213,7 @@ class Notifier:
                 self._held.pop(slot, None)
                 return
             self._held[slot] = lease
-            courier = Courier(self.storage, self.config, self.clock, self._session(), self.stopping)
+            courier = Courier(self.storage, self._thread_transports(), self.clock, self.stopping)
             pause = courier.run(project, subscription, lease)
             # Hand a subscription hashing gives to another notifier back after each slice,
             # so that notifiers started later (or seen late) get their share under load.

@@ -319,7 +319,7 @@ class RedisStorage(Storage):
             stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter),
-            record_head(queue, policy.REASON_MAX_CLAIMS, now), *guard(request.metadata_version)],
+            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(request.metadata_version)],
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:
             raise errors.StaleMetadata(queue)
@@ -377,8 +377,8 @@ class RedisStorage(Storage):
     def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
         args = [stamp(now), *self._dead_letter_args(now, dead_letter),
                 "1" if dead_letter.on_expiry else "0",
-                record_head(queue, policy.REASON_EXPIRED, now),
-                record_head(queue, policy.REASON_MAX_CLAIMS, now), str(SWEEP_BATCH)]
+                record_head(queue, policy.REASON_EXPIRED, now, dead_letter),
+                record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), str(SWEEP_BATCH)]
         moved = discarded = 0
         more = True
         while more:

@@ -41,7 +41,8 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zaqar_lite.models import Message
+from zaqar_lite.claims import policy
+from zaqar_lite.models import DeadLetterPolicy, Message
 
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"
@@ -84,9 +85,9 @@ def from_reply(reply: Sequence[str]) -> Message:
     return to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
 
 
-def record_head(queue: str, reason: str, now: float) -> str:
-    """Return the start of a provenance record (policy.dead_lettered); the script ends it."""
-    return json.dumps({"source_queue": queue, "reason": reason, "dead_lettered_at": float(now)})[:-1]
+def record_head(queue: str, reason: str, now: float, dead_letter: DeadLetterPolicy) -> str:
+    """Return the start of a provenance record (policy.provenance_record); the script ends it."""
+    return json.dumps(policy.provenance_record(queue, reason, float(now), dead_letter))[:-1]
 
 
 @functools.lru_cache(maxsize=KEY_CACHE_SIZE)
