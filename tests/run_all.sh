@@ -5,13 +5,23 @@
 #
 # 1. everything but the storage suites, with the API and end-to-end suites on
 #    SQLite; then the storage suites (the conformance suite on every driver);
-# 2. the API and end-to-end suites again on Redis, MongoDB and Swift.
-# Usage: tests/run_all.sh VENV_BIN [pytest args...]
+# 2. the API and end-to-end suites again on Redis, MongoDB and Swift;
+# 3. Zaqar's own API suite (zaqar-tempest-plugin v2 tests, tests/tempest/run.py)
+#    against a real server with token auth. It runs beside step 1: most of its
+#    2.5 minutes is one test's own two time.sleep(70) calls, so it costs little CPU.
+# Usage: TEMPEST_VENV=.venv-tempest tests/run_all.sh VENV_BIN [pytest args...]
 set -uo pipefail
 BIN=${1:-.venv/bin}
 shift || true
 status=0
+tempest_log=$(mktemp)
+"$BIN/python" -m tests.tempest.run --venv "${TEMPEST_VENV:-.venv-tempest}" >"$tempest_log" 2>&1 &
+tempest_pid=$!
 "$BIN/python" -m pytest -p no:cacheprovider --ignore=tests/storage "$@" || status=1
+echo "== Zaqar's API suite (zaqar-tempest-plugin v2) on sqlite with token auth =="
+wait "$tempest_pid" || status=1
+cat "$tempest_log"
+rm -f "$tempest_log"
 # The storage suites (the conformance suite on every driver) wait on Swift's settle
 # time most of their run: four processes, each with servers of its own.
 echo "== storage suites on every driver (4 processes) =="

@@ -109,9 +109,12 @@ def server_environment() -> dict[str, str]:
     return env
 
 
-def ping(url: str, timeout: float = 2.0) -> int:
-    """Return the status of ``GET /v2/ping`` with valid headers."""
+def ping(url: str, timeout: float = 2.0, token: str | None = None) -> int:
+    """Return the status of ``GET /v2/ping`` with valid headers (and ``X-Auth-Token`` when given)."""
     with ApiSession(url) as session:
+        if token is not None:
+            del session.headers["X-Project-ID"]
+            session.headers["X-Auth-Token"] = token
         return session.get("/v2/ping", timeout=timeout).status_code
 
 
@@ -122,7 +125,7 @@ def _listening_on_our_port(log: str, port: int, pid: int) -> bool:
 
 
 def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list[str],
-                timeout: float) -> RunningServer:
+                timeout: float, token: str | None) -> RunningServer:
     port = free_port()
     url = f"http://{HOST}:{port}"
     command = [*serve_command(), "serve", "--bind", f"{HOST}:{port}", "--workers", str(workers),
@@ -138,7 +141,7 @@ def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list
                 f"zaqar-lite exited with {process.returncode} before answering:\n{server.log_tail()}")
         if _listening_on_our_port(server.log(), port, process.pid) and len(server.worker_pids()) >= workers:
             try:
-                if ping(url) == 204:
+                if ping(url, token=token) == 204:
                     return server
             except requests.RequestException:
                 pass
@@ -149,7 +152,7 @@ def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list
 
 
 def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_args: list[str] | None = None,
-                 timeout: float = STARTUP_TIMEOUT) -> RunningServer:
+                 timeout: float = STARTUP_TIMEOUT, token: str | None = None) -> RunningServer:
     """Start ``zaqar-lite serve`` on a free loopback port and wait until it answers ``/v2/ping``.
 
     Args:
@@ -158,6 +161,7 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
         workers: gunicorn worker processes.
         extra_args: more ``serve`` options, e.g. ``["--config", path]``.
         timeout: seconds to wait for the first 204 from ``/v2/ping``.
+        token: the ``X-Auth-Token`` of the readiness ping, for a server with token auth.
 
     Returns:
         The running server; stop it with :func:`stop_server`.
@@ -168,7 +172,7 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
     log_path = tmp_path / f"zaqar-lite-{uuid.uuid4().hex[:8]}.log"
     for attempt in range(PORT_ATTEMPTS):
         try:
-            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout)
+            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token)
         except ServerFailedToStart as exc:
             lost_the_port = "Connection in use" in log_path.read_text(errors="replace")
             if not lost_the_port or attempt == PORT_ATTEMPTS - 1:
