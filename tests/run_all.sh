@@ -17,6 +17,7 @@ status=0
 tempest_log=$(mktemp)
 "$BIN/python" -m tests.tempest.run --venv "${TEMPEST_VENV:-.venv-tempest}" >"$tempest_log" 2>&1 &
 tempest_pid=$!
+# (this step includes tests/test_openapi_fuzz.py: schemathesis over docs/openapi.yaml against a real server)
 "$BIN/python" -m pytest -p no:cacheprovider --ignore=tests/storage "$@" || status=1
 echo "== Zaqar's API suite (zaqar-tempest-plugin v2) on sqlite with token auth =="
 wait "$tempest_pid" || status=1
