@@ -50,7 +50,6 @@ def dlq(client):
      "_dead_letter_queue_messages_ttl must be between 60 and 1209600, got 59"),
     ({"_max_claim_count": 3, "_dead_letter_queue": "dlq", "_dead_letter_queue_messages_ttl": 1209601},
      "_dead_letter_queue_messages_ttl must be between 60 and 1209600"),
-    ({"_dead_letter_queue_messages_ttl": 600}, "_dead_letter_queue_messages_ttl needs _dead_letter_queue"),
     ({"_dead_letter_on_expiry": True}, "_dead_letter_on_expiry needs _dead_letter_queue"),
     ({"_max_claim_count": 3, "_dead_letter_queue": "dlq", "_dead_letter_on_expiry": "yes"},
      "_dead_letter_on_expiry must be true or false"),
@@ -274,3 +273,14 @@ def test_a_dlq_named_alone_still_obeys_the_chain_rules(client, dlq, metadata):
         assert "chains are not supported" in response.json["description"]
     else:
         assert put_queue(client, "other", {"_dead_letter_queue": "src"}).status_code == 201
+
+
+def test_dead_letter_ttl_alone_is_accepted_as_in_zaqar_and_applies_once_a_dlq_is_set(client, dlq):
+    metadata = {"_dead_letter_queue_messages_ttl": 600, "_max_claim_count": 1}
+    assert put_queue(client, "src", metadata).status_code == 201
+    message_id, = post_messages(client, "src", {"body": "x"})
+    client.simulate_delete(claim(client, "src").headers["location"])
+    patch = [{"op": "add", "path": "/metadata/_dead_letter_queue", "value": "dlq"}]
+    assert patch_queue(client, "src", patch).status_code == 200
+    assert claim(client, "src").status_code == 204
+    assert client.simulate_get(f"/v2/queues/dlq/messages/{message_id}").json["ttl"] == 600

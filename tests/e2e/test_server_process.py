@@ -160,7 +160,8 @@ def test_the_sweeper_dead_letters_a_message_whose_last_claim_lapsed(fast_server:
 
         assert wait_until(lambda: total(api, dlq) == 1, timeout=10)
         assert total(api, "work") == 0
-        moved = api.get(f"/v2/queues/{dlq}/messages", params={"echo": "true"}).json()["messages"]
+        moved = api.get(f"/v2/queues/{dlq}/messages",
+                        params={"echo": "true", "include_dead_letter": "true"}).json()["messages"]
         assert [m["body"] for m in moved] == ["poison"]
         assert moved[0]["dead_letter"]["reason"] == "max_claims"
         assert moved[0]["dead_letter"]["source_queue"] == "work"
@@ -173,7 +174,8 @@ def test_the_sweeper_dead_letters_expired_messages_when_the_queue_asks_for_it(
         api.post("/v2/queues/timed/messages", json={"messages": [{"body": "too late", "ttl": 1}]})
 
         assert wait_until(lambda: total(api, dlq) == 1, timeout=10)
-        moved = api.get(f"/v2/queues/{dlq}/messages", params={"echo": "true"}).json()["messages"]
+        moved = api.get(f"/v2/queues/{dlq}/messages",
+                        params={"echo": "true", "include_dead_letter": "true"}).json()["messages"]
         assert [(m["body"], m["dead_letter"]["reason"]) for m in moved] == [("too late", "expired")]
         assert total(api, "timed") == 0
 

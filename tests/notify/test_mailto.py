@@ -109,7 +109,7 @@ def test_a_mail_carries_the_notification_to_the_address_with_zaqars_headers(stor
     assert first.message["X-Zaqar-Lite-Message-Id"] == message_id
     assert first.message.get_content_type() == "text/plain"
     assert json.loads(first.message.get_content()) == {
-        "id": message_id, "body": {"sku": "A-1", "qty": 2}, "ttl": 600, "claim_count": 0,
+        "body": {"sku": "A-1", "qty": 2}, "ttl": 600,
         "queue_name": "orders", "Message_Type": "Notification"}
     assert second.mail_from == "orders@example.com"
     assert second.message["To"] == "sales@example.com"

@@ -80,10 +80,9 @@ def message() -> Message:
     return Message(id="m1", body={"event": "done"}, created=1000.0, expires=1300.0, claim_count=2)
 
 
-def test_the_notification_is_the_message_with_queue_name_and_message_type():
+def test_the_notification_has_exactly_zaqars_fields():
     assert webhook.notification(message(), "orders") == {
-        "id": "m1", "body": {"event": "done"}, "ttl": 300, "claim_count": 2,
-        "queue_name": "orders", "Message_Type": "Notification"}
+        "body": {"event": "done"}, "ttl": 300, "queue_name": "orders", "Message_Type": "Notification"}
 
 
 def test_post_data_text_has_the_quoted_placeholder_replaced_by_the_notification():

@@ -90,8 +90,8 @@ def test_a_trust_subscriber_gets_webhooks_with_the_creators_token_under_token_au
     [delivery] = receiver.deliveries("trusted")
     assert delivery.headers["X-Auth-Token"] == "tok-creator"
     assert delivery.headers["X-Trace"] == "t1"
-    assert delivery.body == {"id": message_id, "body": {"n": 0}, "ttl": 300, "claim_count": 0,
-                             "queue_name": "q", "Message_Type": "Notification"}
+    assert delivery.body == {"body": {"n": 0}, "ttl": 300, "queue_name": "q", "Message_Type": "Notification"}
+    assert delivery.headers["X-Zaqar-Lite-Message-Id"] == message_id
     shown = creator.simulate_get(f"/v2/queues/q/subscriptions/{subscription_id}")
     assert shown.json["subscriber"] == subscriber
     assert "tok-creator" not in shown.text

@@ -61,9 +61,11 @@ def _int_rule(key: str, value: Any, low: int, high: int | None) -> None:
 def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
     """Check a queue's whole metadata on its own (types, ranges, keys that need another).
 
-    ``_max_claim_count`` and ``_dead_letter_queue`` may each be set alone, as
-    Zaqar accepts them: claims are counted either way, and messages move only
-    once both are set. Null reserved values mean "unset" and are dropped. Cross-queue rules (the
+    ``_max_claim_count``, ``_dead_letter_queue`` and
+    ``_dead_letter_queue_messages_ttl`` may each be set alone, as Zaqar
+    accepts them: claims are counted either way, messages move only once the
+    first two are set, and the ttl applies to the moves once there are any.
+    Null reserved values mean "unset" and are dropped. Cross-queue rules (the
     DLQ exists, no chains) are :func:`check_dead_letter_links`.
 
     Returns:
@@ -97,9 +99,8 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
             "stored in plaintext, so true is refused. Leave it out or set it to false.")
     if RETRY_POLICY in stored:
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
-    for key in (DEAD_LETTER_TTL, DEAD_LETTER_ON_EXPIRY):
-        if stored.get(key) not in (None, False) and dlq is None:
-            raise ValidationFailed(f"{key} needs {DEAD_LETTER_QUEUE}.")
+    if stored.get(DEAD_LETTER_ON_EXPIRY) and dlq is None:
+        raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
     return stored
 
 

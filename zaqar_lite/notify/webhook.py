@@ -1,9 +1,12 @@
 """One webhook request: the notification body, its headers and signature, and the outcome.
 
-The body is the message as Zaqar's notifier sends it::
+The body is the message exactly as Zaqar's notifier sends it (Zaqar's own
+API suite compares it whole)::
 
-    {"id": ..., "body": ..., "ttl": ..., "claim_count": ...,
-     "queue_name": ..., "Message_Type": "Notification"}
+    {"body": ..., "ttl": ..., "queue_name": ..., "Message_Type": "Notification"}
+
+The message id travels in the ``X-Zaqar-Lite-Message-Id`` header, which a
+subscriber uses to recognise a redelivery (delivery is at least once).
 
 or, when the subscription has ``options.post_data``, that template with
 ``"$zaqar_message$"`` (quotes included) replaced by the notification. Headers:
@@ -54,12 +57,10 @@ def is_trust(subscriber: str) -> bool:
 
 
 def notification(message: Message, queue: str) -> dict[str, Any]:
-    """Return the notification document of one message."""
+    """Return the notification document of one message: Zaqar's fields, no others."""
     return {
-        "id": message.id,
         "body": message.body,
         "ttl": message.ttl(),
-        "claim_count": message.claim_count,
         "queue_name": queue,
         "Message_Type": "Notification",
     }
