@@ -51,7 +51,7 @@ INEXPRESSIBLE_REFUSALS = [
 #: _dead_letter_queue depends on what is stored (a PUT body says it all, and its schema states it)
 PATCH_REFUSALS = [
     ("Invalid API request",
-     re.compile(r"^_dead_letter_(queue_messages_ttl|on_expiry) needs _dead_letter_queue\.")),
+     re.compile(r"^_dead_letter_on_expiry needs _dead_letter_queue\.")),
 ]
 
 
