@@ -8,7 +8,11 @@ Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
 :meth:`SqliteStorage.transaction`), so it takes SQLite's single write lock
 before reading anything: reads and writes of one operation can never interleave
 with another process's. The file is in WAL mode, so readers never block.
-Claim order is strict FIFO by post order within a queue.
+Claim order is strict FIFO by post order within a queue: each queue counts its
+own markers (``queues.last_marker``, bumped by the transaction that posts or
+moves messages in), so a marker says nothing of other queues' traffic; rows are
+addressed by message id. The layout version is ``PRAGMA user_version``; a file
+of an older layout is migrated when the driver opens it.
 """
 
 from __future__ import annotations
@@ -37,30 +41,41 @@ from zaqar_lite.models import (
 )
 from zaqar_lite.storage.base import Storage
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS queues (
+#: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
+#: before per-queue markers, migrated on open (:func:`_migrate_from_global_markers`)
+SCHEMA_VERSION = 1
+# ``queues.last_marker`` is the last marker handed out in the queue: a queue's
+# markers count its own posts and moves only, never another queue's.
+_QUEUES = """CREATE TABLE queues (
     project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
-    PRIMARY KEY (project, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS messages (
-    marker INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    project TEXT NOT NULL, queue TEXT NOT NULL,
+    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
+_MESSAGES = """CREATE TABLE {table} (
+    id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
     body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
     delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
     claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
-    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
-CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (project, queue, marker);
-CREATE INDEX IF NOT EXISTS messages_by_visibility ON messages (project, queue, delay_until, marker);
-CREATE INDEX IF NOT EXISTS messages_by_expiry ON messages (project, queue, expires);
-CREATE INDEX IF NOT EXISTS messages_by_claim ON messages (claim_id);
-CREATE TABLE IF NOT EXISTS claims (
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT)"""
+_MESSAGE_INDEXES = (
+    "CREATE UNIQUE INDEX messages_by_id ON messages (id)",
+    "CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker)",
+    "CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker)",
+    "CREATE INDEX messages_by_expiry ON messages (project, queue, expires)",
+    "CREATE INDEX messages_by_claim ON messages (claim_id)",
+)
+SCHEMA = (
+    _QUEUES,
+    _MESSAGES.format(table="messages"),
+    *_MESSAGE_INDEXES,
+    """CREATE TABLE claims (
     id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
-    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS claims_by_queue ON claims (project, queue, expires);
-CREATE TABLE IF NOT EXISTS records (
+    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL)""",
+    "CREATE INDEX claims_by_queue ON claims (project, queue, expires)",
+    """CREATE TABLE records (
     kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
-"""
+    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID""",
+)
+_MESSAGE_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
+                   " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
             "claim_count, dlq_eligible, failures, dead_letter, marker")
@@ -84,6 +99,45 @@ def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
     if not path:
         raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
     return path, dict(urllib.parse.parse_qsl(parts.query))
+
+
+def _prepare_schema(db: sqlite3.Connection, path: str) -> None:
+    """Create the tables in a new file, or bring a file of an older layout to this one."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise errors.StorageUnavailable(
+            f"{path} has layout {version}, made by a newer zaqar-lite; this one reads layout {SCHEMA_VERSION}")
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
+        _migrate_from_global_markers(db)
+    else:
+        for statement in SCHEMA:
+            db.execute(statement)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _migrate_from_global_markers(db: sqlite3.Connection) -> None:
+    """Give a layout-0 file (one AUTOINCREMENT marker shared by all queues) per-queue markers.
+
+    Messages keep their markers, which already increase within each queue; the
+    messages table is rebuilt, as its marker was its rowid. Every queue's counter
+    starts at the highest marker the file ever handed out, so that a marker a
+    client or a subscription cursor holds stays below every marker given later.
+    A queue a message is in but that has no row gets one (empty metadata).
+    """
+    db.execute("ALTER TABLE queues ADD COLUMN last_marker INTEGER NOT NULL DEFAULT 0")
+    db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created)"
+               " SELECT project, queue, '{}', MIN(created) FROM messages GROUP BY project, queue")
+    db.execute("UPDATE queues SET last_marker = MAX("
+               "(SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'messages'),"
+               " (SELECT COALESCE(MAX(marker), 0) FROM messages))")
+    db.execute(_MESSAGES.format(table="messages_per_queue"))
+    db.execute(f"INSERT INTO messages_per_queue ({_MESSAGE_FIELDS}) SELECT {_MESSAGE_FIELDS} FROM messages")
+    db.execute("DROP TABLE messages")
+    db.execute("ALTER TABLE messages_per_queue RENAME TO messages")
+    for statement in _MESSAGE_INDEXES:
+        db.execute(statement)
 
 
 def _row_to_message(row: sqlite3.Row) -> Message:
@@ -112,8 +166,8 @@ class SqliteStorage(Storage):
         if path != ":memory:":
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._translate_errors():
-            self._connection().executescript(SCHEMA)
+        with self.transaction() as db:
+            _prepare_schema(db, path)
 
     def describe(self) -> str:
         """Return the absolute path of the database file."""
@@ -172,7 +226,7 @@ class SqliteStorage(Storage):
 
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
         with self.transaction() as db:
-            cur = db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, ?, ?)",
+            cur = db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created) VALUES (?, ?, ?, ?)",
                              (project, queue, json.dumps(metadata), now))
             return cur.rowcount == 1
 
@@ -219,21 +273,27 @@ class SqliteStorage(Storage):
     # -- messages -------------------------------------------------------------
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message]) -> None:
+    def _insert(db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message],
+                now: float) -> None:
+        """Store messages under the queue's next markers, in order, creating the queue if missing."""
+        if not messages:
+            return
+        last = db.execute(
+            "INSERT INTO queues (project, name, metadata, created, last_marker) VALUES (?, ?, '{}', ?, ?)"
+            " ON CONFLICT (project, name) DO UPDATE SET last_marker = last_marker + excluded.last_marker"
+            " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
+        first = last - len(messages) + 1
         db.executemany(
-            "INSERT INTO messages (id, project, queue, body, created, expires, delay_until, client_id,"
-            " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(m.id, project, queue, json.dumps(m.body), m.created, m.expires, m.delay_until,
+            f"INSERT INTO messages ({_MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None) for m in messages])
+              json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
                       metadata_version: str | None = None) -> None:
         with self.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, queue, now))
-            self._insert(db, project, queue, messages)
+            self._insert(db, project, queue, messages, now)
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:
@@ -265,10 +325,9 @@ class SqliteStorage(Storage):
              now: float) -> list[Message]:
         names = {f"id{i}": v for i, v in enumerate(ids)}
         where = f"id IN ({','.join(':' + k for k in names)}) AND expires > :now"
-        # The unique index on id (SQLite names it); left to itself the planner may
-        # prefer a range of another index over the queue's rows.
+        # Left to itself the planner may prefer a range of another index over the queue's rows.
         return self._select(db, where, {"project": project, "queue": queue, "now": now, **names},
-                            index="sqlite_autoindex_messages_1")
+                            index="messages_by_id")
 
     @staticmethod
     def _claim_is_live(db: sqlite3.Connection, project: str, queue: str, claim_id: str,
@@ -284,7 +343,7 @@ class SqliteStorage(Storage):
                 return
             live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
             policy.check_claim_rules(found[0], claim_id, live, now)
-            db.execute("DELETE FROM messages WHERE marker=?", (found[0].marker,))
+            db.execute("DELETE FROM messages WHERE id=?", (message_id,))
 
     def delete_messages(self, project: str, queue: str, ids: Sequence[str],
                         claim_ids: Sequence[str] | None, now: float) -> None:
@@ -295,8 +354,8 @@ class SqliteStorage(Storage):
                 if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
                     kept = message
                 else:
-                    doomed.append((message.marker,))
-            db.executemany("DELETE FROM messages WHERE marker=?", doomed)
+                    doomed.append((message.id,))
+            db.executemany("DELETE FROM messages WHERE id=?", doomed)
         if kept is not None:
             raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
 
@@ -311,7 +370,7 @@ class SqliteStorage(Storage):
         with self.transaction() as db:
             popped = self._candidates(db, {"project": project, "queue": queue, "now": now, "marker": 0},
                                       limit)
-            db.executemany("DELETE FROM messages WHERE marker=?", [(m.marker,) for m in popped])
+            db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in popped])
         return popped
 
     @staticmethod
@@ -354,11 +413,10 @@ class SqliteStorage(Storage):
 
     def _rehome(self, db: sqlite3.Connection, project: str, target: str, moved: Sequence[Message],
                 now: float) -> None:
-        """Move messages into ``target`` as given (a new marker each), creating it if missing."""
+        """Move messages into ``target`` as given (its next markers), creating it if missing."""
         if moved:
             db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in moved])
-            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, target, now))
-            self._insert(db, project, target, moved)
+            self._insert(db, project, target, moved, now)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         args = {"project": project, "queue": queue, "now": request.now, "marker": 0}
@@ -406,8 +464,8 @@ class SqliteStorage(Storage):
             self._live_claim(db, project, queue, claim_id, now)
             db.execute("UPDATE claims SET ttl=?, grace=?, expires=? WHERE id=?",
                        (ttl, grace, now + ttl, claim_id))
-            db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE marker=?",
-                           [(now + ttl, policy.claimed_expiry(m.expires, now, ttl, grace), m.marker)
+            db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE id=?",
+                           [(now + ttl, policy.claimed_expiry(m.expires, now, ttl, grace), m.id)
                             for m in self._held(db, project, queue, claim_id, now)])
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
@@ -425,8 +483,8 @@ class SqliteStorage(Storage):
             live = self._claim_is_live(db, project, queue, claim_id, now)
             policy.check_claim_rules(found[0], claim_id, live, now)
             message = policy.released(found[0], failure, now, history_limit)
-            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE marker=?",
-                       (message.claim_expires, json.dumps(message.failures) or None, message.marker))
+            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?",
+                       (message.claim_expires, json.dumps(message.failures) or None, message.id))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
