@@ -186,7 +186,7 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
         named = [(layout.message_object(queue, marker, m.id), m)
-                 for marker, m in zip(self._markers.take(len(messages)), messages, strict=True)]
+                 for marker, m in zip(self._markers.take(project, queue, len(messages), now), messages, strict=True)]
         try:
             self.objects.map(lambda item: self._store(container, *item), named)
         except BaseException:
