@@ -109,8 +109,9 @@ def page_markers(messaging, queue, project=P):
     """Return the markers of a queue as a client sees them, one message a page, each page after the last."""
     markers: list[int] = []
     while True:
-        found, _ = messaging.list_messages(project, queue, client_id=CLIENT, marker=markers[-1] if markers else None,
-                                           limit=1, echo=True, include_claimed=False, include_delayed=False)
+        after = markers[-1] if markers else None
+        found, _ = messaging.list_messages(project, queue, client_id=CLIENT, marker=after, limit=1,
+                                           echo=True, include_claimed=False, include_delayed=False)
         if not found:
             return markers
         markers.append(found[0].marker)

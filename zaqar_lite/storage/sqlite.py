@@ -107,8 +107,8 @@ def _prepare_schema(db: sqlite3.Connection, path: str) -> None:
     if version == SCHEMA_VERSION:
         return
     if version > SCHEMA_VERSION:
-        raise errors.StorageUnavailable(
-            f"{path} has layout {version}, made by a newer zaqar-lite; this one reads layout {SCHEMA_VERSION}")
+        raise errors.StorageUnavailable(f"{path} has layout {version}, made by a newer zaqar-lite;"
+                                        f" this one reads layout {SCHEMA_VERSION}")
     if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
         _migrate_from_global_markers(db)
     else:
@@ -226,8 +226,8 @@ class SqliteStorage(Storage):
 
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
         with self.transaction() as db:
-            cur = db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created) VALUES (?, ?, ?, ?)",
-                             (project, queue, json.dumps(metadata), now))
+            cur = db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created)"
+                             " VALUES (?, ?, ?, ?)", (project, queue, json.dumps(metadata), now))
             return cur.rowcount == 1
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
