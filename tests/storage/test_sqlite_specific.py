@@ -183,3 +183,24 @@ def test_a_file_of_a_newer_layout_is_refused_with_its_version(tmp_path):
         db.execute("PRAGMA user_version=7")
     with pytest.raises(errors.StorageUnavailable, match="layout 7, made by a newer zaqar-lite"):
         SqliteStorage(f"sqlite:///{path}")
+
+
+def _open_and_post(uri: str, prefix: str) -> None:
+    now = 1_800_000_001.0
+    SqliteStorage(uri).post_messages(P, Q, _messages(1, now, prefix=prefix), now)
+
+
+def test_processes_opening_a_global_marker_file_at_once_migrate_it_once(tmp_path):
+    path = tmp_path / "old.db"
+    _global_marker_file(path)
+    uri = f"sqlite:///{path}"
+    workers = [multiprocessing.Process(target=_open_and_post, args=(uri, f"w{i}-")) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0, 0]
+    found = _markers(SqliteStorage(uri), P, Q)
+    assert found[:2] == [("a1", 1), ("a3", 3)]
+    assert sorted(marker for _, marker in found[2:]) == [8, 9, 10, 11]
+    assert sorted(message_id for message_id, _ in found[2:]) == ["w0-0", "w1-0", "w2-0", "w3-0"]
