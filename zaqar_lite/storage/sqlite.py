@@ -11,8 +11,8 @@ with another process's. The file is in WAL mode, so readers never block.
 Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
-addressed by message id. The layout version is ``PRAGMA user_version``; a file
-of an older layout is migrated when the driver opens it.
+addressed by message id. Tables, indexes and the migration of files of older
+layouts: :mod:`~zaqar_lite.storage.sqlite_layout`.
 """
 
 from __future__ import annotations
@@ -40,42 +40,7 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.base import Storage
-
-#: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
-#: before per-queue markers, migrated on open (:func:`_migrate_from_global_markers`)
-SCHEMA_VERSION = 1
-# ``queues.last_marker`` is the last marker handed out in the queue: a queue's
-# markers count its own posts and moves only, never another queue's.
-_QUEUES = """CREATE TABLE queues (
-    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
-    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
-_MESSAGES = """CREATE TABLE {table} (
-    id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
-    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
-    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
-    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
-    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT)"""
-_MESSAGE_INDEXES = (
-    "CREATE UNIQUE INDEX messages_by_id ON messages (id)",
-    "CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker)",
-    "CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker)",
-    "CREATE INDEX messages_by_expiry ON messages (project, queue, expires)",
-    "CREATE INDEX messages_by_claim ON messages (claim_id)",
-)
-SCHEMA = (
-    _QUEUES,
-    _MESSAGES.format(table="messages"),
-    *_MESSAGE_INDEXES,
-    """CREATE TABLE claims (
-    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
-    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL)""",
-    "CREATE INDEX claims_by_queue ON claims (project, queue, expires)",
-    """CREATE TABLE records (
-    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID""",
-)
-_MESSAGE_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
-                   " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
+from zaqar_lite.storage.sqlite_layout import MESSAGE_FIELDS, prepare_schema
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
             "claim_count, dlq_eligible, failures, dead_letter, marker")
@@ -99,45 +64,6 @@ def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
     if not path:
         raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
     return path, dict(urllib.parse.parse_qsl(parts.query))
-
-
-def _prepare_schema(db: sqlite3.Connection, path: str) -> None:
-    """Create the tables in a new file, or bring a file of an older layout to this one."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version == SCHEMA_VERSION:
-        return
-    if version > SCHEMA_VERSION:
-        raise errors.StorageUnavailable(f"{path} has layout {version}, made by a newer zaqar-lite;"
-                                        f" this one reads layout {SCHEMA_VERSION}")
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
-        _migrate_from_global_markers(db)
-    else:
-        for statement in SCHEMA:
-            db.execute(statement)
-    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-
-def _migrate_from_global_markers(db: sqlite3.Connection) -> None:
-    """Give a layout-0 file (one AUTOINCREMENT marker shared by all queues) per-queue markers.
-
-    Messages keep their markers, which already increase within each queue; the
-    messages table is rebuilt, as its marker was its rowid. Every queue's counter
-    starts at the highest marker the file ever handed out, so that a marker a
-    client or a subscription cursor holds stays below every marker given later.
-    A queue a message is in but that has no row gets one (empty metadata).
-    """
-    db.execute("ALTER TABLE queues ADD COLUMN last_marker INTEGER NOT NULL DEFAULT 0")
-    db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created)"
-               " SELECT project, queue, '{}', MIN(created) FROM messages GROUP BY project, queue")
-    db.execute("UPDATE queues SET last_marker = MAX("
-               "(SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'messages'),"
-               " (SELECT COALESCE(MAX(marker), 0) FROM messages))")
-    db.execute(_MESSAGES.format(table="messages_per_queue"))
-    db.execute(f"INSERT INTO messages_per_queue ({_MESSAGE_FIELDS}) SELECT {_MESSAGE_FIELDS} FROM messages")
-    db.execute("DROP TABLE messages")
-    db.execute("ALTER TABLE messages_per_queue RENAME TO messages")
-    for statement in _MESSAGE_INDEXES:
-        db.execute(statement)
 
 
 def _row_to_message(row: sqlite3.Row) -> Message:
@@ -167,7 +93,7 @@ class SqliteStorage(Storage):
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self.transaction() as db:
-            _prepare_schema(db, path)
+            prepare_schema(db, path)
 
     def describe(self) -> str:
         """Return the absolute path of the database file."""
@@ -284,7 +210,7 @@ class SqliteStorage(Storage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({_MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
