@@ -105,6 +105,32 @@ def test_listing_pages_by_marker(messaging):
     assert [m.id for m in first + rest] == ids
 
 
+def page_markers(messaging, queue, project=P):
+    """Return the markers of a queue as a client sees them, one message a page, each page after the last."""
+    markers: list[int] = []
+    while True:
+        after = markers[-1] if markers else None
+        found, _ = messaging.list_messages(project, queue, client_id=CLIENT, marker=after, limit=1,
+                                           echo=True, include_claimed=False, include_delayed=False)
+        if not found:
+            return markers
+        markers.append(found[0].marker)
+
+
+def test_markers_of_a_queue_do_not_reveal_the_traffic_of_other_queues_and_projects(messaging):
+    post(messaging, "quiet-1", queue="quiet")
+    post(messaging, "quiet-2", queue="quiet")
+    post(messaging, "a-1")
+    for _ in range(5):
+        post(messaging, *range(10), project="project-b")
+        post(messaging, *range(10), queue="other")
+    post(messaging, "a-2")
+    quiet, busy = page_markers(messaging, "quiet"), page_markers(messaging, Q)
+    assert len(quiet) == len(busy) == 2
+    assert busy[1] - busy[0] == quiet[1] - quiet[0], "100 posts elsewhere moved this queue's markers"
+    assert len(page_markers(messaging, Q, project="project-b")) == 50
+
+
 def test_listing_without_echo_hides_own_messages(messaging):
     mine = post(messaging, "mine")
     theirs = post(messaging, "theirs", client=OTHER_CLIENT)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sqlite3
 
 import pytest
 
+from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, Message
 from zaqar_lite.storage.sqlite import SqliteStorage, parse_uri
 
@@ -88,3 +90,117 @@ def test_processes_claiming_at_once_never_share_a_message(tmp_path):
     everything = [i for ids in got for i in ids]
     assert len(everything) == 300
     assert set(everything) == {f"m{i}" for i in range(300)}
+
+
+# The layout before per-queue markers (zaqar-lite up to cfa1139), written out literally.
+GLOBAL_MARKER_LAYOUT = """
+CREATE TABLE IF NOT EXISTS queues (
+    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (project, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS messages (
+    marker INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    project TEXT NOT NULL, queue TEXT NOT NULL,
+    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
+    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
+    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
+CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (project, queue, marker);
+CREATE INDEX IF NOT EXISTS messages_by_visibility ON messages (project, queue, delay_until, marker);
+CREATE INDEX IF NOT EXISTS messages_by_expiry ON messages (project, queue, expires);
+CREATE INDEX IF NOT EXISTS messages_by_claim ON messages (claim_id);
+CREATE TABLE IF NOT EXISTS claims (
+    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
+    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS claims_by_queue ON claims (project, queue, expires);
+CREATE TABLE IF NOT EXISTS records (
+    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
+"""
+
+
+def _global_marker_file(path) -> None:
+    """Write a file as the global-marker layout left it: markers 1-7 given, 5 and 7 since deleted."""
+    now = 1_800_000_000.0
+    with sqlite3.connect(path) as db:
+        db.executescript(GLOBAL_MARKER_LAYOUT)
+        db.executemany("INSERT INTO queues VALUES (?, ?, ?, ?)",
+                       [(P, Q, '{"_max_claim_count": 3}', now), ("other", Q, "{}", now)])
+        db.executemany(
+            "INSERT INTO messages (marker, id, project, queue, body, created, expires, client_id,"
+            " claim_count, failures, dead_letter) VALUES (?, ?, ?, ?, ?, ?, ?, 'c', ?, ?, ?)",
+            [(1, "a1", P, Q, '"one"', now, now + 3600, 0, None, None),
+             (2, "b1", "other", Q, '"b"', now, now + 3600, 0, None, None),
+             (3, "a3", P, Q, '"three"', now, now + 3600, 2, '[{"reason": "x"}]', None),
+             (4, "orphan", P, "no-row", '"o"', now, now + 3600, 0, None, None),
+             (6, "dl", P, "dlq", '"dead"', now, now + 3600, 3, None, '{"reason": "max_claims"}'),
+             (7, "gone", P, Q, '"gone"', now, now + 3600, 0, None, None)])
+        db.execute("DELETE FROM messages WHERE id='gone'")
+
+
+def _markers(storage: SqliteStorage, project: str, queue: str) -> list[tuple[str, int]]:
+    found = storage.list_messages(project, queue, now=1_800_000_001.0, marker=None, limit=20,
+                                  include_claimed=True, include_delayed=True, exclude_client_id=None)
+    return [(m.id, m.marker) for m in found]
+
+
+def test_a_file_of_the_global_marker_layout_is_migrated_on_open_keeping_its_messages(tmp_path):
+    path = tmp_path / "old.db"
+    _global_marker_file(path)
+    uri = f"sqlite:///{path}"
+    storage = SqliteStorage(uri)
+    now = 1_800_000_001.0
+    assert _markers(storage, P, Q) == [("a1", 1), ("a3", 3)]
+    three = storage.get_messages(P, Q, ["a3"], now)[0]
+    assert (three.body, three.claim_count, three.failures) == ("three", 2, [{"reason": "x"}])
+    assert storage.get_messages(P, "dlq", ["dl"], now)[0].dead_letter == {"reason": "max_claims"}
+    assert storage.get_queue_metadata(P, Q) == {"_max_claim_count": 3}
+    assert storage.get_queue_metadata(P, "no-row") == {}
+    assert _markers(storage, P, "no-row") == [("orphan", 4)]
+    # every queue counts on from the highest marker the file ever gave (7, since deleted)
+    storage.post_messages(P, Q, _messages(2, now, prefix="new"), now)
+    storage.post_messages("other", Q, _messages(1, now, prefix="b-new"), now)
+    assert _markers(storage, P, Q) == [("a1", 1), ("a3", 3), ("new0", 8), ("new1", 9)]
+    assert _markers(storage, "other", Q) == [("b1", 2), ("b-new0", 8)]
+    claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 3))
+    assert [m.id for m in claimed] == ["a1", "a3", "new0"]
+    storage.delete_message(P, Q, "a1", "c1", now)
+    assert [m.id for m in storage.pop_messages("other", Q, 5, now)] == ["b1", "b-new0"]
+
+    reopened = SqliteStorage(uri)
+    reopened.post_messages(P, Q, _messages(1, now, prefix="later"), now)
+    assert _markers(reopened, P, Q) == [("a3", 3), ("new0", 8), ("new1", 9), ("later0", 10)]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        unique = {row[1]: row[2] for row in db.execute("PRAGMA index_list(messages)")}
+    assert unique == {"messages_by_id": 1, "messages_by_queue": 1, "messages_by_visibility": 0,
+                      "messages_by_expiry": 0, "messages_by_claim": 0}
+
+
+def test_a_file_of_a_newer_layout_is_refused_with_its_version(tmp_path):
+    path = tmp_path / "newer.db"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version=7")
+    with pytest.raises(errors.StorageUnavailable, match="layout 7, made by a newer zaqar-lite"):
+        SqliteStorage(f"sqlite:///{path}")
+
+
+def _open_and_post(uri: str, prefix: str) -> None:
+    now = 1_800_000_001.0
+    SqliteStorage(uri).post_messages(P, Q, _messages(1, now, prefix=prefix), now)
+
+
+def test_processes_opening_a_global_marker_file_at_once_migrate_it_once(tmp_path):
+    path = tmp_path / "old.db"
+    _global_marker_file(path)
+    uri = f"sqlite:///{path}"
+    workers = [multiprocessing.Process(target=_open_and_post, args=(uri, f"w{i}-")) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0, 0]
+    found = _markers(SqliteStorage(uri), P, Q)
+    assert found[:2] == [("a1", 1), ("a3", 3)]
+    assert sorted(marker for _, marker in found[2:]) == [8, 9, 10, 11]
+    assert sorted(message_id for message_id, _ in found[2:]) == ["w0-0", "w1-0", "w2-0", "w3-0"]

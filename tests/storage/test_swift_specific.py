@@ -52,10 +52,29 @@ def test_uris_of_another_scheme_without_host_with_a_bad_prefix_or_option_are_ref
 
 def test_message_names_sort_in_post_order_across_calls():
     clock = swift_objects.MarkerClock()
-    markers = clock.take(3) + clock.take(2)
+    markers = clock.take(P, Q, 3, NOW) + clock.take(P, Q, 2, NOW)
     names = [swift_objects.message_object(Q, m, f"id{9 - i}") for i, m in enumerate(markers)]
     assert sorted(names) == names
     assert all(swift_objects.message_id_of(n) == f"id{9 - i}" for i, n in enumerate(names))
+
+
+def test_a_queue_markers_follow_its_own_posts_and_the_time_only():
+    clock = swift_objects.MarkerClock()
+    first = clock.take(P, Q, 2, NOW)
+    clock.take(P, "other", 50, NOW)
+    clock.take("project-b", Q, 50, NOW)
+    assert clock.take(P, Q, 1, NOW) == [first[1] + 1000]
+    assert clock.take(P, "other", 1, NOW + 1) == clock.take(P, Q, 1, NOW + 1)
+    later, = clock.take(P, Q, 1, NOW + 1)
+    assert clock.take(P, Q, 1, NOW - 60) == [later + 1000], "a clock step back keeps the order"
+
+
+def test_queues_remembered_past_the_time_are_bounded_and_keep_their_order():
+    clock = swift_objects.MarkerClock()
+    last = [clock.take(P, f"q{i}", 3, NOW)[-1] for i in range(clock.AHEAD_LIMIT + 1)]
+    assert len(clock._ahead) == clock.AHEAD_LIMIT + 1
+    assert clock.take(P, "q0", 1, NOW) == [max(last) + 1000]
+    assert len(clock._ahead) == 1
 
 
 def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_removes(store, monkeypatch):

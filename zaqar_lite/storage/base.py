@@ -16,6 +16,8 @@ Words used below:
   null or ``<= now``) and not delayed (``delay_until <= now``).
 * *FIFO*: ascending ``marker``, a number the driver assigns, increasing in post
   order within a queue (and assigned anew when a message is moved to another queue).
+  A queue's markers depend only on its own posts and moves (Swift: and the post
+  time), never on other queues', so they show nobody else's traffic.
 * every method may raise :class:`~zaqar_lite.errors.StorageUnavailable` when
   the backend cannot be reached; nothing is changed in that case.
 * ``project`` and ``queue`` scope every call: nothing of another project is

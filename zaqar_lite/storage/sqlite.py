@@ -8,7 +8,11 @@ Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
 :meth:`SqliteStorage.transaction`), so it takes SQLite's single write lock
 before reading anything: reads and writes of one operation can never interleave
 with another process's. The file is in WAL mode, so readers never block.
-Claim order is strict FIFO by post order within a queue.
+Claim order is strict FIFO by post order within a queue: each queue counts its
+own markers (``queues.last_marker``, bumped by the transaction that posts or
+moves messages in), so a marker says nothing of other queues' traffic; rows are
+addressed by message id. Tables, indexes and the migration of files of older
+layouts: :mod:`~zaqar_lite.storage.sqlite_layout`.
 """
 
 from __future__ import annotations
@@ -36,31 +40,7 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.base import Storage
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS queues (
-    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
-    PRIMARY KEY (project, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS messages (
-    marker INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    project TEXT NOT NULL, queue TEXT NOT NULL,
-    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
-    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
-    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
-    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
-CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (project, queue, marker);
-CREATE INDEX IF NOT EXISTS messages_by_visibility ON messages (project, queue, delay_until, marker);
-CREATE INDEX IF NOT EXISTS messages_by_expiry ON messages (project, queue, expires);
-CREATE INDEX IF NOT EXISTS messages_by_claim ON messages (claim_id);
-CREATE TABLE IF NOT EXISTS claims (
-    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
-    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS claims_by_queue ON claims (project, queue, expires);
-CREATE TABLE IF NOT EXISTS records (
-    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
-"""
+from zaqar_lite.storage.sqlite_layout import MESSAGE_FIELDS, prepare_schema
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
             "claim_count, dlq_eligible, failures, dead_letter, marker")
@@ -112,8 +92,8 @@ class SqliteStorage(Storage):
         if path != ":memory:":
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._translate_errors():
-            self._connection().executescript(SCHEMA)
+        with self.transaction() as db:
+            prepare_schema(db, path)
 
     def describe(self) -> str:
         """Return the absolute path of the database file."""
@@ -172,8 +152,8 @@ class SqliteStorage(Storage):
 
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
         with self.transaction() as db:
-            cur = db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, ?, ?)",
-                             (project, queue, json.dumps(metadata), now))
+            cur = db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created)"
+                             " VALUES (?, ?, ?, ?)", (project, queue, json.dumps(metadata), now))
             return cur.rowcount == 1
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
@@ -219,21 +199,27 @@ class SqliteStorage(Storage):
     # -- messages -------------------------------------------------------------
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message]) -> None:
+    def _insert(db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message],
+                now: float) -> None:
+        """Store messages under the queue's next markers, in order, creating the queue if missing."""
+        if not messages:
+            return
+        last = db.execute(
+            "INSERT INTO queues (project, name, metadata, created, last_marker) VALUES (?, ?, '{}', ?, ?)"
+            " ON CONFLICT (project, name) DO UPDATE SET last_marker = last_marker + excluded.last_marker"
+            " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
+        first = last - len(messages) + 1
         db.executemany(
-            "INSERT INTO messages (id, project, queue, body, created, expires, delay_until, client_id,"
-            " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(m.id, project, queue, json.dumps(m.body), m.created, m.expires, m.delay_until,
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None) for m in messages])
+              json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
                       metadata_version: str | None = None) -> None:
         with self.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, queue, now))
-            self._insert(db, project, queue, messages)
+            self._insert(db, project, queue, messages, now)
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:
@@ -265,10 +251,9 @@ class SqliteStorage(Storage):
              now: float) -> list[Message]:
         names = {f"id{i}": v for i, v in enumerate(ids)}
         where = f"id IN ({','.join(':' + k for k in names)}) AND expires > :now"
-        # The unique index on id (SQLite names it); left to itself the planner may
-        # prefer a range of another index over the queue's rows.
+        # Left to itself the planner may prefer a range of another index over the queue's rows.
         return self._select(db, where, {"project": project, "queue": queue, "now": now, **names},
-                            index="sqlite_autoindex_messages_1")
+                            index="messages_by_id")
 
     @staticmethod
     def _claim_is_live(db: sqlite3.Connection, project: str, queue: str, claim_id: str,
@@ -284,7 +269,7 @@ class SqliteStorage(Storage):
                 return
             live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
             policy.check_claim_rules(found[0], claim_id, live, now)
-            db.execute("DELETE FROM messages WHERE marker=?", (found[0].marker,))
+            db.execute("DELETE FROM messages WHERE id=?", (message_id,))
 
     def delete_messages(self, project: str, queue: str, ids: Sequence[str],
                         claim_ids: Sequence[str] | None, now: float) -> None:
@@ -295,8 +280,8 @@ class SqliteStorage(Storage):
                 if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
                     kept = message
                 else:
-                    doomed.append((message.marker,))
-            db.executemany("DELETE FROM messages WHERE marker=?", doomed)
+                    doomed.append((message.id,))
+            db.executemany("DELETE FROM messages WHERE id=?", doomed)
         if kept is not None:
             raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
 
@@ -311,7 +296,7 @@ class SqliteStorage(Storage):
         with self.transaction() as db:
             popped = self._candidates(db, {"project": project, "queue": queue, "now": now, "marker": 0},
                                       limit)
-            db.executemany("DELETE FROM messages WHERE marker=?", [(m.marker,) for m in popped])
+            db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in popped])
         return popped
 
     @staticmethod
@@ -354,11 +339,10 @@ class SqliteStorage(Storage):
 
     def _rehome(self, db: sqlite3.Connection, project: str, target: str, moved: Sequence[Message],
                 now: float) -> None:
-        """Move messages into ``target`` as given (a new marker each), creating it if missing."""
+        """Move messages into ``target`` as given (its next markers), creating it if missing."""
         if moved:
             db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in moved])
-            db.execute("INSERT OR IGNORE INTO queues VALUES (?, ?, '{}', ?)", (project, target, now))
-            self._insert(db, project, target, moved)
+            self._insert(db, project, target, moved, now)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         args = {"project": project, "queue": queue, "now": request.now, "marker": 0}
@@ -406,8 +390,8 @@ class SqliteStorage(Storage):
             self._live_claim(db, project, queue, claim_id, now)
             db.execute("UPDATE claims SET ttl=?, grace=?, expires=? WHERE id=?",
                        (ttl, grace, now + ttl, claim_id))
-            db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE marker=?",
-                           [(now + ttl, policy.claimed_expiry(m.expires, now, ttl, grace), m.marker)
+            db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE id=?",
+                           [(now + ttl, policy.claimed_expiry(m.expires, now, ttl, grace), m.id)
                             for m in self._held(db, project, queue, claim_id, now)])
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
@@ -425,8 +409,8 @@ class SqliteStorage(Storage):
             live = self._claim_is_live(db, project, queue, claim_id, now)
             policy.check_claim_rules(found[0], claim_id, live, now)
             message = policy.released(found[0], failure, now, history_limit)
-            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE marker=?",
-                       (message.claim_expires, json.dumps(message.failures) or None, message.marker))
+            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?",
+                       (message.claim_expires, json.dumps(message.failures) or None, message.id))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:

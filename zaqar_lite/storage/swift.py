@@ -185,8 +185,9 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                       metadata_version: str | None = None) -> None:
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
+        markers = self._markers.take(project, queue, len(messages), now)
         named = [(layout.message_object(queue, marker, m.id), m)
-                 for marker, m in zip(self._markers.take(len(messages)), messages, strict=True)]
+                 for marker, m in zip(markers, messages, strict=True)]
         try:
             self.objects.map(lambda item: self._store(container, *item), named)
         except BaseException:

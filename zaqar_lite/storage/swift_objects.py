@@ -225,26 +225,44 @@ def message_from(name: str, raw: bytes) -> Message:
 
 
 class MarkerClock:
-    """Hands out message markers: microseconds since the epoch x 1000 + this process's slot.
+    """Hands out message markers: the post's time in microseconds x 1000 + this process's slot.
 
-    Strictly increasing within a process (a clock step back never reorders
-    it); two processes collide only if they drew the same slot (1 in 1000)
-    and post in the same microsecond, and even then names stay unique (they
-    end in the message id) and only a listing page boundary could tie.
-    Order across hosts is post time as far as their clocks agree.
+    A queue's markers follow its own posts and the time, nothing else: they are
+    strictly increasing within a queue in a process (a clock step back never
+    reorders them), and posts to other queues never move them, so a marker
+    tells a tenant nothing of other tenants' traffic. Only queues whose last
+    marker ran ahead of the time (a batch posted within its own microseconds)
+    are remembered, until the time passes it; should the clock stand still or
+    step back while more than ``AHEAD_LIMIT`` queues post, all of them go on
+    after the highest marker given (order kept, memory bounded). Two processes
+    collide only if they drew the same slot (1 in 1000) and post to a queue in
+    the same microsecond, and even then names stay unique (they end in the
+    message id) and only a listing page boundary could tie. Order across hosts
+    is post time as far as their clocks agree.
     """
+
+    AHEAD_LIMIT = 10_000
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid = -1
-        self._last = 0
         self._slot = 0
+        self._time = 0  # the latest time-based marker, never moving back
+        self._ahead: dict[tuple[str, str], int] = {}  # last markers of queues at or past _time
 
-    def take(self, count: int) -> list[int]:
-        """Return ``count`` fresh markers in increasing order."""
+    def take(self, project: str, queue: str, count: int, now: float) -> list[int]:
+        """Return ``count`` fresh markers of a queue, posted at ``now``, in increasing order."""
         with self._lock:
             if self._pid != os.getpid():
                 self._pid, self._slot = os.getpid(), random.SystemRandom().randrange(1000)
-            first = max(time.time_ns() // 1000 * 1000 + self._slot, self._last + 1000)
-            self._last = first + 1000 * (count - 1)
+                self._time, self._ahead = 0, {}
+            if len(self._ahead) > self.AHEAD_LIMIT:
+                self._time = max(self._ahead.values()) + 1000
+                self._ahead.clear()
+            moment = max(round(now * 1_000_000) * 1000 + self._slot, self._time)
+            if moment > self._time:
+                self._time = moment
+                self._ahead = {key: last for key, last in self._ahead.items() if last >= moment}
+            first = max(moment, self._ahead.get((project, queue), 0) + 1000)
+            self._ahead[project, queue] = first + 1000 * (count - 1)
             return [first + 1000 * i for i in range(count)]

@@ -1,0 +1,93 @@
+"""How zaqar-lite lays out its data in an SQLite file: tables, indexes, and their versions.
+
+``queues`` holds each queue's metadata and ``last_marker``, the last marker
+handed out in it: a queue's markers count its own posts and moves only.
+``messages`` holds every message with its queue's marker (unique per queue:
+``messages_by_queue``, FIFO order) and its id (unique: ``messages_by_id``, how
+rows are addressed); ``claims`` the live claims; ``records`` the versioned
+records. The Spark reader (``spark_jobs/sources/sqlite.py``) reads
+``queues`` and ``messages`` through ``messages_by_queue``.
+
+The layout's number is the file's ``PRAGMA user_version``. Layout 0 (up to
+cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue; the
+driver migrates such a file when it opens it (:func:`prepare_schema`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from zaqar_lite import errors
+
+#: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
+#: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)
+SCHEMA_VERSION = 1
+_QUEUES = """CREATE TABLE queues (
+    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
+    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
+_MESSAGES = """CREATE TABLE {table} (
+    id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
+    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
+    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
+    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT)"""
+_MESSAGE_INDEXES = (
+    "CREATE UNIQUE INDEX messages_by_id ON messages (id)",
+    "CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker)",
+    "CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker)",
+    "CREATE INDEX messages_by_expiry ON messages (project, queue, expires)",
+    "CREATE INDEX messages_by_claim ON messages (claim_id)",
+)
+SCHEMA = (
+    _QUEUES,
+    _MESSAGES.format(table="messages"),
+    *_MESSAGE_INDEXES,
+    """CREATE TABLE claims (
+    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
+    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL)""",
+    "CREATE INDEX claims_by_queue ON claims (project, queue, expires)",
+    """CREATE TABLE records (
+    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID""",
+)
+MESSAGE_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
+                  " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
+
+
+def prepare_schema(db: sqlite3.Connection, path: str) -> None:
+    """Create the tables in a new file, or bring a file of an older layout to this one."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise errors.StorageUnavailable(f"{path} has layout {version}, made by a newer zaqar-lite;"
+                                        f" this one reads layout {SCHEMA_VERSION}")
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
+        migrate_from_global_markers(db)
+    else:
+        for statement in SCHEMA:
+            db.execute(statement)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def migrate_from_global_markers(db: sqlite3.Connection) -> None:
+    """Give a layout-0 file (one AUTOINCREMENT marker shared by all queues) per-queue markers.
+
+    Messages keep their markers, which already increase within each queue; the
+    messages table is rebuilt, as its marker was its rowid. Every queue's counter
+    starts at the highest marker the file ever handed out, so that a marker a
+    client or a subscription cursor holds stays below every marker given later.
+    A queue a message is in but that has no row gets one (empty metadata).
+    """
+    db.execute("ALTER TABLE queues ADD COLUMN last_marker INTEGER NOT NULL DEFAULT 0")
+    db.execute("INSERT OR IGNORE INTO queues (project, name, metadata, created)"
+               " SELECT project, queue, '{}', MIN(created) FROM messages GROUP BY project, queue")
+    db.execute("UPDATE queues SET last_marker = MAX("
+               "(SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'messages'),"
+               " (SELECT COALESCE(MAX(marker), 0) FROM messages))")
+    db.execute(_MESSAGES.format(table="messages_per_queue"))
+    db.execute(f"INSERT INTO messages_per_queue ({MESSAGE_FIELDS}) SELECT {MESSAGE_FIELDS} FROM messages")
+    db.execute("DROP TABLE messages")
+    db.execute("ALTER TABLE messages_per_queue RENAME TO messages")
+    for statement in _MESSAGE_INDEXES:
+        db.execute(statement)
