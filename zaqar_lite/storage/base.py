@@ -50,6 +50,10 @@ class Storage(abc.ABC):
     #: a message with a higher marker was listed (0: markers become visible in order).
     #: Subscription delivery waits this long before passing a message by.
     visibility_lag: float = 0.0
+    #: whether the driver remembers anything per queue in memory; such a driver keeps it
+    #: in :class:`~zaqar_lite.storage.cache.LRUCache` instances and takes their size,
+    #: ``[storage] queue_cache_size``, as the ``queue_cache_size`` keyword of its constructor
+    remembers_queues: bool = False
 
     # -- queues ---------------------------------------------------------------
 
