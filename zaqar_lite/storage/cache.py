@@ -49,10 +49,13 @@ class LRUCache(Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         """Remember ``value`` under ``key``, forgetting the least recently used entry if full."""
         with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+            elif len(self._entries) >= self.size:  # make room first: never more than size entries
+                if not self._entries:
+                    return
                 self._entries.popitem(last=False)
+            self._entries[key] = value
 
     def get_or_make(self, key: K, make: Callable[[], V]) -> V:
         """Return the entry of ``key``, first making and remembering it if there is none.
