@@ -196,3 +196,14 @@ def test_claims_dead_letter_into_a_queue_whose_names_were_forgotten(worker, stor
                                           include_claimed=True, include_delayed=True,
                                           exclude_client_id=None)
     assert [m.id for m in listed] == [exhausted]
+
+
+def test_a_sweep_over_every_queue_leaves_the_remembered_queues_alone(worker, store):
+    for i in range(BOUND):
+        _touch(worker, f"hot{i}")
+    for i in range(3 * BOUND):
+        store.create_queue(P, f"z-cold{i}", {}, 0.0)  # swept after the hot ones
+    worker.sweep()
+    hot = {(P, f"hot{i}") for i in range(BOUND)}
+    assert {key for key in hot if key in store._names} == hot
+    assert {key for key in hot if key in store._metadata} == hot

@@ -81,6 +81,8 @@ from zaqar_lite.storage.redis_layout import (
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
+#: a queue's key names: its project's prefix, its own prefix, its keys (redis_layout.queue_keys)
+QueueNames = tuple[str, str, tuple[str, ...]]
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
@@ -118,7 +120,7 @@ class RedisStorage(Storage):
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
         self._metadata: LRUCache[tuple[str, str], str] = LRUCache(queue_cache_size)
         #: (project, queue) -> (project prefix, queue prefix, queue keys) of the layout
-        self._names: LRUCache[tuple[str, str], tuple[str, str, tuple[str, ...]]] = LRUCache(queue_cache_size)
+        self._names: LRUCache[tuple[str, str], QueueNames] = LRUCache(queue_cache_size)
         #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
         self._scripts: dict[str, tuple[str, str]] = {}
         for name in SCRIPTS:
@@ -174,21 +176,26 @@ class RedisStorage(Storage):
                         raise
                     self.client.script_load(text)
 
-    def _queue_names(self, project: str, queue: str) -> tuple[str, str, tuple[str, ...]]:
-        """Return the project's key prefix, the queue's, and the queue's keys (built once per queue)."""
+    def _queue_names(self, project: str, queue: str, remember: bool = True) -> QueueNames:
+        """Return the project's key prefix, the queue's, and the queue's keys (built once per queue).
+
+        ``remember=False`` (the sweep, which visits every queue) builds them on a
+        miss without remembering them, so as not to push out the queues clients use.
+        """
         key = (project, queue)
         names = self._names.get(key)
         if names is None:
             names = project_prefix(project), queue_prefix(project, queue), queue_keys(project, queue)
-            self._names.put(key, names)
+            if remember:
+                self._names.put(key, names)
         return names
 
     def _run(self, script: str, project: str, queue: str, args: Sequence[Any],
-             dead_letter_queue: str | None = None, register: bool = False) -> Any:
+             dead_letter_queue: str | None = None, register: bool = False, remember: bool = True) -> Any:
         """Run a queue script with the standard KEYS (the DLQ's last if given) and ARGV[1..2]."""
-        project_ns, queue_ns, keys = self._queue_names(project, queue)
+        project_ns, queue_ns, keys = self._queue_names(project, queue, remember)
         if dead_letter_queue is not None:
-            keys += self._queue_names(project, dead_letter_queue)[2][:-1]
+            keys += self._queue_names(project, dead_letter_queue, remember)[2][:-1]
         return self._eval(script, keys, [project_ns, queue_ns, *args],
                           (PROJECTS, project) if register else None)
 
@@ -257,8 +264,18 @@ class RedisStorage(Storage):
         with self._translate_errors():
             projects = sorted(self.client.sscan_iter(PROJECTS, count=500))
         for project in projects:
-            for queue, metadata in self.list_queues(project, marker=None, limit=2**31):
-                yield project, queue, metadata
+            index, lower = project_prefix(project) + "queues", "-"
+            while True:
+                with self._translate_errors():
+                    names = self.client.zrangebylex(index, lower, "+", start=0, num=self.all_queues_page)
+                    keys = [queue_prefix(project, n) + "meta" for n in names]
+                    metas = self.client.mget(keys) if keys else []
+                for name, meta in zip(names, metas, strict=True):
+                    if meta is not None:  # deleted since its name was read
+                        yield project, name, json.loads(meta)
+                if len(names) < self.all_queues_page:
+                    break
+                lower = "(" + names[-1]
 
     # -- messages -------------------------------------------------------------
 
@@ -401,7 +418,7 @@ class RedisStorage(Storage):
         more = True
         while more:
             step_moved, step_discarded, more = self._run(
-                "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue)
+                "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue, remember=False)
             moved, discarded = moved + step_moved, discarded + step_discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
 
