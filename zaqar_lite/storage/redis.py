@@ -24,6 +24,7 @@ names, built once) lives in two :class:`~zaqar_lite.storage.cache.LRUCache` of
 ``queue_cache_size`` entries each (``[storage] queue_cache_size``): touching
 more queues than that forgets the least recently used ones, whose next post or
 claim reads the metadata again (one more round trip) and builds the names again.
+The sweep, which visits every queue, uses the names remembered but adds none.
 
 Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
 ``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
