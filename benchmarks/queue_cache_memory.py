@@ -26,7 +26,7 @@ redis-server started by the suites' harness (``tests/servers/redis.py``):
    of one cache lookup.
 
 Usage: ``python benchmarks/queue_cache_memory.py [--parts http,driver,miss] [--json]``
-(the default run, with 1,000,000 queues, takes about 15 minutes on 2 cores).
+(the default run, with 1,000,000 queues, takes about 30 minutes on 2 cores).
 """
 
 from __future__ import annotations
