@@ -16,6 +16,7 @@ CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
 #: Settings field -> (section, key) it is read from in the ini file
 SETTINGS_KEYS = {
     "storage_uri": ("storage", "uri"),
+    "queue_cache_size": ("storage", "queue_cache_size"),
     "bind": ("server", "bind"),
     "workers": ("server", "workers"),
     "log_level": ("server", "log_level"),
@@ -116,4 +117,20 @@ def test_client_id_lengths_must_be_in_order(tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_text("[transport]\nmin_length_client_id = 20\nmax_length_client_id = 12\n")
     with pytest.raises(ValueError, match="min_length_client_id"):
+        load_settings(conf)
+
+
+def test_the_queue_cache_size_comes_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[storage]\nqueue_cache_size = 250\n")
+    assert load_settings(conf).queue_cache_size == 250
+    monkeypatch.setenv("ZAQAR_LITE_STORAGE_QUEUE_CACHE_SIZE", "0")
+    assert load_settings(conf).queue_cache_size == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "ten", "1_0", "１０", "2.5", ""])
+def test_a_queue_cache_size_that_is_not_a_whole_number_is_refused(tmp_path, value):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text(f"[storage]\nqueue_cache_size = {value}\n")
+    with pytest.raises(ValueError, match=r"\[storage\] queue_cache_size must be a whole number"):
         load_settings(conf)

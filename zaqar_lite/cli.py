@@ -26,7 +26,7 @@ def _check_storage(settings: Settings) -> None:
     from zaqar_lite.storage import open_storage
 
     try:
-        open_storage(settings.storage_uri).close()
+        open_storage(settings.storage_uri, settings.queue_cache_size).close()
     except (ValueError, OSError, StorageUnavailable) as exc:
         raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
 
@@ -91,7 +91,7 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
     settings = _settings(config, storage_uri=storage_uri)
     _logging(settings.log_level)
     _check_storage(settings)
-    messaging = Messaging(open_storage(settings.storage_uri), settings)
+    messaging = Messaging(open_storage(settings.storage_uri, settings.queue_cache_size), settings)
     while True:
         sweep_once(messaging)
         if not loop:

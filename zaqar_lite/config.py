@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_ENV = "ZAQAR_LITE_CONFIG"
+#: queues whose key names and metadata a storage driver may remember, per worker process
+QUEUE_CACHE_SIZE = 10_000
 
 
 def default_data_dir() -> Path:
@@ -170,6 +172,7 @@ class Settings:
     """Every setting of zaqar-lite, loaded once and never mutated."""
 
     storage_uri: str = dataclasses.field(default_factory=default_storage_uri)
+    queue_cache_size: int = QUEUE_CACHE_SIZE
     bind: str = "127.0.0.1:8888"
     workers: int = 2
     log_level: str = "INFO"
@@ -287,6 +290,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     uri = get("storage", "uri")
     if uri:
         values["storage_uri"] = uri
+    raw = get("storage", "queue_cache_size")
+    if raw is not None:
+        if not (raw.strip().isascii() and raw.strip().isdigit()):
+            raise ValueError(f"[storage] queue_cache_size must be a whole number (0 or more), got {raw!r}")
+        values["queue_cache_size"] = int(raw)
     for key, kind in _SERVER_KEYS.items():
         raw = get("server", key)
         if raw is not None:

@@ -29,7 +29,7 @@ KEEPALIVE = 5
 
 def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App:
     """Build one worker's app (its own store connection) and start its sweeper thread."""
-    messaging = Messaging(open_storage(settings.storage_uri), settings)
+    messaging = Messaging(open_storage(settings.storage_uri, settings.queue_cache_size), settings)
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
     return make_app(messaging)
@@ -70,7 +70,7 @@ class Server(BaseApplication):  # type: ignore[misc]
 
 def run(settings: Settings) -> None:
     """Check the store, say where the data lives, and serve until stopped."""
-    storage = open_storage(settings.storage_uri)
+    storage = open_storage(settings.storage_uri, settings.queue_cache_size)
     LOG.info("zaqar-lite on http://%s with %d workers; storage %s (%s)", settings.bind,
              settings.workers, storage.name, storage.describe())
     storage.close()

@@ -88,6 +88,22 @@ def test_setting_metadata_of_missing_queue_raises(driver):
         driver.set_queue_metadata(P, "missing", {})
 
 
+def test_all_queues_reads_a_page_at_a_time_and_yields_each_queue_once(driver):
+    driver.all_queues_page = 3
+    for project in ("project-a", "project-b"):
+        for i in range(7):
+            driver.create_queue(project, f"q{i}", {"n": i}, 0.0)
+    walk = driver.all_queues()
+    first = next(walk)
+    # created after the walk began, past its first page: only a walk that reads as it goes sees it
+    driver.create_queue(first[0], "q9", {"n": 9}, 0.0)
+    seen = [first, *walk]
+    assert len(seen) == 15
+    assert sorted((p, q, m["n"]) for p, q, m in seen) == sorted([
+        *(("project-a", f"q{i}", i) for i in range(7)), *(("project-b", f"q{i}", i) for i in range(7)),
+        (first[0], "q9", 9)])
+
+
 # -- messages -----------------------------------------------------------------
 
 def test_posted_messages_list_in_post_order_and_create_the_queue(messaging):

@@ -50,7 +50,7 @@ def create_app(settings: Settings, storage: Storage | None = None,
         storage: a driver to use instead of opening ``settings.storage_uri``.
         clock: the time source (tests pass a manual clock).
     """
-    storage = storage or open_storage(settings.storage_uri)
+    storage = storage or open_storage(settings.storage_uri, settings.queue_cache_size)
     return make_app(Messaging(storage, settings, clock))
 
 

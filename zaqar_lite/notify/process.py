@@ -49,7 +49,7 @@ def run_foreground(settings: Settings, parent_pid: int | None = None) -> None:
     from zaqar_lite.notify.worker import Notifier
     from zaqar_lite.storage import open_storage
 
-    storage = open_storage(settings.storage_uri)
+    storage = open_storage(settings.storage_uri, settings.queue_cache_size)
     notifier = Notifier(storage, settings)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

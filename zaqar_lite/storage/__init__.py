@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import urllib.parse
 
+from zaqar_lite.config import QUEUE_CACHE_SIZE
 from zaqar_lite.storage.base import Storage
 
 #: URI scheme -> (module, class, pip extra that provides its client library)
@@ -18,8 +19,11 @@ DRIVERS: dict[str, tuple[str, str, str | None]] = {
 }
 
 
-def open_storage(uri: str) -> Storage:
+def open_storage(uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> Storage:
     """Return a driver instance for a storage URI.
+
+    ``queue_cache_size`` bounds what the driver remembers per queue
+    (``Settings.queue_cache_size``; see :mod:`zaqar_lite.storage.cache`).
 
     Raises:
         ValueError: unknown scheme, or the driver's client library is missing
@@ -38,7 +42,8 @@ def open_storage(uri: str) -> Storage:
         raise ValueError(
             f"the {scheme} driver needs an extra dependency: pip install 'zaqar-lite[{extra}]' ({exc})"
         ) from exc
-    driver: Storage = getattr(module, class_name)(uri)
+    cls: type[Storage] = getattr(module, class_name)
+    driver = cls(uri, queue_cache_size=queue_cache_size) if cls.remembers_queues else cls(uri)  # type: ignore[call-arg]
     return driver
 
 

@@ -52,6 +52,12 @@ class Storage(abc.ABC):
     #: a message with a higher marker was listed (0: markers become visible in order).
     #: Subscription delivery waits this long before passing a message by.
     visibility_lag: float = 0.0
+    #: queues :meth:`all_queues` reads from the store at a time (a sweep holds one page, not every queue)
+    all_queues_page: int = 1000
+    #: whether the driver remembers anything per queue in memory; such a driver keeps it
+    #: in :class:`~zaqar_lite.storage.cache.LRUCache` instances and takes their size,
+    #: ``[storage] queue_cache_size``, as the ``queue_cache_size`` keyword of its constructor
+    remembers_queues: bool = False
 
     # -- queues ---------------------------------------------------------------
 
@@ -106,7 +112,11 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Yield ``(project, queue, metadata)`` for every queue of every project."""
+        """Yield ``(project, queue, metadata)`` for every queue of every project.
+
+        Reads at most :attr:`all_queues_page` queues from the store at a time, so
+        that the memory of a sweep does not grow with the number of queues.
+        """
 
     # -- messages -------------------------------------------------------------
 

@@ -268,8 +268,22 @@ class MongoStorage(Storage):
         return self._database().queues.count_documents({"project": project})
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        found = self._database().queues.find({}, {"project": 1, "name": 1, "metadata": 1})
-        return iter([(doc["project"], doc["name"], json.loads(doc["metadata"])) for doc in found])
+        after: tuple[str, str] | None = None
+        while True:
+            page = self._queue_page(after)
+            yield from page
+            if len(page) < self.all_queues_page:
+                return
+            after = page[-1][0], page[-1][1]
+
+    @_translated
+    def _queue_page(self, after: tuple[str, str] | None) -> list[tuple[str, str, dict[str, Any]]]:
+        """Return up to all_queues_page queues after ``(project, name)``, in that order (index by_name)."""
+        query: Document = {} if after is None else {"$or": [
+            {"project": {"$gt": after[0]}}, {"project": after[0], "name": {"$gt": after[1]}}]}
+        found = self._database().queues.find(query, {"project": 1, "name": 1, "metadata": 1}).sort(
+            [("project", ASCENDING), ("name", ASCENDING)]).limit(self.all_queues_page)
+        return [(doc["project"], doc["name"], json.loads(doc["metadata"])) for doc in found]
 
     def _reserve_markers(self, project: str, queue: str, count: int, now: float) -> int:
         """Reserve ``count`` consecutive markers of a queue, creating it if missing; return the first."""

@@ -19,6 +19,13 @@ changed or deleted the queue meanwhile; the plan is then made again from a
 fresh read. A post to a queue that existed when planned skips the SADD of its
 project (see the layout): that project was registered before the queue was created.
 
+What a worker remembers per queue (that metadata text, and the queue's key
+names, built once) lives in two :class:`~zaqar_lite.storage.cache.LRUCache` of
+``queue_cache_size`` entries each (``[storage] queue_cache_size``): touching
+more queues than that forgets the least recently used ones, whose next post or
+claim reads the metadata again (one more round trip) and builds the names again.
+The sweep, which visits every queue, uses the names remembered but adds none.
+
 Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
 ``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
 NOSCRIPT. Connection errors and timeouts become :class:`~zaqar_lite.errors.StorageUnavailable`;
@@ -43,6 +50,7 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
+from zaqar_lite.config import QUEUE_CACHE_SIZE
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
@@ -55,6 +63,7 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis_layout import (
     PROJECTS,
     RECORD_PROJECTS,
@@ -62,10 +71,10 @@ from zaqar_lite.storage.redis_layout import (
     guard,
     opt,
     project_prefix,
+    queue_keys,
     queue_prefix,
     record_head,
     record_keys,
-    script_keys,
     stamp,
     to_message,
 )
@@ -73,8 +82,8 @@ from zaqar_lite.storage.redis_layout import (
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
-#: (project, queue) pairs whose metadata a worker keeps in memory
-METADATA_MEMORY = 4096
+#: a queue's key names: its project's prefix, its own prefix, its keys (redis_layout.queue_keys)
+QueueNames = tuple[str, str, tuple[str, ...]]
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
@@ -95,8 +104,9 @@ class RedisStorage(Storage):
     """Redis driver; one connection pool per instance, of which each thread keeps one connection."""
 
     name = "redis"
+    remembers_queues = True
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> None:
         scheme = urllib.parse.urlsplit(uri).scheme
         if scheme not in ("redis", "rediss"):
             raise ValueError(f"not a redis URI: {uri}")
@@ -109,7 +119,9 @@ class RedisStorage(Storage):
         lua = resources.files("zaqar_lite.storage") / "lua"
         library = (lua / "_lib.lua").read_text()
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
-        self._metadata: dict[tuple[str, str], str] = {}
+        self._metadata: LRUCache[tuple[str, str], str] = LRUCache(queue_cache_size)
+        #: (project, queue) -> (project prefix, queue prefix, queue keys) of the layout
+        self._names: LRUCache[tuple[str, str], QueueNames] = LRUCache(queue_cache_size)
         #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
         self._scripts: dict[str, tuple[str, str]] = {}
         for name in SCRIPTS:
@@ -165,11 +177,27 @@ class RedisStorage(Storage):
                         raise
                     self.client.script_load(text)
 
+    def _queue_names(self, project: str, queue: str, remember: bool = True) -> QueueNames:
+        """Return the project's key prefix, the queue's, and the queue's keys (built once per queue).
+
+        ``remember=False`` (the sweep, which visits every queue) builds them on a
+        miss without remembering them, so as not to push out the queues clients use.
+        """
+        key = (project, queue)
+        names = self._names.get(key)
+        if names is None:
+            names = project_prefix(project), queue_prefix(project, queue), queue_keys(project, queue)
+            if remember:
+                self._names.put(key, names)
+        return names
+
     def _run(self, script: str, project: str, queue: str, args: Sequence[Any],
-             dead_letter_queue: str | None = None, register: bool = False) -> Any:
-        """Run a queue script with the standard KEYS and ARGV[1..2]."""
-        return self._eval(script, script_keys(project, queue, dead_letter_queue),
-                          [project_prefix(project), queue_prefix(project, queue), *args],
+             dead_letter_queue: str | None = None, register: bool = False, remember: bool = True) -> Any:
+        """Run a queue script with the standard KEYS (the DLQ's last if given) and ARGV[1..2]."""
+        project_ns, queue_ns, keys = self._queue_names(project, queue, remember)
+        if dead_letter_queue is not None:
+            keys += self._queue_names(project, dead_letter_queue, remember)[2][:-1]
+        return self._eval(script, keys, [project_ns, queue_ns, *args],
                           (PROJECTS, project) if register else None)
 
     # -- queues ---------------------------------------------------------------
@@ -180,7 +208,7 @@ class RedisStorage(Storage):
             multi.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
             multi.zadd(project_prefix(project) + "queues", {queue: 0}, nx=True)
             created, _ = multi.execute()
-        self._metadata.pop((project, queue), None)
+        self._metadata.pop((project, queue))
         return bool(created)
 
     def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
@@ -194,27 +222,25 @@ class RedisStorage(Storage):
         cached = version is not None
         if version is None:
             with self._translate_errors():
-                version = self.client.get(queue_prefix(project, queue) + "meta") or ""
-            if len(self._metadata) >= METADATA_MEMORY:
-                self._metadata.clear()
-            self._metadata[key] = version
+                version = self.client.get(self._queue_names(project, queue)[1] + "meta") or ""
+            self._metadata.put(key, version)
         return MetadataSnapshot(json.loads(version) if version else None, version, cached)
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
-            stored = self.client.get(queue_prefix(project, queue) + "meta")
+            stored = self.client.get(self._queue_names(project, queue)[1] + "meta")
         return json.loads(stored) if stored is not None else None
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self._translate_errors():
             updated = self.client.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
-        self._metadata.pop((project, queue), None)
+        self._metadata.pop((project, queue))
         if not updated:
             raise errors.QueueDoesNotExist(queue, project)
 
     def delete_queue(self, project: str, queue: str) -> None:
         self._run("purge", project, queue, [queue, "1"])
-        self._metadata.pop((project, queue), None)
+        self._metadata.pop((project, queue))
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
                     name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -239,8 +265,18 @@ class RedisStorage(Storage):
         with self._translate_errors():
             projects = sorted(self.client.sscan_iter(PROJECTS, count=500))
         for project in projects:
-            for queue, metadata in self.list_queues(project, marker=None, limit=2**31):
-                yield project, queue, metadata
+            index, lower = project_prefix(project) + "queues", "-"
+            while True:
+                with self._translate_errors():
+                    names = self.client.zrangebylex(index, lower, "+", start=0, num=self.all_queues_page)
+                    keys = [queue_prefix(project, n) + "meta" for n in names]
+                    metas = self.client.mget(keys) if keys else []
+                for name, meta in zip(names, metas, strict=True):
+                    if meta is not None:  # deleted since its name was read
+                        yield project, name, json.loads(meta)
+                if len(names) < self.all_queues_page:
+                    break
+                lower = "(" + names[-1]
 
     # -- messages -------------------------------------------------------------
 
@@ -326,7 +362,7 @@ class RedisStorage(Storage):
         return [from_reply(r) for r in reply]
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
-        prefix = queue_prefix(project, queue)
+        prefix = self._queue_names(project, queue)[1]
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(prefix + "c:" + claim_id).smembers(prefix + "cm:" + claim_id)
             record, members = pipe.execute()
@@ -383,7 +419,7 @@ class RedisStorage(Storage):
         more = True
         while more:
             step_moved, step_discarded, more = self._run(
-                "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue)
+                "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue, remember=False)
             moved, discarded = moved + step_moved, discarded + step_discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
 

@@ -35,7 +35,6 @@ Times are stored and sent as ``repr(float)`` strings, so no digit is lost
 
 from __future__ import annotations
 
-import functools
 import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -47,8 +46,6 @@ from zaqar_lite.models import DeadLetterPolicy, Message
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"
 QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires", "counted", "claims")
-#: (project, queue) pairs whose key names are kept ready
-KEY_CACHE_SIZE = 4096
 
 
 def stamp(value: float) -> str:
@@ -90,30 +87,23 @@ def record_head(queue: str, reason: str, now: float, dead_letter: DeadLetterPoli
     return json.dumps(policy.provenance_record(queue, reason, float(now), dead_letter))[:-1]
 
 
-@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
 def project_prefix(project: str) -> str:
     """Return the key prefix of a project: ``zl:{P}:``."""
     return "zl:{" + urllib.parse.quote(project, safe="") + "}:"
 
 
-@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
 def queue_prefix(project: str, queue: str) -> str:
     """Return the key prefix of a queue: ``zl:{P}:q:Q:``."""
     return f"{project_prefix(project)}q:{urllib.parse.quote(queue, safe='')}:"
 
 
-@functools.lru_cache(maxsize=KEY_CACHE_SIZE)
 def queue_keys(project: str, queue: str) -> tuple[str, ...]:
-    """Return a queue's keys in ``QUEUE_KEYS`` order, then the project's queue index."""
+    """Return a queue's keys in ``QUEUE_KEYS`` order, then the project's queue index.
+
+    The standard KEYS of a script are these, then the first ``len(QUEUE_KEYS)`` of
+    its dead-letter queue's when it has one.
+    """
     return (*(queue_prefix(project, queue) + kind for kind in QUEUE_KEYS), project_prefix(project) + "queues")
-
-
-def script_keys(project: str, queue: str, dead_letter_queue: str | None = None) -> tuple[str, ...]:
-    """Return the standard KEYS: the queue's, the project's queue index, then the DLQ's if given."""
-    keys = queue_keys(project, queue)
-    if dead_letter_queue is None:
-        return keys
-    return keys + queue_keys(project, dead_letter_queue)[:-1]
 
 
 def record_keys(project: str, kind: str) -> list[str]:

@@ -191,10 +191,17 @@ class SqliteStorage(Storage):
                 "SELECT COUNT(*) FROM queues WHERE project=?", (project,)).fetchone()[0]
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        with self._translate_errors():
-            rows = self._connection().execute("SELECT project, name, metadata FROM queues").fetchall()
-        for project, name, metadata in rows:
-            yield project, name, json.loads(metadata)
+        after = ("", "")
+        while True:
+            with self._translate_errors():
+                rows = self._connection().execute(
+                    "SELECT project, name, metadata FROM queues WHERE (project, name) > (?, ?)"
+                    " ORDER BY project, name LIMIT ?", (*after, self.all_queues_page)).fetchall()
+            for project, name, metadata in rows:
+                yield project, name, json.loads(metadata)
+            if len(rows) < self.all_queues_page:
+                return
+            after = rows[-1][0], rows[-1][1]
 
     # -- messages -------------------------------------------------------------
 

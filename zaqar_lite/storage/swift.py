@@ -77,7 +77,7 @@ from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats, SweepResult
 from zaqar_lite.storage import swift_objects as layout
 from zaqar_lite.storage.base import Storage
-from zaqar_lite.storage.swift_client import SwiftObjects
+from zaqar_lite.storage.swift_client import PAGE, SwiftObjects
 from zaqar_lite.storage.swift_records import SwiftRecordsMixin
 
 LOG = logging.getLogger(__name__)
@@ -155,9 +155,9 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
         self.objects.delete(self._container(project), layout.queue_object(queue))
         self.purge_messages(project, queue)
 
-    def _queue_names(self, container: str, marker: str | None = None) -> Iterator[str]:
+    def _queue_names(self, container: str, marker: str | None = None, page_size: int = PAGE) -> Iterator[str]:
         after = None if marker is None else layout.queue_object(marker)
-        for name, _ in self.objects.rows(container, "q/", after):
+        for name, _ in self.objects.rows(container, "q/", after, page_size):
             yield layout.queue_name_of(name)
 
     def _queue_records(self, container: str, names: Iterable[str]) -> list[dict[str, Any]]:
@@ -176,8 +176,10 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         for container in self.objects.containers(f"{self.options.prefix}."):
-            for record in self._queue_records(container, list(self._queue_names(container))):
-                yield record["project"], record["name"], record["metadata"]
+            names = self._queue_names(container, page_size=self.all_queues_page)
+            for page in iter(lambda: list(itertools.islice(names, self.all_queues_page)), []):  # noqa: B023
+                for record in self._queue_records(container, page):
+                    yield record["project"], record["name"], record["metadata"]
 
     # -- messages -------------------------------------------------------------
 

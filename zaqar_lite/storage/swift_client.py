@@ -167,18 +167,23 @@ class SwiftObjects:
             return False
         return True
 
-    def rows(self, container: str, prefix: str, marker: str | None = None) -> Iterator[tuple[str, Hint]]:
-        """Yield ``(name, hint)`` of every object under ``prefix`` after ``marker``, by name."""
+    def rows(self, container: str, prefix: str, marker: str | None = None,
+             page_size: int = PAGE) -> Iterator[tuple[str, Hint]]:
+        """Yield ``(name, hint)`` of every object under ``prefix`` after ``marker``, by name.
+
+        The listing is read ``page_size`` objects at a time, as they are consumed.
+        """
         while True:
             try:
-                _, page = self.call("get_container", container, prefix=prefix, marker=marker, limit=PAGE)
+                _, page = self.call("get_container", container, prefix=prefix, marker=marker,
+                                    limit=page_size)
             except ClientException as exc:
                 if exc.http_status == 404:
                     return
                 raise
             for row in page:
                 yield row["name"], parse_hint(row.get("content_type", ""))
-            if len(page) < PAGE:
+            if len(page) < page_size:
                 return
             marker = page[-1]["name"]
 
