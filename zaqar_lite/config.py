@@ -221,7 +221,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
             try:
                 values[key] = kind(raw)
             except ValueError:
-                raise ValueError(f"[server] {key} must be {kind.__name__}, got {raw!r}") from None
+                what = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+                raise ValueError(f"[server] {key} must be {what}, got {raw!r}") from None
     _check_server(values)
     raw = get("transport", "client_id_uuid_safe")
     if raw is not None:

@@ -27,6 +27,7 @@ costs a little memory and no thread: the worker keeps answering everyone else
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,8 @@ from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.workers.ggevent import GeventWorker
 
+#: seconds a stopping worker still gives kept-alive connections to start a request (as gthread)
+STOP_KEEPALIVE_LINGER = 2.0
 #: seconds of accept delay per connection a worker holds more than the least loaded one
 ACCEPT_DELAY_STEP = 0.001
 #: the longest accept delay, in seconds
@@ -159,10 +162,27 @@ class Worker(GeventWorker):  # type: ignore[misc]
         self.balance: AcceptBalance = self.app.balance
         self.header_timeout: float = settings.header_timeout
         self.body_timeout: float = settings.body_timeout
+        #: connection greenlet -> the deadline of the request head it is waiting for
+        self.waiting_for_head: dict[Any, gevent.Timeout] = {}
 
-    def timeout_ctx(self) -> gevent.Timeout:
-        """Bound the wait for, and the reading of, each request's head."""
-        return gevent.Timeout(self.header_timeout, False)
+    @contextlib.contextmanager
+    def timeout_ctx(self) -> Iterator[None]:
+        """Bound the wait for, and the reading of, each request's head.
+
+        When the deadline passes the connection is closed quietly (gunicorn
+        reads no request); a stopping worker ends such waits early.
+        """
+        current = gevent.getcurrent()
+        with gevent.Timeout(self.header_timeout, False) as deadline:
+            self.waiting_for_head[current] = deadline
+            try:
+                yield
+            finally:
+                del self.waiting_for_head[current]
+
+    def _end_waits_for_a_head(self) -> None:
+        for greenlet, deadline in list(self.waiting_for_head.items()):
+            greenlet.kill(deadline, block=False)
 
     def run(self) -> None:
         """Serve every listener with a balanced server until stopped, then drain as gunicorn does."""
@@ -181,10 +201,14 @@ class Worker(GeventWorker):  # type: ignore[misc]
             gevent.sleep(1.0)
         for server in servers:
             server.close()
-        deadline = time.monotonic() + self.cfg.graceful_timeout
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        while time.monotonic() < started + self.cfg.graceful_timeout:
             if all(len(server.pool) == 0 for server in servers):
                 return
+            if time.monotonic() > started + STOP_KEEPALIVE_LINGER:
+                # answers now close their connection (the worker is not alive): what waits
+                # for a request head is an idle kept-alive connection or a slow client
+                self._end_waits_for_a_head()
             self.notify()
             gevent.sleep(0.2)
         self.log.warning("Worker graceful timeout (pid:%s)", self.pid)

@@ -123,7 +123,8 @@ def test_slow_idle_and_stalled_connections_are_closed_by_the_read_deadlines(
         server: RunningServer, hostile: dict[str, list[socket.socket]]) -> None:
     deadline = time.monotonic() + CLOSED_WITHIN
 
-    received = {kind: [read_until_closed(sock, deadline) for sock in socks] for kind, socks in hostile.items()}
+    received = {kind: [read_until_closed(sock, deadline) for sock in socks]
+                for kind, socks in hostile.items()}
 
     for kind in ("idle", "slow header"):
         still_open = sum(data is None for data in received[kind])
