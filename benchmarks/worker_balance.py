@@ -3,7 +3,7 @@
 For each worker model it starts ``zaqar-lite serve`` (2 workers) on a
 throwaway Redis and runs the ``post`` load of ``wrk/queue_load.lua`` (8
 connections, one per wrk thread, kept alive) ``--runs`` times for
-``--seconds`` each, each run a new wrk process and so new connections. Half-way
+``--seconds`` each, each run a new wrk process and so new connections, on an emptied queue. Half-way
 through each run it counts, with ``ss``, the established connections of each
 worker process. It prints each run's messages/s and connection split, and the
 spread of the runs (the highest messages/s over the lowest, minus one).
@@ -39,7 +39,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from http_load import SESSIONS, run_wrk, serving, store_server  # noqa: E402
+from http_load import SESSIONS, call, run_wrk, serving, store_server  # noqa: E402
 
 #: name -> (extra serve arguments of this script, environment)
 MODELS: dict[str, tuple[list[str], dict[str, str]]] = {
@@ -97,6 +97,9 @@ def runs(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     run_wrk(args.wrk, url, "post", args, 2)  # warm-up: every worker has booted and connected to Redis
     results = []
     for _ in range(args.runs):
+        # every run (and model) starts on an empty queue: the sweeps of a queue grown by
+        # earlier runs would otherwise weigh on the later ones
+        call(url, "DELETE", f"/v2/queues/{args.queue}", args.client_id)
         split: list[int] = []
         counter = threading.Timer(args.seconds / 2,
                                   lambda split=split: split.extend(connections_per_worker(port, workers)))

@@ -41,7 +41,7 @@ from gunicorn.workers.ggevent import GeventWorker
 #: seconds a stopping worker still gives kept-alive connections to start a request (as gthread)
 STOP_KEEPALIVE_LINGER = 2.0
 #: seconds of accept delay per connection a worker holds more than the least loaded one
-ACCEPT_DELAY_STEP = 0.001
+ACCEPT_DELAY_STEP = 0.005
 #: the longest accept delay, in seconds
 ACCEPT_DELAY_MAX = 0.05
 _TIMEOUT_BODY = (b'{"title": "Request timeout", '
@@ -145,6 +145,15 @@ class BalancedStreamServer(StreamServer):  # type: ignore[misc]
         self._timer = self.loop.timer(delay)
         self._timer.start(self._accept_late)
 
+    def do_handle(self, *args: Any) -> None:
+        """Count the connection as the worker's from its accept on (its greenlet starts later)."""
+        self.balance.counts[self.slot] += 1
+        try:
+            super().do_handle(*args)
+        except BaseException:
+            self.balance.counts[self.slot] -= 1
+            raise
+
     def _accept_late(self) -> None:
         if self._timer is not None:
             self._timer.close()
@@ -219,11 +228,10 @@ class Worker(GeventWorker):  # type: ignore[misc]
         counts, slot = self.balance.counts, self.balance_slot
 
         def handle(client: Any, addr: Any) -> None:
-            counts[slot] += 1
             try:
                 self.handle(listener, client, addr)
             finally:
-                counts[slot] -= 1
+                counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
         return handle
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> bool:
