@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
         storage = stack.enter_context(store_server("redis", Path(tmp, "redis")))
         for n, name in enumerate(args.models.split(",")):
             extra, env = MODELS[name]
-            command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage, *extra]
+            command = ([sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage, *extra]
+                       if extra else [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage])
             with serving(command, Path(tmp, f"server{n}"), env=env) as url:
                 results[name] = runs(url, args)
     if args.json:
