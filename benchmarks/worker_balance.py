@@ -50,7 +50,7 @@ MODELS: dict[str, tuple[list[str], dict[str, str]]] = {
 
 
 def serve(argv: list[str]) -> None:
-    """``zaqar-lite serve`` with, optionally, gunicorn's ``reuse_port`` on (the server side of a model)."""
+    """zaqar-lite's server with gunicorn's ``reuse_port`` on or off (the server of the reuse_port model)."""
     from zaqar_lite.config import load_settings
     from zaqar_lite.server import Server
 
@@ -134,8 +134,10 @@ def main(argv: list[str] | None = None) -> None:
         storage = stack.enter_context(store_server("redis", Path(tmp, "redis")))
         for n, name in enumerate(args.models.split(",")):
             extra, env = MODELS[name]
-            command = ([sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage, *extra]
-                       if extra else [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage])
+            command = [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage]
+            if extra:  # gunicorn's reuse_port is no zaqar-lite setting: this script's own server
+                command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage,
+                           *extra]
             with serving(command, Path(tmp, f"server{n}"), env=env) as url:
                 results[name] = runs(url, args)
     if args.json:
