@@ -178,9 +178,16 @@ def lite_gunicorn_settings(workers: int) -> dict[str, Any]:
 
 
 def zaqar_command(venv: Path, app_dir: Path, gunicorn: dict[str, Any]) -> list[str]:
-    """gunicorn serving Zaqar with zaqar-lite's worker settings (``--bind`` is added by serving())."""
+    """gunicorn serving Zaqar with zaqar-lite's worker settings (``--bind`` is added by serving()).
+
+    zaqar-lite's own worker class extends gunicorn's gevent worker (read deadlines, balanced
+    accepts) and does not exist in Zaqar's virtualenv: Zaqar gets gunicorn's gevent worker.
+    """
+    worker_class = gunicorn["worker_class"]
+    if worker_class.startswith("zaqar_lite."):
+        worker_class = "gevent"
     return [str(venv / "bin" / "gunicorn"), "--chdir", str(app_dir),
-            "--workers", str(gunicorn["workers"]), "--worker-class", gunicorn["worker_class"],
+            "--workers", str(gunicorn["workers"]), "--worker-class", worker_class,
             "--threads", str(gunicorn["threads"]), "--keep-alive", str(gunicorn["keepalive"]),
             "--timeout", str(gunicorn["timeout"]), "--graceful-timeout", str(gunicorn["graceful_timeout"]),
             "--backlog", str(gunicorn["backlog"]), "--no-control-socket", f"{WSGI_MODULE}:application"]

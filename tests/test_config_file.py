@@ -21,6 +21,10 @@ SETTINGS_KEYS = {
     "workers": ("server", "workers"),
     "log_level": ("server", "log_level"),
     "sweep_interval": ("server", "sweep_interval"),
+    "worker_class": ("server", "worker_class"),
+    "threads": ("server", "threads"),
+    "header_timeout": ("server", "header_timeout"),
+    "body_timeout": ("server", "body_timeout"),
     "client_id_uuid_safe": ("transport", "client_id_uuid_safe"),
     "min_length_client_id": ("transport", "min_length_client_id"),
     "max_length_client_id": ("transport", "max_length_client_id"),
@@ -134,3 +138,30 @@ def test_a_queue_cache_size_that_is_not_a_whole_number_is_refused(tmp_path, valu
     conf.write_text(f"[storage]\nqueue_cache_size = {value}\n")
     with pytest.raises(ValueError, match=r"\[storage\] queue_cache_size must be a whole number"):
         load_settings(conf)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("worker_class", "sync", "[server] worker_class must be 'gevent' or 'gthread'"),
+    ("threads", "0", "[server] threads must be positive, got 0"),
+    ("header_timeout", "-1", "[server] header_timeout must be positive, got -1.0"),
+    ("body_timeout", "soon", "[server] body_timeout must be a number, got 'soon'"),
+])
+def test_a_bad_server_setting_is_refused_with_its_name(tmp_path, key, value, message):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"[server]\n{key} = {value}\n")
+
+    with pytest.raises(ValueError) as raised:
+        load_settings(conf)
+
+    assert str(raised.value) == message
+
+
+def test_the_server_settings_are_read_from_the_file(tmp_path):
+    conf = tmp_path / "server.conf"
+    conf.write_text("[server]\nworker_class = gthread\nthreads = 32\n"
+                    "header_timeout = 2.5\nbody_timeout = 4\n")
+
+    settings = load_settings(conf)
+
+    assert (settings.worker_class, settings.threads, settings.header_timeout, settings.body_timeout) == (
+        "gthread", 32, 2.5, 4.0)

@@ -177,6 +177,15 @@ class Settings:
     workers: int = 2
     log_level: str = "INFO"
     sweep_interval: float = 1.0
+    #: gunicorn worker class: "gevent" (a greenlet per connection) or "gthread" (a thread pool)
+    worker_class: str = "gevent"
+    #: gthread only: request threads per worker
+    threads: int = 8
+    #: seconds a connection has to send a request's line and headers, from its opening or
+    #: the end of the previous answer (an idle kept-alive connection closes after as long)
+    header_timeout: float = 10.0
+    #: seconds a request's body has to arrive after its headers (gevent only)
+    body_timeout: float = 30.0
     client_id_uuid_safe: str = "strict"
     min_length_client_id: int = 10
     max_length_client_id: int = 36
@@ -193,7 +202,17 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-_SERVER_KEYS = {"bind": str, "workers": int, "log_level": str, "sweep_interval": float}
+_SERVER_KEYS = {"bind": str, "workers": int, "log_level": str, "sweep_interval": float,
+                "worker_class": str, "threads": int, "header_timeout": float, "body_timeout": float}
+WORKER_CLASSES = ("gevent", "gthread")
+
+
+def _check_server(values: dict[str, Any]) -> None:
+    if values.get("worker_class", "gevent") not in WORKER_CLASSES:
+        raise ValueError("[server] worker_class must be 'gevent' or 'gthread'")
+    for key in ("threads", "header_timeout", "body_timeout"):
+        if key in values and values[key] <= 0:
+            raise ValueError(f"[server] {key} must be positive, got {values[key]!r}")
 
 
 def _boolean(raw: str, where: str) -> bool:
@@ -298,7 +317,12 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     for key, kind in _SERVER_KEYS.items():
         raw = get("server", key)
         if raw is not None:
-            values[key] = kind(raw)
+            try:
+                values[key] = kind(raw)
+            except ValueError:
+                what = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+                raise ValueError(f"[server] {key} must be {what}, got {raw!r}") from None
+    _check_server(values)
     values.update(_transport_values(get))
     strategy = get("auth", "strategy")
     if strategy is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import falcon
@@ -11,20 +12,18 @@ from gunicorn.app.base import BaseApplication
 from zaqar_lite.api.app import make_app
 from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import Settings
+from zaqar_lite.gevent_worker import AcceptBalance
 from zaqar_lite.storage import open_storage
 from zaqar_lite.sweeper import SweeperThread, lock_path
 
 LOG = logging.getLogger(__name__)
 
-#: request threads per worker process. A sync worker is blocked for gunicorn's whole
-#: timeout by one client that stops sending mid-body, and is then killed; with
-#: threads such a client holds one thread and the worker keeps serving.
-THREADS_PER_WORKER = 8
-#: seconds an idle connection is kept open for the client's next request (python-zaqarclient
-#: and most HTTP clients reuse connections). A body the app refused without reading it all is
-#: drained by gunicorn (>= 27) before the connection is reused, so a client still sending it
-#: reads its 4xx (tests/e2e/test_malformed_requests.py); an idle connection holds no thread.
-KEEPALIVE = 5
+#: the gunicorn worker class behind each ``[server] worker_class``. gevent serves each
+#: connection on a greenlet, so slow or idle clients hold no thread and many waiting
+#: requests stay cheap; gthread serves ``[server] threads`` requests at a time per worker
+#: and has no read deadline (a client that stops sending mid-request holds a thread).
+#: See zaqar_lite/gevent_worker.py and benchmarks/slowloris.py for the comparison.
+WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
 
 
 def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App:
@@ -40,22 +39,30 @@ class Server(BaseApplication):  # type: ignore[misc]
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        #: connections per worker, shared by the gevent workers to balance their accepts
+        self.balance = AcceptBalance(settings.workers)
         super().__init__()
 
     def load_config(self) -> None:
         """Hand our settings to gunicorn."""
+        settings = self.settings
         options: dict[str, Any] = {
-            "bind": self.settings.bind,
-            "workers": self.settings.workers,
-            "worker_class": "gthread",
-            "threads": THREADS_PER_WORKER,
-            "keepalive": KEEPALIVE,
+            "bind": settings.bind,
+            "workers": settings.workers,
+            "worker_class": WORKER_CLASSES[settings.worker_class],
+            "threads": settings.threads,
+            # gunicorn keeps an idle connection this long; the gevent worker also gives a
+            # request's head no longer (gevent_worker.Worker.timeout_ctx)
+            "keepalive": max(1, math.ceil(settings.header_timeout)),
             "preload_app": False,
-            "loglevel": self.settings.log_level.lower(),
+            "loglevel": settings.log_level.lower(),
             "accesslog": None,
             "graceful_timeout": 10,
             "proc_name": "zaqar-lite",
         }
+        if settings.worker_class == "gevent":
+            options["pre_fork"] = self.balance.pre_fork
+            options["child_exit"] = self.balance.child_exit
         # gunicorn >= 25 opens a control socket at one fixed per-user path, so a second
         # server on the machine would take it over and the first to stop would delete it.
         if "control_socket_disable" in self.cfg.settings:

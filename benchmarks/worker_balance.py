@@ -1,0 +1,162 @@
+"""Worker balance: do a few kept-alive connections spread over the workers, run after run?
+
+For each worker model it starts ``zaqar-lite serve`` (2 workers) on a
+throwaway Redis and runs the ``post`` load of ``wrk/queue_load.lua`` (8
+connections, one per wrk thread, kept alive) ``--runs`` times for
+``--seconds`` each, each run a new wrk process and so new connections, on an emptied queue. Half-way
+through each run it counts, with ``ss``, the established connections of each
+worker process. It prints each run's messages/s and connection split, and the
+spread of the runs (the highest messages/s over the lowest, minus one).
+
+Models: gunicorn's ``gthread`` as zaqar-lite ran it before (2 x 8 threads),
+the same with gunicorn's ``reuse_port`` (each worker binds its own
+``SO_REUSEPORT`` socket and the kernel spreads connections by a hash of their
+addresses), and the default gevent worker, whose workers balance their accepts
+(``zaqar_lite/gevent_worker.py``).
+
+Usage::
+
+    .venv/bin/python benchmarks/worker_balance.py              # about 3 minutes
+    .venv/bin/python benchmarks/worker_balance.py --runs 5 --seconds 5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from http_load import SESSIONS, call, run_wrk, serving, store_server  # noqa: E402
+
+#: name -> (extra serve arguments of this script, environment)
+MODELS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "gthread 2x8": ([], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gthread"}),
+    "gthread 2x8 reuse_port": (["--reuse-port"], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gthread"}),
+    "gevent (default)": ([], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gevent"}),
+}
+
+
+def serve(argv: list[str]) -> None:
+    """zaqar-lite's server with gunicorn's ``reuse_port`` on or off (the server of the reuse_port model)."""
+    from zaqar_lite.config import load_settings
+    from zaqar_lite.server import Server
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--storage", required=True)
+    parser.add_argument("--bind", required=True)
+    parser.add_argument("--reuse-port", action="store_true")
+    args = parser.parse_args(argv)
+
+    class ReusePortServer(Server):
+        def load_config(self) -> None:
+            super().load_config()
+            self.cfg.set("reuse_port", args.reuse_port)
+
+    ReusePortServer(load_settings(None, storage_uri=args.storage, bind=args.bind, workers=2)).run()
+
+
+def worker_pids(master: int) -> set[int]:
+    """The live children of a gunicorn master."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == master:
+                children.add(int(stat.parent.name))
+    return children
+
+
+def connections_per_worker(port: int, workers: set[int]) -> list[int]:
+    """Established connections to ``port`` held by each worker, highest first."""
+    out = subprocess.run(["ss", "-Htnp", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, check=False).stdout
+    counts = dict.fromkeys(workers, 0)
+    for pid in re.findall(r"pid=(\d+)", out):
+        if int(pid) in counts:
+            counts[int(pid)] += 1
+    return sorted(counts.values(), reverse=True)
+
+
+def runs(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run the post load ``args.runs`` times and return each run's figures and split."""
+    port = int(url.rsplit(":", 1)[1])
+    workers = worker_pids(SESSIONS[url])
+    run_wrk(args.wrk, url, "post", args, 2)  # warm-up: every worker has booted and connected to Redis
+    results = []
+    for _ in range(args.runs):
+        # every run (and model) starts on an empty queue: the sweeps of a queue grown by
+        # earlier runs would otherwise weigh on the later ones
+        call(url, "DELETE", f"/v2/queues/{args.queue}", args.client_id)
+        split: list[int] = []
+        counter = threading.Timer(args.seconds / 2,
+                                  lambda split=split: split.extend(connections_per_worker(port, workers)))
+        counter.start()
+        figures = run_wrk(args.wrk, url, "post", args, args.seconds)
+        counter.join()
+        errors = figures["failures"] + figures["socket_errors"]
+        results.append({"messages_per_s": figures["messages_per_s"], "split": split,
+                        "p99_ms": figures["p99_ms"], "errors": errors})
+    return results
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="wrk runs per model (5)")
+    parser.add_argument("--seconds", type=int, default=5, help="seconds per run (5)")
+    parser.add_argument("-c", "--concurrency", type=int, default=8, help="wrk connections (8)")
+    parser.add_argument("--models", default=",".join(MODELS), help="models, comma-separated")
+    parser.add_argument("--wrk", default="wrk", help="the wrk executable")
+    parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    args = parser.parse_args(argv)
+    args.queue, args.post_ratio, args.client_id = "bench-balance", 1.0, str(uuid.uuid4())
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run every model and print each run."""
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    results: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="zaqar-lite-balance-") as tmp, contextlib.ExitStack() as stack:
+        storage = stack.enter_context(store_server("redis", Path(tmp, "redis")))
+        for n, name in enumerate(args.models.split(",")):
+            extra, env = MODELS[name]
+            command = [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage]
+            if extra:  # gunicorn's reuse_port is no zaqar-lite setting: this script's own server
+                command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage,
+                           *extra]
+            with serving(command, Path(tmp, f"server{n}"), env=env) as url:
+                results[name] = runs(url, args)
+    if args.json:
+        print(json.dumps({"cpus": os.cpu_count(), "models": results}, indent=2))
+        return
+    print(f"post load, wrk {args.concurrency} connections kept alive, {args.runs} runs of {args.seconds} s "
+          f"per model, 2 workers, Redis")
+    for name, rows in results.items():
+        rates = [row["messages_per_s"] for row in rows]
+        cells = "  ".join(f"{row['messages_per_s']:7.0f} ({'/'.join(map(str, row['split']))})"
+                          for row in rows)
+        errors = sum(row["errors"] for row in rows)
+        print(f"{name:<24} {cells}  spread {max(rates) / min(rates) - 1:5.1%}"
+              + (f"  errors {errors}" if errors else ""))
+    print("msgs/s of each run (connections per worker); spread = highest / lowest - 1")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        serve(sys.argv[2:])
+    else:
+        main()

@@ -1,0 +1,253 @@
+"""The gunicorn worker of ``zaqar-lite serve``: gevent, with read deadlines and balanced accepts.
+
+Each connection is a greenlet, so a client that sends slowly, or not at all,
+costs a little memory and no thread: the worker keeps answering everyone else
+(a waiting long-poll claim will be as cheap). On top of gunicorn's gevent worker:
+
+* **header deadline**: a connection has ``[server] header_timeout`` seconds,
+  from its opening or from the end of the previous answer, to send a complete
+  request line and headers; then it is closed. An idle kept-alive connection is
+  closed after the same time.
+* **body deadline**: a request's body must arrive within ``[server]
+  body_timeout`` seconds of its headers; then the client is answered
+  ``408 Request Timeout`` and the connection closed, whatever the application
+  was doing with the body (it never sees the timeout as an error of its own).
+* **balanced accepts**: every worker waits on the same listening socket, and the
+  kernel wakes all of them for a new connection; the first to call ``accept()``
+  gets it. A worker that is already running (it just accepted the previous
+  connection of a burst) wins again and again, so a client opening a few
+  kept-alive connections at once could find them all in one worker while the
+  others idle. Here the workers publish how many connections each holds (in
+  memory shared through the fork, see :class:`AcceptBalance`), and a worker
+  holding ``n`` more than the least loaded one accepts only
+  ``n * ACCEPT_DELAY_STEP`` seconds after it was woken (at most
+  ``ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
+  and a busy or stuck one is only passed over, never waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gevent
+from gevent.pool import Pool
+from gevent.server import StreamServer
+from gunicorn.workers.ggevent import GeventWorker
+
+#: seconds a stopping worker still gives kept-alive connections to start a request (as gthread)
+STOP_KEEPALIVE_LINGER = 2.0
+#: seconds of accept delay per connection a worker holds more than the least loaded one
+ACCEPT_DELAY_STEP = 0.005
+#: the longest accept delay, in seconds
+ACCEPT_DELAY_MAX = 0.05
+_TIMEOUT_BODY = (b'{"title": "Request timeout", '
+                 b'"description": "The request body did not arrive in time."}')
+#: what a client whose body stalled reads before the connection closes
+REQUEST_TIMEOUT_ANSWER = (b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                          b"Content-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(_TIMEOUT_BODY), _TIMEOUT_BODY))
+
+
+class BodyTimeout(BaseException):
+    """The request body did not arrive in time.
+
+    A BaseException, not an Exception: the application's catch-all error
+    handler must not answer it with a 500; the worker answers 408.
+    """
+
+
+class DeadlineBody:
+    """A request body (``wsgi.input``) whose reads all end by one deadline."""
+
+    def __init__(self, body: Any, seconds: float) -> None:
+        self._body = body
+        self._deadline = time.monotonic() + seconds
+
+    def _bounded(self, read: Callable[..., Any], *args: Any) -> Any:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise BodyTimeout
+        with gevent.Timeout(remaining, BodyTimeout):
+            return read(*args)
+
+    def read(self, size: int | None = None) -> bytes:
+        """Read up to ``size`` bytes (all when None)."""
+        data: bytes = self._bounded(self._body.read, size)
+        return data
+
+    def readline(self, size: int | None = None) -> bytes:
+        """Read one line."""
+        data: bytes = self._bounded(self._body.readline, size)
+        return data
+
+    def readlines(self, size: int | None = None) -> list[bytes]:
+        """Read every line."""
+        lines: list[bytes] = self._bounded(self._body.readlines, size)
+        return lines
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+
+class AcceptBalance:
+    """The number of open connections of each worker slot, in memory shared by the workers.
+
+    Made in the gunicorn master before the workers fork; the master gives each
+    new worker a free slot (``pre_fork``) and clears a dead worker's slot
+    (``child_exit``); each worker writes its own slot only.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.counts = multiprocessing.RawArray("l", workers)
+
+    def pre_fork(self, arbiter: Any, worker: Any) -> None:
+        """gunicorn hook (master): give the worker about to fork a slot no live worker holds."""
+        used = {getattr(w, "balance_slot", None) for w in arbiter.WORKERS.values()}
+        worker.balance_slot = min(set(range(len(self.counts))) - used, default=0)
+        self.counts[worker.balance_slot] = 0
+
+    def child_exit(self, arbiter: Any, worker: Any) -> None:
+        """gunicorn hook (master): a dead worker holds no connection."""
+        slot = getattr(worker, "balance_slot", None)
+        if slot is not None:
+            self.counts[slot] = 0
+
+    def delay(self, slot: int) -> float:
+        """Seconds a worker in ``slot`` waits before accepting."""
+        counts = list(self.counts)
+        return min((counts[slot] - min(counts)) * ACCEPT_DELAY_STEP, ACCEPT_DELAY_MAX)
+
+
+class BalancedStreamServer(StreamServer):  # type: ignore[misc]
+    """A StreamServer that accepts later the more connections its worker holds than the others."""
+
+    def __init__(self, *args: Any, balance: AcceptBalance, slot: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.balance = balance
+        self.slot = slot
+
+    def _do_read(self) -> None:
+        delay = self.balance.delay(self.slot)
+        if delay <= 0:
+            super()._do_read()
+            return
+        self.stop_accepting()
+        self._timer = self.loop.timer(delay)
+        self._timer.start(self._accept_late)
+
+    def do_handle(self, *args: Any) -> None:
+        """Count the connection as the worker's from its accept on (its greenlet starts later)."""
+        self.balance.counts[self.slot] += 1
+        try:
+            super().do_handle(*args)
+        except BaseException:
+            self.balance.counts[self.slot] -= 1
+            raise
+
+    def _accept_late(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+        super()._do_read()  # a connection another worker took meanwhile is EAGAIN, ignored
+        self._start_accepting_if_started()
+
+
+class Worker(GeventWorker):  # type: ignore[misc]
+    """gunicorn's gevent worker with the deadlines and accept balance above."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        settings = self.app.settings
+        self.balance: AcceptBalance = self.app.balance
+        self.header_timeout: float = settings.header_timeout
+        self.body_timeout: float = settings.body_timeout
+        #: connection greenlet -> the deadline of the request head it is waiting for
+        self.waiting_for_head: dict[Any, gevent.Timeout] = {}
+
+    @contextlib.contextmanager
+    def timeout_ctx(self) -> Iterator[None]:
+        """Bound the wait for, and the reading of, each request's head.
+
+        When the deadline passes the connection is closed quietly (gunicorn
+        reads no request); a stopping worker ends such waits early.
+        """
+        current = gevent.getcurrent()
+        with gevent.Timeout(self.header_timeout, False) as deadline:
+            self.waiting_for_head[current] = deadline
+            try:
+                yield
+            finally:
+                del self.waiting_for_head[current]
+
+    def _end_waits_for_a_head(self) -> None:
+        for greenlet, deadline in list(self.waiting_for_head.items()):
+            greenlet.kill(deadline, block=False)
+
+    def run(self) -> None:
+        """Serve every listener with a balanced server until stopped, then drain as gunicorn does."""
+        servers = []
+        for listener in self.sockets:
+            listener.setblocking(1)
+            server = BalancedStreamServer(listener, handle=self._handler(listener),
+                                          spawn=Pool(self.worker_connections),
+                                          balance=self.balance, slot=self.balance_slot)
+            if self.cfg.workers > 1:
+                server.max_accept = 1
+            server.start()
+            servers.append(server)
+        while self.alive:
+            self.notify()
+            gevent.sleep(1.0)
+        for server in servers:
+            server.close()
+        started = time.monotonic()
+        while time.monotonic() < started + self.cfg.graceful_timeout:
+            if all(len(server.pool) == 0 for server in servers):
+                return
+            if time.monotonic() > started + STOP_KEEPALIVE_LINGER:
+                # answers now close their connection (the worker is not alive): what waits
+                # for a request head is an idle kept-alive connection or a slow client
+                self._end_waits_for_a_head()
+            self.notify()
+            gevent.sleep(0.2)
+        self.log.warning("Worker graceful timeout (pid:%s)", self.pid)
+        for server in servers:
+            server.stop(timeout=1)
+
+    def _handler(self, listener: Any) -> Callable[[Any, Any], None]:
+        counts, slot = self.balance.counts, self.balance_slot
+
+        def handle(client: Any, addr: Any) -> None:
+            try:
+                self.handle(listener, client, addr)
+            finally:
+                counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
+        return handle
+
+    def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> bool:
+        """Serve one request, its body bounded by the body deadline."""
+        body = req.body
+        if body is not None:
+            req.body = DeadlineBody(body, self.body_timeout)
+        try:
+            return bool(super().handle_request(listener_name, req, sock, addr))
+        except BodyTimeout:
+            self.log.info("closing a connection from %s: its request body did not arrive within "
+                          "%g s", addr, self.body_timeout)
+            try:
+                sock.sendall(REQUEST_TIMEOUT_ANSWER)
+            except OSError:
+                pass
+            raise StopIteration from None
+        finally:
+            req.body = body  # draining what is left counts against the next request's header deadline
