@@ -185,7 +185,8 @@ def test_concurrent_consumers_on_a_queue_with_a_dlq_never_see_an_exhausted_messa
     in_dlq: list[str] = []
     marker = None
     while True:
-        params = {"echo": "true", "limit": 20, **({"marker": marker} if marker else {})}
+        params = {"echo": "true", "limit": 20, "include_dead_letter": "true",
+                  **({"marker": marker} if marker else {})}
         page = api.get(f"/v2/queues/{dlq}/messages", params=params).json()
         if not page["messages"]:
             break
