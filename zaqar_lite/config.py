@@ -178,7 +178,7 @@ class Settings:
     log_level: str = "INFO"
     sweep_interval: float = 1.0
     #: gunicorn worker class: "gevent" (a greenlet per connection) or "gthread" (a thread pool)
-    worker_class: str = "gevent"
+    worker_class: str = "gthread"
     #: gthread only: request threads per worker
     threads: int = 8
     #: seconds a connection has to send a request's line and headers, from its opening or
@@ -208,7 +208,7 @@ WORKER_CLASSES = ("gevent", "gthread")
 
 
 def _check_server(values: dict[str, Any]) -> None:
-    if values.get("worker_class", "gevent") not in WORKER_CLASSES:
+    if values.get("worker_class", Settings.worker_class) not in WORKER_CLASSES:
         raise ValueError("[server] worker_class must be 'gevent' or 'gthread'")
     for key in ("threads", "header_timeout", "body_timeout"):
         if key in values and values[key] <= 0:

@@ -1,9 +1,10 @@
 """Slow and idle clients against a real server: everyone else is still answered, and they are cut off.
 
-With 2 gunicorn workers of 8 threads, 16 connections that sent a part of a
-request took every thread with no time limit. The server now serves each
-connection on a greenlet and closes a connection whose request head or body
-does not arrive within ``[server] header_timeout`` / ``body_timeout``.
+With 2 gunicorn workers of 8 threads (``worker_class = gthread``), 16
+connections that sent a part of a request take every thread with no time
+limit. ``worker_class = gevent`` serves each connection on a greenlet and
+closes a connection whose request head or body does not arrive within
+``[server] header_timeout`` / ``body_timeout``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def server(start_server_for_test: Callable[..., RunningServer], store: Store,
            tmp_path: Path) -> RunningServer:
     """A server with short read deadlines, so the test sees them at work."""
     config = tmp_path / "zaqar-lite.conf"
-    config.write_text(f"[server]\nheader_timeout = {HEADER_TIMEOUT}\nbody_timeout = {BODY_TIMEOUT}\n")
+    config.write_text(f"[server]\nworker_class = gevent\nheader_timeout = {HEADER_TIMEOUT}\n"
+                      f"body_timeout = {BODY_TIMEOUT}\n")
     return start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
 
 
