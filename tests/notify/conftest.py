@@ -26,6 +26,8 @@ from tests.e2e.harness import (
     stop_server,
 )
 from tests.notify.receiver import Receiver
+from tests.storage.conftest import storage_uri as driver_uri
+from zaqar_lite.storage import Storage, open_storage
 
 LOOPBACK = "127.0.0.1,localhost"
 #: short leases and timeouts, so that takeovers and retries happen within seconds
@@ -91,6 +93,14 @@ def loopback_only() -> Iterator[None]:
         for name in ("NO_PROXY", "no_proxy"):
             patch.setenv(name, LOOPBACK)
         yield
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    """A fresh store of each kind the in-process notifier tests run on (SQLite and Redis)."""
+    storage = open_storage(driver_uri(request.param, request, tmp_path))
+    yield storage
+    storage.close()
 
 
 @pytest.fixture

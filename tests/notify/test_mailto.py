@@ -29,7 +29,7 @@ from zaqar_lite.notify import mail
 from zaqar_lite.notify.outcome import Outcome
 from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.notify.worker import Notifier
-from zaqar_lite.storage import Storage, open_storage
+from zaqar_lite.storage import Storage
 
 #: retry at once twice, then suspend
 TWO_RETRIES = {"retries_with_no_delay": 2, "minimum_delay_retries": 0, "maximum_delay_retries": 0,
@@ -38,14 +38,6 @@ TWO_RETRIES = {"retries_with_no_delay": 2, "minimum_delay_retries": 0, "maximum_
 EVERY_SECOND = {"retries_with_no_delay": 0, "minimum_delay_retries": 60, "maximum_delay_retries": 0,
                 "minimum_delay": 1, "maximum_delay": 1}
 FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Storage]:
-    """A fresh store of each kind the mail tests need at least (SQLite and Redis)."""
-    storage = open_storage(storage_uri(request.param, request, tmp_path))
-    yield storage
-    storage.close()
 
 
 @pytest.fixture

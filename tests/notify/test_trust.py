@@ -16,29 +16,14 @@ import falcon.testing
 import pytest
 
 from tests.notify.conftest import wait_until
-from tests.notify.receiver import Receiver
-from tests.storage.conftest import storage_uri
 from zaqar_lite.api.app import create_app
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
 from zaqar_lite.notify.worker import Notifier
-from zaqar_lite.storage import Storage, open_storage
+from zaqar_lite.storage import Storage
 
 FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
 TOKENS = {"tok-creator": ("p", "member"), "tok-other": ("p", "admin")}
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Storage]:
-    storage = open_storage(storage_uri(request.param, request, tmp_path))
-    yield storage
-    storage.close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with Receiver() as running:
-        yield running
 
 
 def settings(auth: str) -> Settings:
