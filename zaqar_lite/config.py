@@ -349,4 +349,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})
-    return Settings(**values)
+    settings = Settings(**values)
+    if settings.worker_class == "gevent" and settings.storage_uri.startswith("mongodb"):
+        raise ValueError("[server] worker_class = gevent does not work with a MongoDB store yet "
+                         "(its workers fail to boot on pymongo's leftovers); use gthread")
+    return settings
