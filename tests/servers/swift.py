@@ -103,6 +103,10 @@ def _proxy_conf(root: Path, port: int, memcached_port: int) -> str:
         """) + filters
 
 
+#: seconds the driver waits before reading back a write it must keep (default 0.5)
+TEST_SETTLE = 1.0
+
+
 class SwiftServer:
     """One single-node Swift: its ports, files and processes (each stopped by its PID)."""
 
@@ -118,9 +122,15 @@ class SwiftServer:
         return self.ports["proxy"]
 
     def uri(self, prefix: str) -> str:
-        """Return a store URI whose containers all start with ``prefix``."""
+        """Return a store URI whose containers all start with ``prefix``.
+
+        The suites run four Swift clusters and four test processes on two cores: a
+        PUT starved for longer than the driver's ``settle`` is (rightly) not kept,
+        and a queue creation then answers "existed". ``TEST_SETTLE`` leaves room.
+        """
         user = USER.replace(":", "%3A")
-        return f"swift://{user}:{KEY}@127.0.0.1:{self.proxy_port}/auth/v1.0?prefix={prefix}"
+        return (f"swift://{user}:{KEY}@127.0.0.1:{self.proxy_port}/auth/v1.0"
+                f"?prefix={prefix}&settle={TEST_SETTLE}")
 
     def write_files(self) -> None:
         """Write the server configs and build the three rings in one interpreter."""
