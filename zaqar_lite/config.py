@@ -143,9 +143,7 @@ def _smtp_settings(get: Callable[[str, str], str | None]) -> SmtpSettings:
         if raw is None:
             continue
         if field.name in _SMTP_FLAGS:
-            if raw.strip().lower() not in ("true", "false"):
-                raise ValueError(f"[smtp] {field.name} must be true or false, got {raw!r}")
-            values[field.name] = raw.strip().lower() == "true"
+            values[field.name] = _boolean(raw.strip(), f"[smtp] {field.name}")
         elif field.name == "port":
             try:
                 values["port"] = int(raw)

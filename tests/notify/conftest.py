@@ -7,9 +7,11 @@ serve``; everything talks over loopback on free ports.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +29,8 @@ from tests.e2e.harness import (
 )
 from tests.notify.receiver import Receiver
 from tests.storage.conftest import storage_uri as driver_uri
+from zaqar_lite.config import Settings
+from zaqar_lite.notify.worker import Notifier
 from zaqar_lite.storage import Storage, open_storage
 
 LOOPBACK = "127.0.0.1,localhost"
@@ -93,6 +97,19 @@ def loopback_only() -> Iterator[None]:
         for name in ("NO_PROXY", "no_proxy"):
             patch.setenv(name, LOOPBACK)
         yield
+
+
+@contextlib.contextmanager
+def running_notifier(storage: Storage, settings: Settings) -> Iterator[Notifier]:
+    """Run a notifier in a thread of this process for the duration of the block."""
+    notifier = Notifier(storage, settings)
+    thread = threading.Thread(target=notifier.run, daemon=True)
+    thread.start()
+    try:
+        yield notifier
+    finally:
+        notifier.stop()
+        thread.join(15)
 
 
 @pytest.fixture(params=["sqlite", "redis"])

@@ -19,7 +19,7 @@ from email.message import EmailMessage
 import pytest
 import trustme
 
-from tests.notify.conftest import wait_until
+from tests.notify.conftest import running_notifier, wait_until
 from tests.notify.smtp_sink import SmtpSink
 from tests.notify.streams import post_numbered
 from tests.storage.conftest import driver, driver_uri, storage_uri  # noqa: F401 - the fixtures, over every store
@@ -28,7 +28,6 @@ from zaqar_lite.config import NotifierSettings, Settings, SmtpSettings, load_set
 from zaqar_lite.notify import mail
 from zaqar_lite.notify.outcome import Outcome
 from zaqar_lite.notify.subscriptions import Subscriptions
-from zaqar_lite.notify.worker import Notifier
 from zaqar_lite.storage import Storage
 
 #: retry at once twice, then suspend
@@ -50,18 +49,6 @@ def settings_for(sink: SmtpSink, **smtp: object) -> Settings:
     fields = {"host": "127.0.0.1", "port": sink.port, **smtp}
     return load_settings(None, storage_uri="sqlite:///unused.db").replace(
         notifier=FAST, smtp=SmtpSettings(**fields))  # type: ignore[arg-type]
-
-
-@contextlib.contextmanager
-def running_notifier(storage: Storage, settings: Settings) -> Iterator[Notifier]:
-    notifier = Notifier(storage, settings)
-    thread = threading.Thread(target=notifier.run, daemon=True)
-    thread.start()
-    try:
-        yield notifier
-    finally:
-        notifier.stop()
-        thread.join(15)
 
 
 def post(storage: Storage, settings: Settings, queue: str, bodies: list[object], ttl: int = 300) -> list[str]:

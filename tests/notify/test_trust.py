@@ -7,19 +7,15 @@ notifier in a thread delivers to the webhook receiver on loopback.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import uuid
-from collections.abc import Iterator
 
 import falcon.testing
 import pytest
 
-from tests.notify.conftest import wait_until
+from tests.notify.conftest import running_notifier, wait_until
 from zaqar_lite.api.app import create_app
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
-from zaqar_lite.notify.worker import Notifier
 from zaqar_lite.storage import Storage
 
 FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
@@ -36,18 +32,6 @@ def client_for(store: Storage, config: Settings, token: str | None) -> falcon.te
     if token:
         headers["X-Auth-Token"] = token
     return falcon.testing.TestClient(create_app(config, storage=store), headers=headers)
-
-
-@contextlib.contextmanager
-def running_notifier(store: Storage, config: Settings) -> Iterator[None]:
-    notifier = Notifier(store, config)
-    thread = threading.Thread(target=notifier.run, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        notifier.stop()
-        thread.join(15)
 
 
 def subscribe(client: falcon.testing.TestClient, subscriber: str, **options: object) -> str:
