@@ -99,8 +99,8 @@ class Worker:
     """The service layer of one build on one SQLite file; each method answers one command."""
 
     def __init__(self, uri: str, variant: str | None = None) -> None:
-        from zaqar_lite.claims.service import Messaging
         from zaqar_lite.config import load_settings
+        from zaqar_lite.service import Messaging
         from zaqar_lite.storage import open_storage
 
         if variant == READY_ONLY:
@@ -261,7 +261,7 @@ def leave_out_matured_select() -> None:
     This is wrong for delayed messages (they would never be claimed); it exists
     to show how much of the cost of undelayed claims the second SELECT is.
     """
-    from zaqar_lite.storage import sqlite
+    from zaqar_lite.storage.sqlite import driver as sqlite
 
     def ready_only(self: Any, db: Any, args: Mapping[str, Any], limit: int) -> list[Any]:
         found: list[Any] = self._select(db, sqlite._READY, args, limit, "messages_by_visibility")
@@ -508,18 +508,19 @@ def post_delayed(url: str, queue: str, client_id: str, target: int, delay: int) 
     return requests * BATCH
 
 
-def hybrid_checkout(source: Path, donor: Path, module: str, target: Path) -> Path:
+def hybrid_checkout(source: Path, donor: Path, module: str, target: Path, into: str | None = None) -> Path:
     """A copy of ``source``'s ``zaqar_lite`` package with one module taken from ``donor``.
 
     Diagnostic builds for part (a): the base with this tree's ``server.py`` (its
     gunicorn worker settings) separates the change of worker model from the rest;
-    this tree with the base's ``storage/sqlite.py`` isolates the SQLite driver,
+    this tree with the base's ``storage/sqlite.py`` (in place of ``storage/sqlite/driver.py``,
+    ``into``) isolates the SQLite driver,
     where delays live on the claim path (the service and API code of a claim and
     a delete are then this tree's on both sides).
     """
     shutil.copytree(source / "zaqar_lite", target / "zaqar_lite",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(donor / "zaqar_lite" / module, target / "zaqar_lite" / module)
+    shutil.copy2(donor / "zaqar_lite" / module, target / "zaqar_lite" / (into or module))
     return target
 
 
@@ -529,7 +530,8 @@ def http_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, An
     if args.diagnostics:
         sides += [(args.hybrid_label, hybrid_checkout(base, REPO, "server.py", tmp / "base-with-server")),
                   (args.old_sqlite_label, hybrid_checkout(REPO, base, "storage/sqlite.py",
-                                                          tmp / "current-with-base-sqlite"))]
+                                                          tmp / "current-with-base-sqlite",
+                                                          "storage/sqlite/driver.py"))]
     level = Level(args.ready, args.seconds)
     with contextlib.ExitStack() as stack:
         servers = {}

@@ -53,11 +53,11 @@ sys.path.insert(0, str(HERE))
 
 from http_load import SESSIONS, serving, store_server  # noqa: E402
 
-from zaqar_lite.claims.service import Messaging  # noqa: E402
 from zaqar_lite.config import QUEUE_CACHE_SIZE, load_settings  # noqa: E402
+from zaqar_lite.service import Messaging  # noqa: E402
 from zaqar_lite.storage import open_storage  # noqa: E402
 from zaqar_lite.storage.cache import LRUCache  # noqa: E402
-from zaqar_lite.storage.redis import RedisStorage  # noqa: E402
+from zaqar_lite.storage.redis.driver import RedisStorage  # noqa: E402
 
 PROJECT = "bench"
 CLIENT = str(uuid.uuid4())

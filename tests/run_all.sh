@@ -29,7 +29,7 @@ echo "== storage suites on every driver (4 processes) =="
 "$BIN/python" -m pytest -p no:cacheprovider -n 4 tests/storage "$@" || status=1
 # On Redis the suites run in one process. SecantusDB spends most of a request in
 # its own (Python) server and Swift in its settle wait (half a second per claim
-# and per queue creation: see zaqar_lite/storage/swift.py), so there they run in
+# and per queue creation: see zaqar_lite/storage/swift/driver.py), so there they run in
 # pytest-xdist processes, each with a server of its own, whose waits overlap
 # (Swift: under 3 minutes instead of a quarter of an hour).
 echo "== API and end-to-end suites on redis =="

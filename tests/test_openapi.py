@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from zaqar_lite.api.app import create_app, routes
-from zaqar_lite.claims.service import Messaging
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 
 OPENAPI = Path(__file__).resolve().parent.parent / "docs" / "openapi.yaml"

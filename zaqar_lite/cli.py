@@ -84,7 +84,7 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
     """Apply the expiry and dead-letter rules to every queue (once, or forever with --loop)."""
     import time
 
-    from zaqar_lite.claims.service import Messaging
+    from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_storage
     from zaqar_lite.sweeper import sweep_once
 

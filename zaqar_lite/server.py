@@ -10,9 +10,9 @@ import falcon
 from gunicorn.app.base import BaseApplication
 
 from zaqar_lite.api.app import make_app
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import Settings
 from zaqar_lite.gevent_worker import AcceptBalance
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 from zaqar_lite.sweeper import SweeperThread, lock_path
 

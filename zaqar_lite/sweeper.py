@@ -16,8 +16,8 @@ import tempfile
 import threading
 from typing import IO
 
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.errors import StorageUnavailable
+from zaqar_lite.service import Messaging
 
 LOG = logging.getLogger(__name__)
 

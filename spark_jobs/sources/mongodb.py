@@ -1,6 +1,6 @@
 """Read dead letters from a zaqar-lite MongoDB store, in marker ranges of each DLQ.
 
-Layout (``zaqar_lite.storage.mongodb``): one ``messages`` collection with
+Layout (``zaqar_lite.storage.mongodb.driver``): one ``messages`` collection with
 ``project``, ``queue`` and ``marker`` fields and the ``by_marker`` index on
 them; bodies are JSON text, ``failures`` a list and ``dead_letter`` a
 document. The planner finds the markers at equal rank steps (an index walk

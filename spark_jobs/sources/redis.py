@@ -1,6 +1,6 @@
 """Read dead letters from a zaqar-lite Redis store, in marker-score ranges of each DLQ's index.
 
-Layout (``zaqar_lite.storage.redis_layout``): ``zl:{P}:q:Q:all`` is a sorted set of
+Layout (``zaqar_lite.storage.redis.layout``): ``zl:{P}:q:Q:all`` is a sorted set of
 every message id of queue Q scored by marker, and ``zl:{P}:m:<id>`` a hash
 holding the message. The planner reads the scores found at equal rank steps
 (``ZRANGE key i i WITHSCORES``); a partition pages through its score range
@@ -17,7 +17,7 @@ from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
-from zaqar_lite.storage.redis_layout import project_prefix, queue_prefix
+from zaqar_lite.storage.redis.layout import project_prefix, queue_prefix
 
 PAGE = 500
 

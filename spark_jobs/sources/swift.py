@@ -1,6 +1,6 @@
 """Read dead letters from a zaqar-lite Swift store, in name ranges of each DLQ's pseudo-folder.
 
-Layout (``zaqar_lite.storage.swift_objects``): a container per project; a
+Layout (``zaqar_lite.storage.swift.layout``): a container per project; a
 message is the object ``m/<queue>/<marker:020d>_<id>`` whose JSON body is its
 whole state, and markers are post times in microseconds (x 1000), so names
 sort in post order. The planner lists a DLQ's names once (never a body: a
@@ -33,7 +33,7 @@ class SwiftReader:
     """The Swift side of the dead-letter data source (see the module docstring)."""
 
     def __init__(self, uri: str) -> None:
-        from zaqar_lite.storage import swift_objects
+        from zaqar_lite.storage.swift import layout as swift_objects
 
         self.uri = uri
         self.options = swift_objects.parse_uri(uri)
@@ -43,13 +43,13 @@ class SwiftReader:
     def objects(self) -> Any:
         """Return the driver's object client (auth, retries, StorageUnavailable), made on first use."""
         if self._objects is None:
-            from zaqar_lite.storage.swift_client import SwiftObjects
+            from zaqar_lite.storage.swift.client import SwiftObjects
 
             self._objects = SwiftObjects(self.options)
         return self._objects
 
     def _container(self, project: str) -> str:
-        from zaqar_lite.storage import swift_objects
+        from zaqar_lite.storage.swift import layout as swift_objects
 
         return swift_objects.project_container(self.options.prefix, project)
 
@@ -87,7 +87,7 @@ class SwiftReader:
         }, bounds)
 
     def _names(self, spec: Mapping[str, Any], now: float) -> Iterator[list[str]]:
-        from zaqar_lite.storage import swift_objects
+        from zaqar_lite.storage.swift import layout as swift_objects
 
         prefix, queue = f"m/{spec['queue']}/", spec["queue"]
         marker = swift_objects.after_marker(queue, spec["after"])

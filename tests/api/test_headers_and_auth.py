@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from tests.api.helpers import assert_error, headers
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import Settings
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 
 SOME_UUID = uuid.UUID("0d3c5b7e-6f3a-4c1e-9d1b-2f4a6e8c0b1d")

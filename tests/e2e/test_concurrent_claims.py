@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 CONSUMERS = 4
 # A single-node Swift serves some 35 requests/s here and every claim waits its
-# settle time (see zaqar_lite/storage/swift.py), so it drains a smaller queue.
+# settle time (see zaqar_lite/storage/swift/driver.py), so it drains a smaller queue.
 MESSAGES = 40 if STORE_KIND == "swift" else 200
 POST_BATCH = 20
 CLAIM_LIMIT = 5

@@ -23,11 +23,11 @@ from tests.notify.conftest import running_notifier, wait_until
 from tests.notify.smtp_sink import SmtpSink
 from tests.notify.streams import post_numbered
 from tests.storage.conftest import driver, driver_uri, storage_uri  # noqa: F401 - the fixtures, over every store
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import NotifierSettings, Settings, SmtpSettings, load_settings
 from zaqar_lite.notify import mail
 from zaqar_lite.notify.outcome import Outcome
 from zaqar_lite.notify.subscriptions import Subscriptions
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import Storage
 
 #: retry at once twice, then suspend

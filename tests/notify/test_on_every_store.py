@@ -16,13 +16,13 @@ from tests.notify.conftest import PATIENT, wait_until
 from tests.notify.receiver import Receiver
 from tests.notify.streams import acknowledged_numbers, check_stream
 from tests.storage.conftest import driver, driver_uri  # noqa: F401 - the fixtures, parametrised over every store
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
 from zaqar_lite.notify.lease import Lease, LeaseLost
 from zaqar_lite.notify.subscriptions import SubscriptionExists, Subscriptions
 from zaqar_lite.notify.worker import Notifier
+from zaqar_lite.service import Messaging
 
 URL = "http://127.0.0.1:9/hook"
 

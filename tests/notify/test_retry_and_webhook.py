@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from zaqar_lite.claims import retry
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import Message
-from zaqar_lite.notify import retry, webhook
+from zaqar_lite.notify import webhook
 
 
 def test_the_default_policy_waits_as_zaqar_does_before_each_retry():

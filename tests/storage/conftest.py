@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.servers import available_kinds
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import load_settings
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 
 DRIVERS = ["sqlite", *available_kinds()]

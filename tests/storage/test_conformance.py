@@ -1,6 +1,6 @@
 """The storage conformance suite: every driver, the same behaviour.
 
-Tests go through :class:`~zaqar_lite.claims.service.Messaging` with a manual
+Tests go through :class:`~zaqar_lite.service.Messaging` with a manual
 clock, so the policy inputs reach each driver exactly as in production and
 no test sleeps. Expected values are literals from the spec.
 """
@@ -13,9 +13,9 @@ import uuid
 import pytest
 
 from zaqar_lite import errors
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.config import load_settings
 from zaqar_lite.models import Message, Move, RedriveFilter, RedriveRequest
+from zaqar_lite.service import Messaging
 
 P, Q, DLQ = "project-a", "orders", "orders-dlq"
 CLIENT, OTHER_CLIENT = "5f0cbf39-7d2c-4b1f-8f0e-2a4a7fd1b3a1", "9a7c2b1e-0000-4000-8000-000000000001"

@@ -12,8 +12,8 @@ from tests.conftest import missing_server
 from tests.servers.mongodb import SecantusServer, with_database
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage import mongodb
-from zaqar_lite.storage.mongodb import MongoStorage
+from zaqar_lite.storage.mongodb import driver as mongodb
+from zaqar_lite.storage.mongodb.driver import MongoStorage
 
 P, Q, DLQ = "p", "q", "q-dlq"
 NOW = 1_800_000_000.0

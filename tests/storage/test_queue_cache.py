@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 from zaqar_lite.storage.cache import LRUCache
-from zaqar_lite.storage.redis import RedisStorage
+from zaqar_lite.storage.redis.driver import RedisStorage
 
 P = "p"
 CLIENT = "3b6b3e4f-5a8c-4c1e-9f0e-8d2f1a7b6c5d"

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from zaqar_lite import errors
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
 from zaqar_lite.models import RedriveFilter, RedriveRequest
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 
 P, Q, DLQ, REPLAY = "p", "q", "q-dlq", "q-replay"

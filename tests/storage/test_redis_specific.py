@@ -14,7 +14,7 @@ from tests.conftest import missing_server
 from tests.servers.redis import RedisServer
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage.redis import RedisStorage
+from zaqar_lite.storage.redis.driver import RedisStorage
 
 P, Q, DLQ = "p", "q", "q-dlq"
 NOW = 1_800_000_000.123456

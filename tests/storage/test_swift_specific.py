@@ -7,12 +7,12 @@ import threading
 import pytest
 
 from zaqar_lite import errors
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage import swift_objects
-from zaqar_lite.storage.swift import SwiftStorage
+from zaqar_lite.service import Messaging
+from zaqar_lite.storage.swift import layout as swift_objects
+from zaqar_lite.storage.swift.driver import SwiftStorage
 
 P, Q, DLQ = "project-a", "orders", "orders-dlq"
 NOW = ManualClock().now

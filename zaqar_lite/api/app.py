@@ -8,9 +8,9 @@ from zaqar_lite import errors
 from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, versions
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api.middleware import RequestContext
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
+from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 from zaqar_lite.storage.base import Storage
 

@@ -6,7 +6,7 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api.middleware import require_admin
-from zaqar_lite.claims.service import Messaging
+from zaqar_lite.service import Messaging
 
 
 class Ping:

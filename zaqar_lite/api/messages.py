@@ -8,7 +8,7 @@ import falcon
 
 from zaqar_lite import errors, validation
 from zaqar_lite.api.bodies import MessageRenderer, joined_param, read_json
-from zaqar_lite.claims.service import Messaging
+from zaqar_lite.service import Messaging
 
 
 class MessageCollection:

@@ -10,7 +10,7 @@ import falcon
 from zaqar_lite import validation
 from zaqar_lite.api.bodies import message_href, read_json
 from zaqar_lite.claims import policy
-from zaqar_lite.claims.service import Messaging
+from zaqar_lite.service import Messaging
 
 PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
 LIST_PARAMS = {"marker", "limit", "detailed", "name", "with_count"}

@@ -6,7 +6,7 @@ import falcon
 
 from zaqar_lite import validation
 from zaqar_lite.api.bodies import MessageRenderer, read_json
-from zaqar_lite.claims.service import Messaging
+from zaqar_lite.service import Messaging
 
 
 class QueueRedrive:

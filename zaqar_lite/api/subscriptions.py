@@ -16,9 +16,9 @@ import falcon
 from zaqar_lite import validation
 from zaqar_lite.api.bodies import read_json
 from zaqar_lite.claims import policy
-from zaqar_lite.claims.service import Messaging
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.subscriptions import Subscriptions
+from zaqar_lite.service import Messaging
 
 #: largest subscription request body, in bytes
 BODY_MAX = 65536

@@ -6,10 +6,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import DeadLetterPolicy
-from zaqar_lite.notify.retry import check_policy
 from zaqar_lite.validation import is_queue_name
 
 MAX_CLAIM_COUNT = "_max_claim_count"

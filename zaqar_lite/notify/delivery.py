@@ -28,9 +28,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from zaqar_lite.claims import retry
 from zaqar_lite.clock import Clock
 from zaqar_lite.models import Message
-from zaqar_lite.notify import retry
 from zaqar_lite.notify.lease import Lease, LeaseLost
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.transports import Transports

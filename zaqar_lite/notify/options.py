@@ -2,7 +2,7 @@
 
 A subscription body is ``{"subscriber": url, "ttl": seconds, "options": {...}}``.
 Options are free-form as in Zaqar, except the keys zaqar-lite acts on:
-``_retry_policy`` (see :mod:`zaqar_lite.notify.retry`), ``post_data`` (a JSON
+``_retry_policy`` (see :mod:`zaqar_lite.claims.retry`), ``post_data`` (a JSON
 text, or a JSON value, in which ``"$zaqar_message$"`` stands for the
 notification), ``post_headers`` (extra request headers) and ``secret`` (the key
 of the ``X-Zaqar-Lite-Signature`` HMAC); and, for a ``mailto:`` subscriber,
@@ -21,9 +21,10 @@ import re
 import urllib.parse
 from typing import Any
 
+from zaqar_lite.claims import retry
 from zaqar_lite.config import Limits, NotifierSettings
 from zaqar_lite.errors import InvalidBody, ValidationFailed
-from zaqar_lite.notify import mail, retry, webhook
+from zaqar_lite.notify import mail, webhook
 
 MAX_SUBSCRIBER_LENGTH = 2048
 MAX_SECRET_LENGTH = 1024

@@ -10,12 +10,12 @@ from zaqar_lite.storage.base import Storage
 
 #: URI scheme -> (module, class, pip extra that provides its client library)
 DRIVERS: dict[str, tuple[str, str, str | None]] = {
-    "sqlite": ("zaqar_lite.storage.sqlite", "SqliteStorage", None),
-    "redis": ("zaqar_lite.storage.redis", "RedisStorage", "redis"),
-    "rediss": ("zaqar_lite.storage.redis", "RedisStorage", "redis"),
-    "mongodb": ("zaqar_lite.storage.mongodb", "MongoStorage", "mongodb"),
-    "mongodb+srv": ("zaqar_lite.storage.mongodb", "MongoStorage", "mongodb"),
-    "swift": ("zaqar_lite.storage.swift", "SwiftStorage", "swift"),
+    "sqlite": ("zaqar_lite.storage.sqlite.driver", "SqliteStorage", None),
+    "redis": ("zaqar_lite.storage.redis.driver", "RedisStorage", "redis"),
+    "rediss": ("zaqar_lite.storage.redis.driver", "RedisStorage", "redis"),
+    "mongodb": ("zaqar_lite.storage.mongodb.driver", "MongoStorage", "mongodb"),
+    "mongodb+srv": ("zaqar_lite.storage.mongodb.driver", "MongoStorage", "mongodb"),
+    "swift": ("zaqar_lite.storage.swift.driver", "SwiftStorage", "swift"),
 }
 
 

@@ -24,7 +24,7 @@ import swiftclient
 from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
-from zaqar_lite.storage.swift_objects import Hint, SwiftOptions, parse_hint
+from zaqar_lite.storage.swift.layout import Hint, SwiftOptions, parse_hint
 
 PAGE = 1000
 PARALLEL = 8

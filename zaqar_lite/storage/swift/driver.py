@@ -1,8 +1,8 @@
 """OpenStack Swift driver (python-swiftclient): messages as JSON objects, claims by conditional PUT.
 
 URI ``swift://ACCOUNT%3AUSER:KEY@HOST:PORT/auth/v1.0`` (tempauth v1; options and
-the object layout: :mod:`~zaqar_lite.storage.swift_objects`; connections and
-the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift_client`).
+the object layout: :mod:`~zaqar_lite.storage.swift.layout`; connections and
+the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift.client`).
 Every decision is :mod:`zaqar_lite.claims.policy`'s; this module reads, writes, moves.
 
 Claims. Swift has no atomic compare-and-swap: Swift 2.30 ignores ``If-Match``
@@ -75,10 +75,10 @@ from swiftclient.exceptions import ClientException
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats, SweepResult
-from zaqar_lite.storage import swift_objects as layout
 from zaqar_lite.storage.base import Storage
-from zaqar_lite.storage.swift_client import PAGE, SwiftObjects
-from zaqar_lite.storage.swift_records import SwiftRecordsMixin
+from zaqar_lite.storage.swift import layout
+from zaqar_lite.storage.swift.client import PAGE, SwiftObjects
+from zaqar_lite.storage.swift.records import SwiftRecordsMixin
 
 LOG = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
 addressed by message id. Tables, indexes and the migration of files of older
-layouts: :mod:`~zaqar_lite.storage.sqlite_layout`.
+layouts: :mod:`~zaqar_lite.storage.sqlite.layout`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.base import Storage
-from zaqar_lite.storage.sqlite_layout import MESSAGE_FIELDS, prepare_schema
+from zaqar_lite.storage.sqlite.layout import MESSAGE_FIELDS, prepare_schema
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
             "claim_count, dlq_eligible, failures, dead_letter, marker")

@@ -20,8 +20,8 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.models import Record
-from zaqar_lite.storage import swift_objects as layout
-from zaqar_lite.storage.swift_client import SwiftObjects
+from zaqar_lite.storage.swift import layout
+from zaqar_lite.storage.swift.client import SwiftObjects
 
 
 class SwiftRecordsMixin:

@@ -3,7 +3,7 @@
 URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
 ``from_url`` query options (``?socket_timeout=2``) override :data:`DEFAULTS`.
 
-Keys and values are laid out as :mod:`zaqar_lite.storage.redis_layout` says.
+Keys and values are laid out as :mod:`zaqar_lite.storage.redis.layout` says.
 
 A claim costs O(log n + k): its script first moves matured delayed messages and
 lapsed claimed ones back to ``ready`` (each once per delay or claim: amortised),
@@ -64,7 +64,7 @@ from zaqar_lite.models import (
 )
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.cache import LRUCache
-from zaqar_lite.storage.redis_layout import (
+from zaqar_lite.storage.redis.layout import (
     PROJECTS,
     RECORD_PROJECTS,
     from_reply,
@@ -82,7 +82,7 @@ from zaqar_lite.storage.redis_layout import (
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
-#: a queue's key names: its project's prefix, its own prefix, its keys (redis_layout.queue_keys)
+#: a queue's key names: its project's prefix, its own prefix, its keys (layout.queue_keys)
 QueueNames = tuple[str, str, tuple[str, ...]]
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
@@ -116,7 +116,7 @@ class RedisStorage(Storage):
                       supported_errors=(redis.exceptions.ConnectionError,))
         self._pool = redis.ConnectionPool.from_url(uri, retry=retry, **DEFAULTS)
         self._local = threading.local()
-        lua = resources.files("zaqar_lite.storage") / "lua"
+        lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
         self._metadata: LRUCache[tuple[str, str], str] = LRUCache(queue_cache_size)
