@@ -10,7 +10,7 @@ import falcon
 from zaqar_lite import validation
 from zaqar_lite.api.bodies import message_href, read_json
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims import policy
+from zaqar_lite.clock import iso_utc
 
 PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
 LIST_PARAMS = {"marker", "limit", "detailed", "name", "with_count"}
@@ -88,7 +88,7 @@ class QueueStatsResource(Resource):
         for key, message in (("oldest", stats.oldest), ("newest", stats.newest)):
             if message is not None:
                 counts[key] = {"href": message_href(queue, message.id), "age": message.age(now),
-                               "created": policy.iso(message.created)}
+                               "created": iso_utc(message.created)}
         resp.media = {"messages": counts}
 
 

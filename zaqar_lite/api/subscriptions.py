@@ -16,7 +16,7 @@ import falcon
 from zaqar_lite import validation
 from zaqar_lite.api.bodies import read_json
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims import policy
+from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
@@ -40,7 +40,7 @@ class SubscriptionResource(Resource):
 
 
 def _iso(when: float | None) -> str | None:
-    return policy.iso(when) if when is not None else None
+    return iso_utc(when) if when is not None else None
 
 
 def subscription_href(queue: str, subscription_id: str) -> str:
