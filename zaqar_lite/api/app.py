@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import falcon
 
 from zaqar_lite import errors
@@ -14,6 +16,9 @@ from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 from zaqar_lite.storage.base import Storage
+
+#: the application falcon builds: WSGI requests and responses
+WsgiApp: TypeAlias = falcon.App[falcon.Request, falcon.Response]
 
 
 def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tuple[str, object]]:
@@ -50,7 +55,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
 
 
 def create_app(settings: Settings, storage: Storage | None = None,
-               clock: Clock = wall_clock) -> falcon.App:
+               clock: Clock = wall_clock) -> WsgiApp:
     """Build the falcon application.
 
     Args:
@@ -67,14 +72,15 @@ def subscription_service(messaging: Messaging) -> Subscriptions:
     return Subscriptions(messaging.storage, messaging.settings, messaging.clock)
 
 
-def make_app(messaging: Messaging) -> falcon.App:
+def make_app(messaging: Messaging) -> WsgiApp:
     """Build the falcon application around a messaging service.
 
     The services are built here, once, and handed to the resources; every
     request passes the header and credential checks and then the queue-name
     check (``api/middleware.py``) before its responder runs.
     """
-    app = falcon.App(middleware=[RequestContext(messaging.settings), QueueNameCheck(messaging.limits)])
+    app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings),
+                                          QueueNameCheck(messaging.limits)])
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
