@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import urllib.parse
-
 import falcon
 
 from zaqar_lite import errors, validation
-from zaqar_lite.api.bodies import joined_param, read_json
+from zaqar_lite.api.bodies import joined_param, next_links, read_json
 from zaqar_lite.api.resource import Resource
+
+#: largest body of a release (its failure reason), in bytes
+RELEASE_BODY_MAX = 65536
 
 
 class MessageCollection(Resource):
@@ -45,14 +46,13 @@ class MessageCollection(Resource):
         found, now = self.messaging.list_messages(
             project, queue, client_id=req.context.client_id,
             marker=validation.marker(req.get_param("marker")), limit=limit, **flags)
-        links = []
+        links: list[dict[str, str]] = []
         if found:
             query = {"marker": found[-1].marker, "limit": limit,
                      **{k: str(v).lower() for k, v in flags.items()}}
             if req.get_param("include_dead_letter") is not None:
                 query["include_dead_letter"] = str(render.dead_letter).lower()
-            links.append({"rel": "next",
-                          "href": f"/v2/queues/{queue}/messages?" + urllib.parse.urlencode(query)})
+            links = next_links(f"/v2/queues/{queue}/messages", query)
         resp.media = {"messages": render.many(found, now), "links": links}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
@@ -106,7 +106,7 @@ class MessageRelease(Resource):
         claim_id = req.get_param("claim_id")
         if not claim_id:
             raise errors.ValidationFailed("claim_id is required to release a message.")
-        document, _ = read_json(req, 65536)
+        document, _ = read_json(req, RELEASE_BODY_MAX)
         reason = validation.release_reason(document)
         self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason)
         resp.status = falcon.HTTP_204

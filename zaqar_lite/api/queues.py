@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import falcon
 
 from zaqar_lite import validation
-from zaqar_lite.api.bodies import message_href, read_json
+from zaqar_lite.api.bodies import message_href, next_links, read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.clock import iso_utc
 
@@ -36,10 +35,10 @@ class QueueCollection(Resource):
             if detailed:
                 item["metadata"] = metadata
             queues.append(item)
-        links = []
+        links: list[dict[str, str]] = []
         if queues:
             query = {**req.params, "marker": queues[-1]["name"], "limit": str(limit)}
-            links.append({"rel": "next", "href": "/v2/queues?" + urllib.parse.urlencode(query)})
+            links = next_links("/v2/queues", query)
         body: dict[str, Any] = {"queues": queues, "links": links}
         if with_count:
             body["count"] = self.messaging.count_queues(project)

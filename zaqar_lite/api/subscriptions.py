@@ -8,13 +8,12 @@ error and when it happened, when delivery was suspended).
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import falcon
 
 from zaqar_lite import validation
-from zaqar_lite.api.bodies import read_json
+from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify.state import Delivery, Subscription
@@ -88,10 +87,10 @@ class SubscriptionCollection(SubscriptionResource):
                                       self.limits.default_page_size)
         page = self.service.list(req.context.project, queue, marker=req.get_param("marker"), limit=limit)
         now = self.messaging.clock()
-        links = []
+        links: list[dict[str, str]] = []
         if page:
-            query = urllib.parse.urlencode({"marker": page[-1][0].id, "limit": limit})
-            links.append({"rel": "next", "href": f"/v2/queues/{queue}/subscriptions?{query}"})
+            query = {"marker": page[-1][0].id, "limit": limit}
+            links = next_links(f"/v2/queues/{queue}/subscriptions", query)
         resp.media = {"subscriptions": [subscription_view(s, d, now) for s, d in page], "links": links}
 
 
