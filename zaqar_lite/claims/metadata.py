@@ -73,7 +73,7 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
     """
     if not isinstance(metadata, dict):
         raise ValidationFailed("Queue metadata must be a JSON object.")
-    if len(json.dumps(metadata)) > limits.max_queue_metadata:
+    if len(json.dumps(metadata, ensure_ascii=False).encode("utf-8")) > limits.max_queue_metadata:
         raise ValidationFailed(f"Queue metadata may not exceed {limits.max_queue_metadata} bytes.")
     reserved = reserved_keys(limits)
     stored = {k: v for k, v in metadata.items() if not (k in reserved and v is None)}

@@ -70,12 +70,12 @@ def backoff(function: str, low: int, high: int) -> list[int]:
     steps = (high - low) // LINEAR_INTERVAL
     if steps <= 0:
         return []
+    base = max(low, 1)
     if steps == 1:
-        return [low]
+        return [low if function == "arithmetic" else base]
     if function == "arithmetic":
         increment = 2.0 * (high - low) / (steps * (steps - 1))
         return [int(low + (a - 1) * a * increment / 2) for a in range(1, steps + 1)]
-    base = max(low, 1)
     if function == "geometric":
         ratio = math.pow(high / base, 1.0 / (steps - 1))
         return [min(high, int(round(base * ratio ** i))) for i in range(steps)]
