@@ -19,14 +19,12 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits, Settings
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.models import RedriveFilter, RedriveRequest
 
-QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+$")
-#: names that path-normalising clients (URL libraries, browsers, proxies) turn into another path
-DOT_SEGMENTS = (".", "..")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: query booleans, compared in any letter case: Zaqar's words (falcon's) and ours
 TRUE_VALUES = ("true", "t", "yes", "y", "1", "on")
@@ -252,12 +250,6 @@ def _redrive_schema(limits: Limits) -> Schema:
         },
         "additionalProperties": False,
     })
-
-
-def is_queue_name(name: Any, limits: Limits) -> bool:
-    """Return whether a value is a valid queue name: ``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.``/``..``."""
-    return (isinstance(name, str) and 0 < len(name) <= limits.max_queue_name_length
-            and QUEUE_NAME.match(name) is not None and name not in DOT_SEGMENTS)
 
 
 def queue_name(name: str, limits: Limits) -> str:

@@ -6,11 +6,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import DeadLetterPolicy
-from zaqar_lite.validation import is_queue_name
 
 MAX_CLAIM_COUNT = "_max_claim_count"
 DEAD_LETTER_QUEUE = "_dead_letter_queue"
