@@ -32,16 +32,18 @@ def request(limit: int = 10, dead_letter: DeadLetterPolicy = DEAD_LETTERS) -> Cl
     return ClaimRequest(claim_id="c-new", now=NOW, ttl=60, grace=30, limit=limit, dead_letter=dead_letter)
 
 
-# -- iso ----------------------------------------------------------------------------
+# -- times as shown (SPEC 2.3: ISO-8601 UTC) ---------------------------------------------------
 
-@pytest.mark.parametrize(("ts", "text"), [
+@pytest.mark.parametrize(("at", "text"), [
     (NOW, NOW_ISO),
     (NOW + 0.999, NOW_ISO),
-    (0.0, "1970-01-01T00:00:00Z"),
     (NOW + 86_400, "2023-11-15T22:13:20Z"),
+    (0.0, "1970-01-01T00:00:00Z"),
 ])
-def test_times_are_shown_as_iso_8601_utc_to_the_second_with_a_z(ts, text):
-    assert policy.iso(ts) == text
+def test_times_are_shown_as_iso_8601_utc_to_the_second_with_a_z(at, text):
+    shown = policy.provenance(message(created=at, dead_letter={"dead_lettered_at": at}))
+    assert (shown["dead_lettered_at"], shown["first_posted_at"]) == (text, text)
+    assert policy.released(message(), {"error": "x"}, at, 10).failures[0]["at"] == text
 
 
 # -- visibility (SPEC 2.4, 2.5; base.py "visible") -----------------------------------
@@ -57,10 +59,9 @@ def test_times_are_shown_as_iso_8601_utc_to_the_second_with_a_z(ts, text):
     ({"claim_id": "c1", "claim_expires": NOW}, True),
     ({"claim_id": "c1", "claim_expires": NOW - 5}, True),
     ({"claim_id": "c1", "claim_expires": NOW + 0.001}, False),
-    ({"claim_id": None, "claim_expires": NOW + 60}, True),
 ], ids=["fresh", "expires-just-after-now", "expires-at-now", "expired", "delay-ends-at-now",
         "delay-ended", "delay-ends-just-after-now", "claim-ends-at-now", "claim-lapsed",
-        "claim-ends-just-after-now", "end-without-claim-id"])
+        "claim-ends-just-after-now"])
 def test_a_message_is_visible_only_unexpired_unclaimed_and_undelayed(fields, visible):
     assert policy.is_visible(message(**fields), NOW) is visible
 
