@@ -3,9 +3,9 @@
 Part of the conformance suite, through the public service and storage
 interfaces only. The racing claimers and the writer killed mid-write run on
 every store (``driver_uri``); the server outage on every store that has a
-server to lose (``restartable_store``: Redis, MongoDB, Swift; embedded SQLite's
-crash is its writer's, the test before it). Each process opens a driver of its
-own on the same store, as the workers of ``zaqar-lite serve`` do.
+server to lose (``restartable_store``: Redis, MongoDB, Swift; embedded SQLite has
+none, its crash is its writer's: the last test). Each process opens a driver of
+its own on the same store, as the workers of ``zaqar-lite serve`` do.
 """
 
 from __future__ import annotations
