@@ -261,15 +261,16 @@ class RestartableSwift:
             self.server.stop_server(kind, signal.SIGKILL)
 
     def start(self) -> None:
-        for kind in SERVERS:
-            self.server.start_server(kind, wait=False)
-        self.server.start_server("proxy")
+        for kind in (*SERVERS, "proxy"):
+            if kind not in self.server.processes:
+                self.server.start_server(kind, wait=False)
+        self.server.wait_ready()
 
 
 @pytest.fixture
 def swift_restartable_store(swift_server):
-    """A store on the session's Swift that the test may kill and restart; running again at the end."""
+    """A store on the session's Swift that the test may kill and restart; all running again at the end."""
     store = RestartableSwift(swift_server)
     yield store
-    if "proxy" not in swift_server.processes:
+    if any(kind not in swift_server.processes for kind in (*SERVERS, "proxy")):
         store.start()
