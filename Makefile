@@ -28,7 +28,8 @@ tempest-venv: $(TEMPEST_STAMP)
 serve: $(STAMP)
 	$(BIN)/zaqar-lite serve
 
-test: $(STAMP) $(TEMPEST_STAMP)
+# lint first: a lint failure fails `make test` before any suite runs
+test: lint $(TEMPEST_STAMP)
 	bash tests/install_servers.sh
 	TEMPEST_VENV=$(TEMPEST_VENV) bash tests/run_all.sh $(BIN)
 
@@ -36,6 +37,7 @@ test: $(STAMP) $(TEMPEST_STAMP)
 tempest: $(STAMP) $(TEMPEST_STAMP)
 	$(BIN)/python -m tests.tempest.run --venv $(TEMPEST_VENV)
 
+# ruff (with a complexity limit) and mypy --strict, both configured in pyproject.toml
 lint: $(STAMP)
 	$(BIN)/ruff check zaqar_lite spark_jobs tests benchmarks
 	$(BIN)/mypy zaqar_lite

@@ -719,6 +719,62 @@ def rate_name(key: str) -> str:
     return key.replace("pairs", "msgs").replace("_per_cpu_s", "/cpu-s").replace("_per_s", "/s")
 
 
+def side_lines(layer: str, result: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Return a layer's row per side, and the notes of the first failure of each side that had one."""
+    lines, notes = [], []
+    for index, (side, f) in enumerate(result["sides"].items()):
+        errors = f.get("failures", 0) + f.get("socket_errors", 0)
+        p99 = f"{f['p99_ms']:8.1f}" if "p99_ms" in f else f"{'-':>8}"
+        delete = f"{f['delete_ms']:8.3f}" if "delete_ms" in f else f"{'-':>8}"
+        claim = f"{f['claim_ms']:9.3f}" if layer == "driver" else f"{f['claim_ms']:9.2f}"
+        lines.append(f"  {layer if index == 0 else '':<7}{side:<13}{f['pairs_per_s']:8.1f}"
+                     f"{f['claims_per_s']:9.1f}{f.get('moved_per_s', 0.0):8.1f}"
+                     f"{f['pairs_per_cpu_s']:11.1f}"
+                     f"{claim}{delete}{p99}{f['empty_claims']:6d}{errors:7d}")
+        if f.get("failure"):
+            notes.append(f"  {layer} {side}: first failure: {f['failure']}")
+    return lines, notes
+
+
+def ratio_lines(layer: str, result: dict[str, Any], metrics: tuple[str, ...],
+                goal: float | None) -> list[str]:
+    """Return a layer's ratios of each metric (with the goal's verdict) and of a claim's CPU time."""
+    lines = []
+    for r in result["ratios"]:
+        for metric in metrics:
+            k = r["by_key"][metric]
+            ratios = k["round_ratios"]
+            verdict = ""
+            if goal is not None and k["ratio"] is not None:
+                verdict = f"; goal >= {goal}: {'met' if k['ratio'] >= goal else 'MISSED'}"
+            spread = f"{min(ratios):.3f}..{max(ratios):.3f}" if ratios else "-"
+            lines.append(f"  {'':<7}ratio {rate_name(metric)} {r['subject']}/{r['reference']} = "
+                         f"{k['ratio']:.3f} (median of {len(ratios)} rounds, range {spread}; "
+                         f"of medians {k['ratio_of_medians']:.3f}){verdict}")
+        if layer == "driver" and r["claim_time_ratio"]:
+            lines.append(f"  {'':<7}      median CPU time of a claim {r['subject']}/{r['reference']} = "
+                         f"{r['claim_time_ratio']:.3f} (higher is slower)")
+    return lines
+
+
+def trace_lines(layer: str, result: dict[str, Any]) -> list[str]:
+    """Return a layer's SQL per claim and delete, and each distinct query plan once."""
+    lines = []
+    for side, trace in result.get("traces", {}).items():
+        lines.append(f"  SQL, {layer} {side}: claim {len(trace['claim'])} statements "
+                     f"({statement_kinds(trace['claim'])}), {trace['claim_wal_pages']:.1f} WAL pages; "
+                     f"delete {len(trace['delete'])} ({statement_kinds(trace['delete'])}), "
+                     f"{trace['delete_wal_pages'] or 0:.1f} WAL pages")
+        seen = set()
+        for plan in trace["plans"]:
+            where = plan["sql"].split(" WHERE ", 1)[-1].split(" AND expires")[0]
+            shape = (where.split(" AND marker")[0], tuple(plan["plan"]))
+            if shape not in seen:
+                seen.add(shape)
+                lines.append(f"    plan of SELECT ... WHERE {where} ...: " + "; ".join(plan["plan"]))
+    return lines
+
+
 def part_lines(key: str, layers: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[str]:
     """Render one part: a row per side and layer, the ratios, the SQL per claim and the plans."""
     name, title, metrics, goal = PARTS[key]
@@ -727,31 +783,9 @@ def part_lines(key: str, layers: dict[str, dict[str, Any]], args: argparse.Names
                  f"{'claim ms':>9}{'del ms':>8}{'p99 ms':>8}{'empty':>6}{'errors':>7}")
     notes = []
     for layer, result in layers.items():
-        for index, (side, f) in enumerate(result["sides"].items()):
-            errors = f.get("failures", 0) + f.get("socket_errors", 0)
-            p99 = f"{f['p99_ms']:8.1f}" if "p99_ms" in f else f"{'-':>8}"
-            delete = f"{f['delete_ms']:8.3f}" if "delete_ms" in f else f"{'-':>8}"
-            claim = f"{f['claim_ms']:9.3f}" if layer == "driver" else f"{f['claim_ms']:9.2f}"
-            lines.append(f"  {layer if index == 0 else '':<7}{side:<13}{f['pairs_per_s']:8.1f}"
-                         f"{f['claims_per_s']:9.1f}{f.get('moved_per_s', 0.0):8.1f}"
-                         f"{f['pairs_per_cpu_s']:11.1f}"
-                         f"{claim}{delete}{p99}{f['empty_claims']:6d}{errors:7d}")
-            if f.get("failure"):
-                notes.append(f"  {layer} {side}: first failure: {f['failure']}")
-        for r in result["ratios"]:
-            for metric in metrics:
-                k = r["by_key"][metric]
-                ratios = k["round_ratios"]
-                verdict = ""
-                if goal is not None and k["ratio"] is not None:
-                    verdict = f"; goal >= {goal}: {'met' if k['ratio'] >= goal else 'MISSED'}"
-                spread = f"{min(ratios):.3f}..{max(ratios):.3f}" if ratios else "-"
-                lines.append(f"  {'':<7}ratio {rate_name(metric)} {r['subject']}/{r['reference']} = "
-                             f"{k['ratio']:.3f} (median of {len(ratios)} rounds, range {spread}; "
-                             f"of medians {k['ratio_of_medians']:.3f}){verdict}")
-            if layer == "driver" and r["claim_time_ratio"]:
-                lines.append(f"  {'':<7}      median CPU time of a claim {r['subject']}/{r['reference']} = "
-                             f"{r['claim_time_ratio']:.3f} (higher is slower)")
+        rows, failures = side_lines(layer, result)
+        lines += rows + ratio_lines(layer, result, metrics, goal)
+        notes += failures
         if key == "c":
             s = result["sides"]["dlq"]
             lines.append(f"  {'':<7}moved {s['moved']} messages to the DLQ while claiming "
@@ -760,18 +794,7 @@ def part_lines(key: str, layers: dict[str, dict[str, Any]], args: argparse.Names
             lines.append(f"  {'':<7}" + "; ".join(f"{k.replace('_', ' ')} {v}"
                                                   for k, v in result["notes"].items()))
     for layer, result in layers.items():
-        for side, trace in result.get("traces", {}).items():
-            lines.append(f"  SQL, {layer} {side}: claim {len(trace['claim'])} statements "
-                         f"({statement_kinds(trace['claim'])}), {trace['claim_wal_pages']:.1f} WAL pages; "
-                         f"delete {len(trace['delete'])} ({statement_kinds(trace['delete'])}), "
-                         f"{trace['delete_wal_pages'] or 0:.1f} WAL pages")
-            seen = set()
-            for plan in trace["plans"]:
-                where = plan["sql"].split(" WHERE ", 1)[-1].split(" AND expires")[0]
-                shape = (where.split(" AND marker")[0], tuple(plan["plan"]))
-                if shape not in seen:
-                    seen.add(shape)
-                    lines.append(f"    plan of SELECT ... WHERE {where} ...: " + "; ".join(plan["plan"]))
+        lines += trace_lines(layer, result)
     return lines + notes
 
 

@@ -643,8 +643,33 @@ def render(results: dict[str, Any], settings: dict[str, Any]) -> str:
         f"{'load':<16}{'server':<15}{'msgs/s':>9}{'x zaqar':>8}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'p99 x zq':>9}{'claim p50':>10}{'claim p99':>10}{'requests':>9}{'non-2xx':>8}{'sockerr':>8}",
     ]
-    notes = []
+    notes: list[str] = []
     loads = results.get("loads", {})
+    lines += load_lines(loads, settings, notes)
+    if loads and REFERENCE in settings["servers"] and SUBJECT in settings["servers"]:
+        lines += goal_lines(loads)
+    if "dlq" in loads:
+        lines.append("messages moved to the DLQ by the mixed load: " + ", ".join(
+            f"{LABELS[s]} {loads['dlq'][s]}" for s in settings["servers"] if s in loads["dlq"]))
+    if "lite-mongodb" in settings["servers"]:
+        notes.append(f"* lite mongodb: zaqar-lite on SecantusDB, a MongoDB wire-protocol server written in "
+                     f"Python (not mongod), indicative only; measured after the others, one "
+                     f"{settings['mongodb_seconds']} s turn per load, claim queue of "
+                     f"{settings['mongodb_claim_queue']} messages.")
+    growth = results.get("growth")
+    if growth:
+        lines += growth_lines(growth, settings, notes)
+    bench = results.get("zaqar_bench")
+    if bench:
+        lines += bench_lines(bench, settings, notes)
+    for part, error in results.get("errors", {}).items():
+        notes.append(f"{part} FAILED: {error.strip().splitlines()[-1]}")
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def load_lines(loads: dict[str, Any], settings: dict[str, Any], notes: list[str]) -> list[str]:
+    """A row per load and server; what went wrong in a turn goes to ``notes``."""
+    lines = []
     for load, title in LOADS.items():
         if load not in loads:
             continue
@@ -658,100 +683,106 @@ def render(results: dict[str, Any], settings: dict[str, Any]) -> str:
                 f"{num(vs.get('messages_per_s'), 2):>8}{num(f['p50_ms'], 2):>8}{num(f['p99_ms'], 1):>8}"
                 f"{num(vs.get('p99_ms'), 2):>9}{num(f['claim_p50_ms'], 2):>10}{num(f['claim_p99_ms'], 1):>10}"
                 f"{f['requests']:>9}{f['failures']:>8}{f['socket_errors']:>8}")
-            if f["failure"]:
-                notes.append(f"{title} on {server}: {f['failures']} not 2xx, first: {f['failure']}")
-            if not f["requests"]:
-                notes.append(f"{title} on {server}: no request was answered within the turn")
-            if f.get("settle_s", 0) > 2:
-                notes.append(f"{title} on {server}: after its turns, {f['settle_s']:.1f} s in all until "
-                             "it had finished the requests wrk left in flight")
-            if f["empty_claims"]:
-                notes.append(f"{title} on {server}: {f['empty_claims']} claims answered 204 "
-                             "(nothing claimable)")
-    if loads and REFERENCE in settings["servers"] and SUBJECT in settings["servers"]:
-        lines.append("")
-        lines.append("goals, zaqar-lite on Redis / Zaqar on Redis, in this run: ratio of the medians over "
-                     "rounds (pooled: all rounds' messages / all rounds' seconds; per round: the ratios "
-                     "within each round):")
-        for load in (name for name in LOADS if name in loads):
-            f = loads[load][SUBJECT]
-            per_round = f["vs_zaqar_per_round"]
-            spread = (f"; per round: median {statistics.median(per_round):.2f}, "
-                      f"{min(per_round):.2f}-{max(per_round):.2f}") if per_round else ""
-            goal = GOALS.get(load)
-            rate = f["vs_zaqar"]["messages_per_s"]
-            pooled = f["vs_zaqar"].get("overall_messages_per_s")
-            judged = rate if rate is not None else pooled
-            verdict = "" if goal is None or judged is None else f", goal >= {goal:.0f}x: " + (
-                "met" if judged >= goal else "NOT met")
-            p99 = f["vs_zaqar"]["p99_ms"]
-            p99_verdict = "" if p99 is None else (", lower: met" if p99 < 1 else ", lower: NOT met")
-            name = "claim, held" if load == "held" else LOADS[load]
-            lines.append(f"  {name:<12} msgs/s {num(rate, 2)}x (pooled {num(pooled, 2)}x{spread}){verdict}; "
-                         f"p99 {num(f['p99_ms'])} vs {num(loads[load][REFERENCE]['p99_ms'])} ms "
-                         f"({num(p99, 2)}x){p99_verdict}")
-            cpu = f["vs_zaqar"].get("cpu_ms_per_msg")
-            if cpu:
-                ref = loads[load][REFERENCE]
-                lines.append(f"  {'':<12} server CPU per message {num(f['cpu_ms_per_msg'], 3)} vs "
-                             f"{num(ref['cpu_ms_per_msg'], 3)} ms (of which Redis "
-                             f"{num(f['store_cpu_ms_per_msg'], 3)} vs "
-                             f"{num(ref['store_cpu_ms_per_msg'], 3)}): "
-                             f"Zaqar uses {1 / cpu:.2f}x as much")
-    if "dlq" in loads:
-        lines.append("messages moved to the DLQ by the mixed load: " + ", ".join(
-            f"{LABELS[s]} {loads['dlq'][s]}" for s in settings["servers"] if s in loads["dlq"]))
-    if "lite-mongodb" in settings["servers"]:
-        notes.append(f"* lite mongodb: zaqar-lite on SecantusDB, a MongoDB wire-protocol server written in "
-                     f"Python (not mongod), indicative only; measured after the others, one "
-                     f"{settings['mongodb_seconds']} s turn per load, claim queue of "
-                     f"{settings['mongodb_claim_queue']} messages.")
-    growth = results.get("growth")
-    if growth:
-        lines += ["", f"claim cost vs queue size, zaqar-lite on Redis: claim limit={CLAIM_LIMIT} + release, "
-                  f"{settings['growth_duration']} s per size in {settings['growth_rounds']} rounds",
-                  f"{'messages':>10}{'claims/s':>10}{'claim p50':>10}{'claim p99':>10}{'p50 all':>9}"
-                  f"{'p99 all':>9}{'non-2xx':>8}"]
-        for size, f in growth.items():
-            lines.append(f"{int(size):>10}{num(f['claims_per_s']):>10}{num(f['claim_p50_ms'], 2):>10}"
-                         f"{num(f['claim_p99_ms'], 1):>10}{num(f['p50_ms'], 2):>9}{num(f['p99_ms'], 1):>9}"
-                         f"{f['failures']:>8}")
-            if f["failure"]:
-                notes.append(f"growth {size}: first failure: {f['failure']}")
-        sizes = list(growth)
-        small, large = growth[sizes[0]], growth[sizes[-1]]
-        lines.append(f"{'ratio':>10}{num(ratio(large['claims_per_s'], small['claims_per_s']), 2):>10}"
-                     f"{num(ratio(large['claim_p50_ms'], small['claim_p50_ms']), 2):>10}"
-                     f"{num(ratio(large['claim_p99_ms'], small['claim_p99_ms']), 2):>10}"
-                     f"   ({int(sizes[-1])} / {int(sizes[0])} messages)")
-    bench = results.get("zaqar_bench")
-    if bench:
-        lines += ["", "zaqar-bench (unmodified, from the same Zaqar package), "
-                  f"{settings['zaqar_bench_seconds']} s, "
-                  + " ".join(ZAQAR_BENCH_ARGS),
-                  f"{'server':<15}{'producer ok/req':>17}{'consumer ok/req':>17}{'observer ok/req':>17}"
-                  f"{'msgs consumed':>15}  every request succeeded"]
-        for server, r in bench.items():
-            if "roles" not in r:
-                lines.append(f"{LABELS[server]:<15} zaqar-bench failed: {r.get('output', '')[-400:]}")
-                continue
-            cells = "".join(f"{r['roles'][role]['succeeded']:>9}/{r['roles'][role]['requests']:<7}"
-                            for role in ("producer", "consumer", "observer"))
-            lines.append(f"{LABELS[server]:<15}{cells}{r['roles']['consumer']['messages'] or 0:>15}  "
-                         f"{'yes' if r['ok'] else 'NO'}")
-            if r["error_lines"]:
-                notes.append(f"zaqar-bench on {server}: {r['error_count']} errors, "
-                             f"first: {r['error_lines'][0]}")
-            recorded = r.get("recorded")
-            if recorded:
-                notes.append(f"zaqar-bench on {server} through the recorder: "
-                             f"{recorded['non_2xx_count']} non-2xx")
-                for x in recorded["non_2xx"][:5]:
-                    notes.append(f"  {x['request']} {x['request_body'][:300]} -> {x['status']} "
-                                 f"{x['response_body'][:500]}")
-    for part, error in results.get("errors", {}).items():
-        notes.append(f"{part} FAILED: {error.strip().splitlines()[-1]}")
-    return "\n".join(lines + ([""] + notes if notes else []))
+            notes += turn_notes(f"{title} on {server}", f)
+    return lines
+
+
+def turn_notes(where: str, f: dict[str, Any]) -> list[str]:
+    """What went wrong in one load's turns on one server."""
+    notes = []
+    if f["failure"]:
+        notes.append(f"{where}: {f['failures']} not 2xx, first: {f['failure']}")
+    if not f["requests"]:
+        notes.append(f"{where}: no request was answered within the turn")
+    if f.get("settle_s", 0) > 2:
+        notes.append(f"{where}: after its turns, {f['settle_s']:.1f} s in all until "
+                     "it had finished the requests wrk left in flight")
+    if f["empty_claims"]:
+        notes.append(f"{where}: {f['empty_claims']} claims answered 204 "
+                     "(nothing claimable)")
+    return notes
+
+
+def goal_lines(loads: dict[str, Any]) -> list[str]:
+    """zaqar-lite on Redis against Zaqar on Redis, load by load, with the goals' verdicts."""
+    lines = ["", "goals, zaqar-lite on Redis / Zaqar on Redis, in this run: ratio of the medians over "
+             "rounds (pooled: all rounds' messages / all rounds' seconds; per round: the ratios "
+             "within each round):"]
+    for load in (name for name in LOADS if name in loads):
+        f = loads[load][SUBJECT]
+        per_round = f["vs_zaqar_per_round"]
+        spread = (f"; per round: median {statistics.median(per_round):.2f}, "
+                  f"{min(per_round):.2f}-{max(per_round):.2f}") if per_round else ""
+        goal = GOALS.get(load)
+        rate = f["vs_zaqar"]["messages_per_s"]
+        pooled = f["vs_zaqar"].get("overall_messages_per_s")
+        judged = rate if rate is not None else pooled
+        verdict = "" if goal is None or judged is None else f", goal >= {goal:.0f}x: " + (
+            "met" if judged >= goal else "NOT met")
+        p99 = f["vs_zaqar"]["p99_ms"]
+        p99_verdict = "" if p99 is None else (", lower: met" if p99 < 1 else ", lower: NOT met")
+        name = "claim, held" if load == "held" else LOADS[load]
+        lines.append(f"  {name:<12} msgs/s {num(rate, 2)}x (pooled {num(pooled, 2)}x{spread}){verdict}; "
+                     f"p99 {num(f['p99_ms'])} vs {num(loads[load][REFERENCE]['p99_ms'])} ms "
+                     f"({num(p99, 2)}x){p99_verdict}")
+        cpu = f["vs_zaqar"].get("cpu_ms_per_msg")
+        if cpu:
+            ref = loads[load][REFERENCE]
+            lines.append(f"  {'':<12} server CPU per message {num(f['cpu_ms_per_msg'], 3)} vs "
+                         f"{num(ref['cpu_ms_per_msg'], 3)} ms (of which Redis "
+                         f"{num(f['store_cpu_ms_per_msg'], 3)} vs "
+                         f"{num(ref['store_cpu_ms_per_msg'], 3)}): "
+                         f"Zaqar uses {1 / cpu:.2f}x as much")
+    return lines
+
+
+def growth_lines(growth: dict[str, Any], settings: dict[str, Any], notes: list[str]) -> list[str]:
+    """The claim cost by queue size, and the ratio of the largest to the smallest."""
+    lines = ["", f"claim cost vs queue size, zaqar-lite on Redis: claim limit={CLAIM_LIMIT} + release, "
+             f"{settings['growth_duration']} s per size in {settings['growth_rounds']} rounds",
+             f"{'messages':>10}{'claims/s':>10}{'claim p50':>10}{'claim p99':>10}{'p50 all':>9}"
+             f"{'p99 all':>9}{'non-2xx':>8}"]
+    for size, f in growth.items():
+        lines.append(f"{int(size):>10}{num(f['claims_per_s']):>10}{num(f['claim_p50_ms'], 2):>10}"
+                     f"{num(f['claim_p99_ms'], 1):>10}{num(f['p50_ms'], 2):>9}{num(f['p99_ms'], 1):>9}"
+                     f"{f['failures']:>8}")
+        if f["failure"]:
+            notes.append(f"growth {size}: first failure: {f['failure']}")
+    sizes = list(growth)
+    small, large = growth[sizes[0]], growth[sizes[-1]]
+    lines.append(f"{'ratio':>10}{num(ratio(large['claims_per_s'], small['claims_per_s']), 2):>10}"
+                 f"{num(ratio(large['claim_p50_ms'], small['claim_p50_ms']), 2):>10}"
+                 f"{num(ratio(large['claim_p99_ms'], small['claim_p99_ms']), 2):>10}"
+                 f"   ({int(sizes[-1])} / {int(sizes[0])} messages)")
+    return lines
+
+
+def bench_lines(bench: dict[str, Any], settings: dict[str, Any], notes: list[str]) -> list[str]:
+    """zaqar-bench's counts per server; its errors and recorded non-2xx exchanges go to ``notes``."""
+    lines = ["", "zaqar-bench (unmodified, from the same Zaqar package), "
+             f"{settings['zaqar_bench_seconds']} s, "
+             + " ".join(ZAQAR_BENCH_ARGS),
+             f"{'server':<15}{'producer ok/req':>17}{'consumer ok/req':>17}{'observer ok/req':>17}"
+             f"{'msgs consumed':>15}  every request succeeded"]
+    for server, r in bench.items():
+        if "roles" not in r:
+            lines.append(f"{LABELS[server]:<15} zaqar-bench failed: {r.get('output', '')[-400:]}")
+            continue
+        cells = "".join(f"{r['roles'][role]['succeeded']:>9}/{r['roles'][role]['requests']:<7}"
+                        for role in ("producer", "consumer", "observer"))
+        lines.append(f"{LABELS[server]:<15}{cells}{r['roles']['consumer']['messages'] or 0:>15}  "
+                     f"{'yes' if r['ok'] else 'NO'}")
+        if r["error_lines"]:
+            notes.append(f"zaqar-bench on {server}: {r['error_count']} errors, "
+                         f"first: {r['error_lines'][0]}")
+        recorded = r.get("recorded")
+        if recorded:
+            notes.append(f"zaqar-bench on {server} through the recorder: "
+                         f"{recorded['non_2xx_count']} non-2xx")
+            for x in recorded["non_2xx"][:5]:
+                notes.append(f"  {x['request']} {x['request_body'][:300]} -> {x['status']} "
+                             f"{x['response_body'][:500]}")
+    return lines
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -839,6 +870,43 @@ def guarded(part: str, results: dict[str, Any], run: Callable[[], Any]) -> Any:
         return None
 
 
+def start_server(server: str, args: argparse.Namespace, venv: Path, gunicorn: dict[str, Any], tmp: Path,
+                 stack: contextlib.ExitStack) -> str:
+    """Start one server (and its Redis), to be stopped by ``stack``; return its URL."""
+    from tests.servers.redis import RedisServer
+
+    log(f"starting {server}")
+    store_pids: list[int] = []
+    if server in ("zaqar", "lite-redis"):
+        redis_dir = tmp / f"redis-{server}"
+        redis_dir.mkdir()
+        redis = RedisServer(redis_dir)
+        redis.start()
+        stack.callback(redis.stop)
+        store_pids = [redis.pid] if redis.pid else []
+    if server == "zaqar":
+        config = write_zaqar_files(tmp / "zaqar-app", redis.uri().removesuffix("/0"))
+        command = zaqar_command(venv, tmp / "zaqar-app", gunicorn)
+        env = {"ZAQAR_BENCH_CONFIG": str(config)}
+    elif server == "lite-redis":
+        command, env = lite_command(redis.uri(), args.workers), {}
+    else:
+        command, env = lite_command(f"sqlite:///{tmp}/bench.db", args.workers), {}
+    url: str = stack.enter_context(serving(command, tmp / server, env=env, cwd=REPO))
+    watch(url, sessions=[SESSIONS[url]], pids=store_pids)
+    return url
+
+
+def add_mongodb(results: dict[str, Any], mongodb: dict[str, Any] | None) -> None:
+    """Add the MongoDB column, measured on its own after the others, to the loads' figures."""
+    if mongodb is None:
+        return
+    loads = results.setdefault("loads", {})
+    for load in (name for name in LOADS if name in mongodb):
+        loads.setdefault(load, {})["lite-mongodb"] = mongodb[load]
+    loads.setdefault("fill_seconds", {})["lite-mongodb"] = mongodb["fill_seconds"]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start every server, run the loads, the growth and zaqar-bench, print the figures."""
     args = parse_args(argv)
@@ -859,35 +927,14 @@ def main(argv: list[str] | None = None) -> None:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
         "load_average_before": os.getloadavg(),
     }
-    from tests.servers.redis import RedisServer
-
     main_servers = [] if args.skip_loads else [s for s in args.servers if s != "lite-mongodb"]
     wanted = set(main_servers) | set(args.zaqar_bench_servers)
     if args.growth_sizes:
         wanted.add("lite-redis")
     with tempfile.TemporaryDirectory(prefix="zaqar-compare-") as tmp_name, contextlib.ExitStack() as stack:
         tmp = Path(tmp_name)
-        urls: dict[str, str] = {}
-        for server in (s for s in SERVERS if s in wanted):
-            log(f"starting {server}")
-            store_pids: list[int] = []
-            if server in ("zaqar", "lite-redis"):
-                redis_dir = tmp / f"redis-{server}"
-                redis_dir.mkdir()
-                redis = RedisServer(redis_dir)
-                redis.start()
-                stack.callback(redis.stop)
-                store_pids = [redis.pid] if redis.pid else []
-            if server == "zaqar":
-                config = write_zaqar_files(tmp / "zaqar-app", redis.uri().removesuffix("/0"))
-                command = zaqar_command(venv, tmp / "zaqar-app", gunicorn)
-                env = {"ZAQAR_BENCH_CONFIG": str(config)}
-            elif server == "lite-redis":
-                command, env = lite_command(redis.uri(), args.workers), {}
-            else:
-                command, env = lite_command(f"sqlite:///{tmp}/bench.db", args.workers), {}
-            urls[server] = stack.enter_context(serving(command, tmp / server, env=env, cwd=REPO))
-            watch(urls[server], sessions=[SESSIONS[urls[server]]], pids=store_pids)
+        urls = {server: start_server(server, args, venv, gunicorn, tmp, stack)
+                for server in SERVERS if server in wanted}
         results: dict[str, Any] = {}
         if main_servers:
             results["loads"] = run_loads(args, {s: urls[s] for s in main_servers})
@@ -898,12 +945,7 @@ def main(argv: list[str] | None = None) -> None:
                                              lambda: run_zaqar_bench(args, venv, urls, tmp))
         stack.close()  # stop the others before the MongoDB column starts
         if not args.skip_loads and "lite-mongodb" in args.servers:
-            mongodb = guarded("lite-mongodb", results, lambda: run_mongodb(args, tmp))
-            if mongodb is not None:
-                loads = results.setdefault("loads", {})
-                for load in (name for name in LOADS if name in mongodb):
-                    loads.setdefault(load, {})["lite-mongodb"] = mongodb[load]
-                loads.setdefault("fill_seconds", {})["lite-mongodb"] = mongodb["fill_seconds"]
+            add_mongodb(results, guarded("lite-mongodb", results, lambda: run_mongodb(args, tmp)))
         settings["servers"] = [s for s in SERVERS if s in args.servers and
                                s in results.get("loads", {}).get("post", {})]
         if "loads" in results:

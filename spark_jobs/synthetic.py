@@ -339,7 +339,7 @@ def dead_lettered_messages(
     seconds to minutes apart, with provenance as ``claims.policy.dead_lettered``
     writes it.
     """
-    from zaqar_lite.claims.policy import iso
+    from zaqar_lite.clock import iso_utc
     from zaqar_lite.models import Message
 
     now = time.time() if now is None else now
@@ -359,7 +359,7 @@ def dead_lettered_messages(
             reason = failure_for(produced, attempt, rng) or {}
             failures.append(
                 {
-                    "at": iso(at),
+                    "at": iso_utc(at),
                     "claim_count": attempt,
                     "error_type": reason.get("error_type"),
                     "error": reason.get("error"),

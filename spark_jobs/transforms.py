@@ -129,20 +129,15 @@ def signature_members(dead_letters: DataFrame) -> DataFrame:
 # -- payload shapes -------------------------------------------------------------------------------
 
 
+#: Python type -> JSON type name, in the order they are tried (bool is an int)
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"), (int, "integer"), (float, "number"),
+    (str, "string"), (dict, "object"), (list, "array"),
+)
+
+
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
 def body_paths(body: str | None) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 Clock = Callable[[], float]
 
@@ -25,3 +26,8 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         """Move the clock forward."""
         self.now += seconds
+
+
+def iso_utc(ts: float) -> str:
+    """Format POSIX seconds as ISO-8601 UTC with a ``Z`` (``2026-01-31T12:00:00Z``)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -274,6 +274,67 @@ def _read_token_file(path: str) -> dict[str, tuple[str, str]]:
     return _read_tokens(pairs, path)
 
 
+def _storage_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[storage]``."""
+    values: dict[str, Any] = {}
+    uri = get("storage", "uri")
+    if uri:
+        values["storage_uri"] = uri
+    raw = get("storage", "queue_cache_size")
+    if raw is not None:
+        if not (raw.strip().isascii() and raw.strip().isdigit()):
+            raise ValueError(f"[storage] queue_cache_size must be a whole number (0 or more), got {raw!r}")
+        values["queue_cache_size"] = int(raw)
+    return values
+
+
+def _server_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read and check ``[server]``."""
+    values: dict[str, Any] = {}
+    for key, kind in _SERVER_KEYS.items():
+        raw = get("server", key)
+        if raw is not None:
+            try:
+                values[key] = kind(raw)
+            except ValueError:
+                what = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+                raise ValueError(f"[server] {key} must be {what}, got {raw!r}") from None
+    _check_server(values)
+    return values
+
+
+def _auth_values(get: Callable[[str, str], str | None],
+                 parser: configparser.ConfigParser) -> dict[str, Any]:
+    """Read ``[auth]`` and the tokens, from ``[tokens]`` and then ``[auth] token_file``."""
+    values: dict[str, Any] = {}
+    strategy = get("auth", "strategy")
+    if strategy is not None:
+        if strategy not in ("noauth", "token"):
+            raise ValueError("[auth] strategy must be 'noauth' or 'token'")
+        values["auth_strategy"] = strategy
+    tokens: dict[str, tuple[str, str]] = {}
+    if parser.has_section("tokens"):
+        tokens.update(_read_tokens(parser.items("tokens"), "[tokens]"))
+    token_file = get("auth", "token_file")
+    if token_file:
+        tokens.update(_read_token_file(token_file))
+    values["tokens"] = tokens
+    return values
+
+
+def _limits(get: Callable[[str, str], str | None]) -> Limits:
+    """Read ``[limits]``."""
+    limit_values = {}
+    for field in dataclasses.fields(Limits):
+        raw = get("limits", field.name)
+        if raw is not None:
+            try:
+                limit_values[field.name] = int(raw)
+            except ValueError:
+                raise ValueError(f"[limits] {field.name} must be an integer, got {raw!r}") from None
+    return Limits(**limit_values)
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Load settings from an ini file, the environment and explicit overrides.
 
@@ -304,46 +365,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         return None
 
     values: dict[str, Any] = {}
-    uri = get("storage", "uri")
-    if uri:
-        values["storage_uri"] = uri
-    raw = get("storage", "queue_cache_size")
-    if raw is not None:
-        if not (raw.strip().isascii() and raw.strip().isdigit()):
-            raise ValueError(f"[storage] queue_cache_size must be a whole number (0 or more), got {raw!r}")
-        values["queue_cache_size"] = int(raw)
-    for key, kind in _SERVER_KEYS.items():
-        raw = get("server", key)
-        if raw is not None:
-            try:
-                values[key] = kind(raw)
-            except ValueError:
-                what = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
-                raise ValueError(f"[server] {key} must be {what}, got {raw!r}") from None
-    _check_server(values)
+    values.update(_storage_values(get))
+    values.update(_server_values(get))
     values.update(_transport_values(get))
-    strategy = get("auth", "strategy")
-    if strategy is not None:
-        if strategy not in ("noauth", "token"):
-            raise ValueError("[auth] strategy must be 'noauth' or 'token'")
-        values["auth_strategy"] = strategy
-    tokens: dict[str, tuple[str, str]] = {}
-    if parser.has_section("tokens"):
-        tokens.update(_read_tokens(parser.items("tokens"), "[tokens]"))
-    token_file = get("auth", "token_file")
-    if token_file:
-        tokens.update(_read_token_file(token_file))
-    values["tokens"] = tokens
-
-    limit_values = {}
-    for field in dataclasses.fields(Limits):
-        raw = get("limits", field.name)
-        if raw is not None:
-            try:
-                limit_values[field.name] = int(raw)
-            except ValueError:
-                raise ValueError(f"[limits] {field.name} must be an integer, got {raw!r}") from None
-    values["limits"] = Limits(**limit_values)
+    values.update(_auth_values(get, parser))
+    values["limits"] = _limits(get)
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})

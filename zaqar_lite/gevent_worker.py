@@ -124,7 +124,7 @@ class AcceptBalance:
 
     def delay(self, slot: int) -> float:
         """Seconds a worker in ``slot`` waits before accepting."""
-        counts = list(self.counts)
+        counts: list[int] = list(self.counts)
         return min((counts[slot] - min(counts)) * ACCEPT_DELAY_STEP, ACCEPT_DELAY_MAX)
 
 

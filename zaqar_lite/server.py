@@ -26,7 +26,7 @@ LOG = logging.getLogger(__name__)
 WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
 
 
-def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App:
+def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App[falcon.Request, falcon.Response]:
     """Build one worker's app (its own store connection) and start its sweeper thread."""
     messaging = Messaging(open_storage(settings.storage_uri, settings.queue_cache_size), settings)
     if with_sweeper:
@@ -70,7 +70,7 @@ class Server(BaseApplication):  # type: ignore[misc]
         for key, value in options.items():
             self.cfg.set(key, value)
 
-    def load(self) -> falcon.App:
+    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
         """Build the app inside a worker."""
         return worker_app(self.settings)
 

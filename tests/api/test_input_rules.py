@@ -50,6 +50,50 @@ def test_names_with_dots_that_are_not_dot_segments_stay_valid(client):
         assert client.simulate_put(f"/v2/queues/{name}").status_code == 201, name
 
 
+QUEUE_NAME_RULE = ("Queue names may not be more than 64 characters long, may only contain ASCII letters, "
+                   "digits, underscores, dashes and periods, and may not be . or .. "
+                   "(which URL clients rewrite).")
+#: every method of every route with a {queue} field (api/middleware.py QueueNameCheck guards them all)
+QUEUE_ROUTES = [
+    ("PUT", ""), ("GET", ""), ("PATCH", ""), ("DELETE", ""), ("GET", "/stats"), ("POST", "/purge"),
+    ("POST", "/redrive"), ("POST", "/messages"), ("GET", "/messages"), ("DELETE", "/messages"),
+    ("GET", "/messages/m1"), ("DELETE", "/messages/m1"), ("POST", "/messages/m1/release"),
+    ("POST", "/claims"), ("GET", "/claims/c1"), ("PATCH", "/claims/c1"), ("DELETE", "/claims/c1"),
+    ("POST", "/subscriptions"), ("GET", "/subscriptions"), ("GET", "/subscriptions/s1"),
+    ("PATCH", "/subscriptions/s1"), ("DELETE", "/subscriptions/s1"), ("PUT", "/subscriptions/s1/confirm"),
+    ("POST", "/subscriptions/s1/resume"),
+]
+
+
+@pytest.mark.parametrize("name", ["bad!name", "a" * 65])
+@pytest.mark.parametrize("method,suffix", QUEUE_ROUTES)
+def test_every_queue_route_refuses_a_bad_queue_name_first(client, method, suffix, name):
+    result = client.simulate_request(method, f"/v2/queues/{name}{suffix}",
+                                     params={"ids": "m1", "claim_id": "c1"},
+                                     json={"messages": [{"body": 1}], "subscriber": "http://127.0.0.1:9/"})
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == QUEUE_NAME_RULE
+    assert client.simulate_get("/v2/queues").json["queues"] == []
+
+
+def test_a_bad_queue_name_on_a_method_the_route_does_not_serve_is_a_405(client):
+    result = client.simulate_post("/v2/queues/bad!name")
+    assert_error(result, 405, "Method not allowed")
+    assert result.headers["allow"] == "DELETE, GET, PATCH, PUT, OPTIONS"
+
+
+def test_options_on_a_bad_queue_name_lists_the_methods(client):
+    result = client.simulate_options("/v2/queues/bad!name/stats")
+    assert result.status_code == 200
+    assert result.headers["allow"] == "GET"
+
+
+def test_a_bad_queue_name_without_a_client_id_is_refused_for_the_header_first(client):
+    result = client.simulate_get("/v2/queues/bad!name", headers={"Client-ID": ""})
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == "The Client-ID header is required."
+
+
 @pytest.mark.parametrize("name", [".", ".."])
 def test_a_dead_letter_queue_or_redrive_destination_may_not_be_a_dot_segment(client, name):
     assert_error(client.simulate_put(Q, json={"_dead_letter_queue": name}), 400)

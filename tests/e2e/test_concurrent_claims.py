@@ -66,17 +66,23 @@ def consume(base_url: str, project: str, queue: str, release_every: int,
                 report["handed_out"].append({"id": message["id"], "claim_id": claim_id,
                                              "body": message["body"], "href": message["href"],
                                              "claim_count": message["claim_count"]})
-            if release_every and claims % release_every == 0:
-                released = api.delete(f"/v2/queues/{queue}/claims/{claim_id}")
-                if released.status_code != 204:
-                    report["failures"].append(f"release: {released.status_code} {released.text}")
-                continue
-            for message in messages:
-                deleted = api.delete(f"/v2/queues/{queue}/messages/{message['id']}",
-                                     params={"claim_id": claim_id})
-                if deleted.status_code != 204:
-                    report["failures"].append(f"delete {message['id']}: {deleted.status_code} {deleted.text}")
+            release = bool(release_every) and claims % release_every == 0
+            report["failures"].extend(finish_claim(api, queue, claim_id, messages, release))
     results.put(report)
+
+
+def finish_claim(api: ApiSession, queue: str, claim_id: str, messages: list[dict[str, Any]],
+                 release: bool) -> list[str]:
+    """Release a claim, or delete each of its messages with the claim id; return the failures."""
+    if release:
+        released = api.delete(f"/v2/queues/{queue}/claims/{claim_id}")
+        return [] if released.status_code == 204 else [f"release: {released.status_code} {released.text}"]
+    failures = []
+    for message in messages:
+        deleted = api.delete(f"/v2/queues/{queue}/messages/{message['id']}", params={"claim_id": claim_id})
+        if deleted.status_code != 204:
+            failures.append(f"delete {message['id']}: {deleted.status_code} {deleted.text}")
+    return failures
 
 
 def post_numbered(api: ApiSession, queue: str, count: int) -> dict[str, int]:

@@ -74,69 +74,117 @@ class Twins:
         self.both("list_queues", P, marker=None, limit=10, name=None, filters={})
 
 
+class Walk:
+    """One random walk over both stores: a step draws a queue, a known claim and message, and an operation."""
+
+    def __init__(self, twins: Twins, rnd: random.Random) -> None:
+        self.twins, self.rnd = twins, rnd
+        self.ids: list[str] = []
+        self.claims: list[tuple[str, str]] = []
+        self.queue = Q
+        self.known_claim = (Q, "no-claim")
+        self.message_id = "no-message"
+
+    def setup(self) -> None:
+        """Most walks start with a dead-letter queue and random reserved metadata."""
+        rnd, twins = self.rnd, self.twins
+        if rnd.random() < 0.75:
+            twins.both("create_queue", P, DLQ, {})
+            metadata: dict[str, Any] = {"_max_claim_count": rnd.randint(1, 3), "_dead_letter_queue": DLQ,
+                                        "_dead_letter_on_expiry": rnd.random() < 0.5}
+            if rnd.random() < 0.4:
+                metadata["_dead_letter_queue_messages_ttl"] = rnd.choice([60, 600])
+            if rnd.random() < 0.3:
+                metadata["_default_message_delay"] = 30
+            twins.both("create_queue", P, Q, metadata)
+
+    def step(self) -> None:
+        """Draw and run one operation on both stores, then compare their queues."""
+        rnd = self.rnd
+        self.queue = Q if rnd.random() < 0.85 else DLQ
+        self.known_claim = rnd.choice(self.claims) if self.claims else (self.queue, "no-claim")
+        self.message_id = rnd.choice(self.ids + ["no-message"]) if self.ids else "no-message"
+        op = rnd.random()
+        next(action for bound, action in OPERATIONS if op < bound)(self)
+        self.twins.observe(self.ids)
+
+    def post(self) -> None:
+        rnd = self.rnd
+        items = [{"body": {"n": len(self.ids) + i}, "ttl": rnd.choice([None, 60, 120, 600]),
+                  "delay": rnd.choice([None, None, 0, 30, 120]), "dlq_eligible": rnd.random() < 0.8}
+                 for i in range(rnd.randint(1, 3))]
+        outcome = self.twins.both("post", P, self.queue, rnd.choice(["c1", "c2"]), items, 10)
+        self.ids.extend(outcome[1])
+
+    def claim(self) -> None:
+        rnd = self.rnd
+        limit, ttl, grace = rnd.randint(1, 4), rnd.choice([60, 90]), rnd.choice([0, 30, 60])
+        outcome = self.twins.both("claim", P, self.queue, limit, ttl, grace, pick=lambda r: r[:2])
+        if outcome[1][1]:
+            self.claims.append((self.queue, outcome[1][0]))
+
+    def advance(self) -> None:
+        self.twins.clock.advance(self.rnd.choice([1, 10, 31, 61, 130]))
+
+    def sweep(self) -> None:
+        self.twins.both("sweep")
+
+    def delete_message(self) -> None:
+        claim_id = self.rnd.choice([None, "no-claim", self.known_claim[1]])
+        self.twins.both("delete_message", P, self.queue, self.message_id, claim_id)
+
+    def delete_messages(self) -> None:
+        chosen = self.rnd.sample(self.ids, min(len(self.ids), 3))
+        claim_ids = self.rnd.choice([None, [c for _, c in self.claims[-2:]]])
+        self.twins.both("delete_messages", P, self.queue, chosen, claim_ids)
+
+    def pop(self) -> None:
+        self.twins.both("pop", P, self.queue, self.rnd.randint(1, 3), pick=lambda r: r[0])
+
+    def release_claim(self) -> None:
+        self.twins.both("release_claim", P, *self.known_claim)
+
+    def release_message(self) -> None:
+        reason = self.rnd.choice([None, {"error": "timeout 30s", "error_type": "Timeout"}])
+        queue, claim_id = self.known_claim
+        self.twins.both("release_message", P, queue, self.message_id, claim_id, reason)
+
+    def renew_claim(self) -> None:
+        self.twins.both("renew_claim", P, *self.known_claim, self.rnd.choice([60, 120]), 30)
+
+    def get_claim(self) -> None:
+        self.twins.both("get_claim", P, *self.known_claim, pick=lambda r: r[:2])
+
+    def purge(self) -> None:
+        self.twins.both("purge", P, self.queue, ["messages"])
+
+    def delete_queue(self) -> None:
+        self.twins.both("delete_queue", P, self.queue)
+
+    def redrive(self) -> None:
+        rnd = self.rnd
+        request = RedriveRequest(limit=rnd.randint(1, 4), destination=rnd.choice([None, None, REPLAY]),
+                                 dry_run=rnd.random() < 0.2,
+                                 filter=RedriveFilter(error_type=rnd.choice([None, None, "Timeout"])))
+        self.twins.both("redrive", P, DLQ, request, pick=lambda r: r[0])
+
+
+#: (upper bound of the draw, operation): a step runs the first whose bound its draw is under
+OPERATIONS: list[tuple[float, Callable[[Walk], None]]] = [
+    (0.22, Walk.post), (0.42, Walk.claim), (0.5, Walk.advance), (0.55, Walk.sweep),
+    (0.62, Walk.delete_message), (0.66, Walk.delete_messages), (0.7, Walk.pop),
+    (0.76, Walk.release_claim), (0.83, Walk.release_message), (0.88, Walk.renew_claim),
+    (0.93, Walk.get_claim), (0.95, Walk.purge), (0.96, Walk.delete_queue), (1.0, Walk.redrive),
+]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_operation_sequences_match_the_sqlite_reference(seed, tmp_path, redis_store_uri):
-    rnd = random.Random(seed)
     twins = Twins(f"sqlite:///{tmp_path}/reference.db?synchronous=normal", redis_store_uri)
-    ids: list[str] = []
-    claims: list[tuple[str, str]] = []
-    if rnd.random() < 0.75:
-        twins.both("create_queue", P, DLQ, {})
-        metadata: dict[str, Any] = {"_max_claim_count": rnd.randint(1, 3), "_dead_letter_queue": DLQ,
-                                    "_dead_letter_on_expiry": rnd.random() < 0.5}
-        if rnd.random() < 0.4:
-            metadata["_dead_letter_queue_messages_ttl"] = rnd.choice([60, 600])
-        if rnd.random() < 0.3:
-            metadata["_default_message_delay"] = 30
-        twins.both("create_queue", P, Q, metadata)
+    walk = Walk(twins, random.Random(seed))
+    walk.setup()
     for _ in range(STEPS):
-        queue = Q if rnd.random() < 0.85 else DLQ
-        known_claim = rnd.choice(claims) if claims else (queue, "no-claim")
-        message_id = rnd.choice(ids + ["no-message"]) if ids else "no-message"
-        op = rnd.random()
-        if op < 0.22:
-            items = [{"body": {"n": len(ids) + i}, "ttl": rnd.choice([None, 60, 120, 600]),
-                      "delay": rnd.choice([None, None, 0, 30, 120]), "dlq_eligible": rnd.random() < 0.8}
-                     for i in range(rnd.randint(1, 3))]
-            outcome = twins.both("post", P, queue, rnd.choice(["c1", "c2"]), items, 10)
-            ids.extend(outcome[1])
-        elif op < 0.42:
-            limit, ttl, grace = rnd.randint(1, 4), rnd.choice([60, 90]), rnd.choice([0, 30, 60])
-            outcome = twins.both("claim", P, queue, limit, ttl, grace, pick=lambda r: r[:2])
-            if outcome[1][1]:
-                claims.append((queue, outcome[1][0]))
-        elif op < 0.5:
-            twins.clock.advance(rnd.choice([1, 10, 31, 61, 130]))
-        elif op < 0.55:
-            twins.both("sweep")
-        elif op < 0.62:
-            claim_id = rnd.choice([None, "no-claim", known_claim[1]])
-            twins.both("delete_message", P, queue, message_id, claim_id)
-        elif op < 0.66:
-            chosen = rnd.sample(ids, min(len(ids), 3))
-            claim_ids = rnd.choice([None, [c for _, c in claims[-2:]]])
-            twins.both("delete_messages", P, queue, chosen, claim_ids)
-        elif op < 0.7:
-            twins.both("pop", P, queue, rnd.randint(1, 3), pick=lambda r: r[0])
-        elif op < 0.76:
-            twins.both("release_claim", P, *known_claim)
-        elif op < 0.83:
-            reason = rnd.choice([None, {"error": "timeout 30s", "error_type": "Timeout"}])
-            twins.both("release_message", P, known_claim[0], message_id, known_claim[1], reason)
-        elif op < 0.88:
-            twins.both("renew_claim", P, *known_claim, rnd.choice([60, 120]), 30)
-        elif op < 0.93:
-            twins.both("get_claim", P, *known_claim, pick=lambda r: r[:2])
-        elif op < 0.95:
-            twins.both("purge", P, queue, ["messages"])
-        elif op < 0.96:
-            twins.both("delete_queue", P, queue)
-        else:
-            request = RedriveRequest(limit=rnd.randint(1, 4), destination=rnd.choice([None, None, REPLAY]),
-                                     dry_run=rnd.random() < 0.2,
-                                     filter=RedriveFilter(error_type=rnd.choice([None, None, "Timeout"])))
-            twins.both("redrive", P, DLQ, request, pick=lambda r: r[0])
-        twins.observe(ids)
+        walk.step()
 
 
 def test_redrives_match_the_sqlite_reference(tmp_path, redis_store_uri):

@@ -211,78 +211,82 @@ class KeystoneStandin:
         ]
 
 
-def _handler(keystone: KeystoneStandin) -> type[BaseHTTPRequestHandler]:
-    routes = keystone.routes()
+class KeystoneHandler(BaseHTTPRequestHandler):
+    """The stand-in's HTTP handler; :func:`_handler` binds it to one :class:`KeystoneStandin`."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base signature
-            pass
+    keystone: KeystoneStandin
+    routes: list[tuple[str, str, int, Callable[..., Any]]]
 
-        def _send(self, status: int, body: dict[str, Any] | None, token: str | None = None) -> None:
-            data = json.dumps(body).encode() if body is not None else b""
-            self.send_response(status)
-            if body is not None:
-                self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if token is not None:
-                self.send_header("X-Subject-Token", token)
-            self.end_headers()
-            self.wfile.write(data)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base signature
+        pass
 
-        def _error(self, status: int, title: str, message: str) -> None:
-            self._send(status, {"error": {"code": status, "title": title, "message": message}})
+    def _send(self, status: int, body: dict[str, Any] | None, token: str | None = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if token is not None:
+            self.send_header("X-Subject-Token", token)
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(length)) if length else None
+    def _error(self, status: int, title: str, message: str) -> None:
+        self._send(status, {"error": {"code": status, "title": title, "message": message}})
 
-        def _tokens(self) -> None:
-            if self.command == "GET":
-                user = keystone.by_token(self.headers.get("X-Subject-Token"))
-                if user is None:
-                    self._error(404, "Not Found", "The token is not known.")
-                else:
-                    self._send(200, keystone.token_body(user), self.headers.get("X-Subject-Token"))
-                return
-            try:
-                auth = self._body()["auth"]
-            except (ValueError, KeyError, TypeError):
-                self._error(400, "Bad Request", "Expected a JSON body with an 'auth' object.")
-                return
-            user = keystone.authenticate(auth)
-            if user is None or user.project is None:
-                self._error(401, "Unauthorized", "The request you have made requires authentication.")
-                return
-            self._send(201, keystone.token_body(user), user.project.token)
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length)) if length else None
 
-        def _dispatch(self) -> None:
-            url = urlsplit(self.path)
-            path = url.path.rstrip("/")
-            if self.command == "GET" and path in ("", "/v3"):
-                self._send(200, {"version": {
-                    "id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
-                    "links": [{"rel": "self", "href": f"{keystone.url}/v3/"}],
-                    "media-types": [{"base": "application/json",
-                                     "type": "application/vnd.openstack.identity-v3+json"}]}})
-                return
-            if path == "/v3/auth/tokens" and self.command in ("GET", "POST"):
-                self._tokens()
-                return
-            if keystone.by_token(self.headers.get("X-Auth-Token")) is None:
-                self._error(401, "Unauthorized", "The request you have made requires authentication.")
-                return
-            for method, pattern, status, handler in routes:
-                match = re.fullmatch(pattern, path)
-                if method == self.command and match:
-                    try:
-                        body = handler(parse_qs(url.query), self._body(), **match.groupdict())
-                    except (NotFound, KeyError) as exc:
-                        self._error(404, "Not Found", str(exc))
-                        return
-                    self._send(status, body)
+    def _tokens(self) -> None:
+        if self.command == "GET":
+            user = self.keystone.by_token(self.headers.get("X-Subject-Token"))
+            if user is None:
+                self._error(404, "Not Found", "The token is not known.")
+            else:
+                self._send(200, self.keystone.token_body(user), self.headers.get("X-Subject-Token"))
+            return
+        try:
+            auth = self._body()["auth"]
+        except (ValueError, KeyError, TypeError):
+            self._error(400, "Bad Request", "Expected a JSON body with an 'auth' object.")
+            return
+        user = self.keystone.authenticate(auth)
+        if user is None or user.project is None:
+            self._error(401, "Unauthorized", "The request you have made requires authentication.")
+            return
+        self._send(201, self.keystone.token_body(user), user.project.token)
+
+    def _dispatch(self) -> None:
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/")
+        if self.command == "GET" and path in ("", "/v3"):
+            self._send(200, {"version": {
+                "id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
+                "links": [{"rel": "self", "href": f"{self.keystone.url}/v3/"}],
+                "media-types": [{"base": "application/json",
+                                 "type": "application/vnd.openstack.identity-v3+json"}]}})
+            return
+        if path == "/v3/auth/tokens" and self.command in ("GET", "POST"):
+            self._tokens()
+            return
+        if self.keystone.by_token(self.headers.get("X-Auth-Token")) is None:
+            self._error(401, "Unauthorized", "The request you have made requires authentication.")
+            return
+        for method, pattern, status, handler in self.routes:
+            match = re.fullmatch(pattern, path)
+            if method == self.command and match:
+                try:
+                    body = handler(parse_qs(url.query), self._body(), **match.groupdict())
+                except (NotFound, KeyError) as exc:
+                    self._error(404, "Not Found", str(exc))
                     return
-            self._error(404, "Not Found", f"{self.command} {path} is not served by this stand-in.")
+                self._send(status, body)
+                return
+        self._error(404, "Not Found", f"{self.command} {path} is not served by this stand-in.")
 
-        do_GET = do_POST = do_PUT = do_DELETE = _dispatch  # noqa: N815 - http.server's names
+    do_GET = do_POST = do_PUT = do_DELETE = _dispatch  # noqa: N815 - http.server's names
 
-    return Handler
+
+def _handler(keystone: KeystoneStandin) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (KeystoneHandler,), {"keystone": keystone, "routes": keystone.routes()})

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, versions
 from zaqar_lite.api import errors as api_errors
-from zaqar_lite.api.middleware import RequestContext
+from zaqar_lite.api.middleware import QueueNameCheck, RequestContext
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
+from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 from zaqar_lite.storage.base import Storage
 
+#: the application falcon builds: WSGI requests and responses
+WsgiApp: TypeAlias = falcon.App[falcon.Request, falcon.Response]
 
-def routes(messaging: Messaging) -> list[tuple[str, object]]:
-    """Return the route table: every URI template with its resource."""
+
+def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tuple[str, object]]:
+    """Return the route table: every URI template with its resource.
+
+    Args:
+        messaging: the messaging service every resource calls.
+        subs: the subscription service of the subscription resources (by default
+            one over the messaging service's store, settings and clock).
+    """
+    subs = subs or subscription_service(messaging)
     q = "/v2/queues/{queue}"
     return [
         ("/", versions.VersionsResource()),
@@ -25,7 +38,7 @@ def routes(messaging: Messaging) -> list[tuple[str, object]]:
         ("/v2/health", health.Health(messaging)),
         ("/v2/queues", queues.QueueCollection(messaging)),
         (q, queues.QueueItem(messaging)),
-        (q + "/stats", queues.QueueStats(messaging)),
+        (q + "/stats", queues.QueueStatsResource(messaging)),
         (q + "/purge", queues.QueuePurge(messaging)),
         (q + "/redrive", redrive.QueueRedrive(messaging)),
         (q + "/messages", messages.MessageCollection(messaging)),
@@ -33,16 +46,16 @@ def routes(messaging: Messaging) -> list[tuple[str, object]]:
         (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
         (q + "/claims", claims.ClaimCollection(messaging)),
         (q + "/claims/{claim_id}", claims.ClaimItem(messaging)),
-        (q + "/subscriptions", subscriptions.SubscriptionCollection(messaging)),
-        (q + "/subscriptions/{subscription_id}", subscriptions.SubscriptionItem(messaging)),
-        (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging)),
-        (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging)),
-        ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging)),
+        (q + "/subscriptions", subscriptions.SubscriptionCollection(messaging, subs)),
+        (q + "/subscriptions/{subscription_id}", subscriptions.SubscriptionItem(messaging, subs)),
+        (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging, subs)),
+        (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging, subs)),
+        ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
     ]
 
 
 def create_app(settings: Settings, storage: Storage | None = None,
-               clock: Clock = wall_clock) -> falcon.App:
+               clock: Clock = wall_clock) -> WsgiApp:
     """Build the falcon application.
 
     Args:
@@ -54,13 +67,24 @@ def create_app(settings: Settings, storage: Storage | None = None,
     return make_app(Messaging(storage, settings, clock))
 
 
-def make_app(messaging: Messaging) -> falcon.App:
-    """Build the falcon application around a messaging service."""
-    app = falcon.App(middleware=[RequestContext(messaging.settings)])
+def subscription_service(messaging: Messaging) -> Subscriptions:
+    """Return the subscription service over the messaging service's store, settings and clock."""
+    return Subscriptions(messaging.storage, messaging.settings, messaging.clock)
+
+
+def make_app(messaging: Messaging) -> WsgiApp:
+    """Build the falcon application around a messaging service.
+
+    The services are built here, once, and handed to the resources; every
+    request passes the header and credential checks and then the queue-name
+    check (``api/middleware.py``) before its responder runs.
+    """
+    app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings),
+                                          QueueNameCheck(messaging.limits)])
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
-    for template, resource in routes(messaging):
+    for template, resource in routes(messaging, subscription_service(messaging)):
         app.add_route(template, resource)
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import urllib.parse
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import falcon
@@ -105,6 +107,11 @@ class MessageRenderer:
     def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:
         """Return the representations of several messages as of ``now``."""
         return [self(m, now) for m in messages]
+
+
+def next_links(path: str, query: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Return the ``links`` of a page that has items: a ``next`` link to ``path`` with ``query``."""
+    return [{"rel": "next", "href": f"{path}?{urllib.parse.urlencode(query)}"}]
 
 
 def joined_param(req: falcon.Request, name: str) -> str | None:

@@ -6,19 +6,16 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api.middleware import require_admin
-from zaqar_lite.service import Messaging
+from zaqar_lite.api.resource import Resource
 
 
-class Ping:
+class Ping(Resource):
     """``GET|HEAD /v2/ping``: 204 when the store answers, 503 when it does not.
 
     The 503 is the error every other route answers when the store is down (a
     JSON body with title and description, ``Retry-After``), so its JSON content
     type describes a body that is there.
     """
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Answer 204 or 503."""
@@ -29,11 +26,8 @@ class Ping:
     on_head = on_get
 
 
-class Health:
+class Health(Resource):
     """``GET /v2/health``: store reachability and this project's message volume (admin)."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Return the health document."""

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import urllib.parse
-
 import falcon
 
 from zaqar_lite import errors, validation
-from zaqar_lite.api.bodies import MessageRenderer, joined_param, read_json
-from zaqar_lite.service import Messaging
+from zaqar_lite.api.bodies import joined_param, next_links, read_json
+from zaqar_lite.api.resource import Resource
+
+#: largest body of a release (its failure reason), in bytes
+RELEASE_BODY_MAX = 65536
 
 
-class MessageCollection:
+class MessageCollection(Resource):
     """``/v2/queues/{queue}/messages``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
-        self.limits = messaging.limits
-
-    def _renderer(self, req: falcon.Request, queue: str) -> MessageRenderer:
-        return MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Post 1..max messages; the queue is created if missing."""
-        validation.queue_name(queue, self.limits)
         document, size = read_json(req, self.limits.max_messages_post_size)
         if document is None:
             raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
@@ -35,12 +28,11 @@ class MessageCollection:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """List messages FIFO (marker pagination), or get the ones named by ``ids``."""
-        validation.queue_name(queue, self.limits)
         project = req.context.project
         ids_param = joined_param(req, "ids")
         if ids_param is not None:
             ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
-            render = self._renderer(req, queue)
+            render = self.renderer(req, queue)
             found, now = self.messaging.get_messages(project, queue, ids)
             if not found:
                 raise errors.NotFound("None of the requested messages exist.")
@@ -50,28 +42,26 @@ class MessageCollection:
                                       self.limits.default_page_size)
         flags = {name: validation.boolean(req.get_param(name), name)
                  for name in ("echo", "include_claimed", "include_delayed")}
-        render = self._renderer(req, queue)
+        render = self.renderer(req, queue)
         found, now = self.messaging.list_messages(
             project, queue, client_id=req.context.client_id,
             marker=validation.marker(req.get_param("marker")), limit=limit, **flags)
-        links = []
+        links: list[dict[str, str]] = []
         if found:
             query = {"marker": found[-1].marker, "limit": limit,
                      **{k: str(v).lower() for k, v in flags.items()}}
             if req.get_param("include_dead_letter") is not None:
                 query["include_dead_letter"] = str(render.dead_letter).lower()
-            links.append({"rel": "next",
-                          "href": f"/v2/queues/{queue}/messages?" + urllib.parse.urlencode(query)})
+            links = next_links(f"/v2/queues/{queue}/messages", query)
         resp.media = {"messages": render.many(found, now), "links": links}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Delete by ``ids`` (204) or pop ``pop`` visible messages (200 with them)."""
-        validation.queue_name(queue, self.limits)
         ids_param, pop_param = joined_param(req, "ids"), req.get_param("pop")
         if (ids_param is None) == (pop_param is None):
             raise errors.ValidationFailed("Give exactly one of the query parameters ids and pop.")
         project = req.context.project
-        render = self._renderer(req, queue)
+        render = self.renderer(req, queue)
         if pop_param is not None:
             limit = validation.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
             popped, now = self.messaging.pop(project, queue, limit)
@@ -81,7 +71,7 @@ class MessageCollection:
         ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
         claim_ids = None
         claim_ids_param = joined_param(req, "claim_ids")
-        if claim_ids_param is None and self.messaging.settings.message_delete_with_claim_id:
+        if claim_ids_param is None and self.settings.message_delete_with_claim_id:
             raise errors.ValidationFailed(
                 "This server deletes messages by id only with their claim ids: give ids and claim_ids.")
         if claim_ids_param is not None:
@@ -91,16 +81,12 @@ class MessageCollection:
         resp.status = falcon.HTTP_204
 
 
-class MessageItem:
+class MessageItem(Resource):
     """``/v2/queues/{queue}/messages/{message_id}``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Return one message; 404 if absent or expired."""
-        validation.queue_name(queue, self.messaging.limits)
-        render = MessageRenderer(req, queue, self.messaging.settings.include_dead_letter)
+        render = self.renderer(req, queue)
         found, now = self.messaging.get_messages(req.context.project, queue, [message_id])
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue)
@@ -108,24 +94,19 @@ class MessageItem:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Delete one message under the claim rules of SPEC 1.4."""
-        validation.queue_name(queue, self.messaging.limits)
         self.messaging.delete_message(req.context.project, queue, message_id, req.get_param("claim_id"))
         resp.status = falcon.HTTP_204
 
 
-class MessageRelease:
+class MessageRelease(Resource):
     """``POST /v2/queues/{queue}/messages/{message_id}/release?claim_id=C`` (our extension)."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Release one claimed message at once, recording an optional failure reason."""
-        validation.queue_name(queue, self.messaging.limits)
         claim_id = req.get_param("claim_id")
         if not claim_id:
             raise errors.ValidationFailed("claim_id is required to release a message.")
-        document, _ = read_json(req, 65536)
+        document, _ = read_json(req, RELEASE_BODY_MAX)
         reason = validation.release_reason(document)
         self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason)
         resp.status = falcon.HTTP_204

@@ -7,7 +7,7 @@ from typing import Any
 import falcon
 
 from zaqar_lite import errors, validation
-from zaqar_lite.config import Settings
+from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -51,6 +51,27 @@ class RequestContext:
         else:
             req.context.project = validation.project_id(header_project, self.settings.limits)
             req.context.role = "admin"
+
+
+class QueueNameCheck:
+    """Refuses a route whose ``{queue}`` field is not a valid queue name (400), in one place.
+
+    It runs after :class:`RequestContext` (headers and credentials first, as
+    before) and only when the resource has a responder for the method: a
+    method the route does not serve still gets falcon's 405, and ``OPTIONS``
+    its ``Allow`` list.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
+                         params: dict[str, Any]) -> None:
+        """Check ``params["queue"]`` before the responder is called."""
+        queue = params.get("queue")
+        if queue is None or not callable(getattr(resource, "on_" + req.method.lower(), None)):
+            return
+        validation.queue_name(queue, self.limits)
 
 
 def require_admin(req: falcon.Request) -> None:

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import falcon
 
 from zaqar_lite import validation
-from zaqar_lite.api.bodies import message_href, read_json
-from zaqar_lite.claims import policy
-from zaqar_lite.service import Messaging
+from zaqar_lite.api.bodies import message_href, next_links, read_json
+from zaqar_lite.api.resource import Resource
+from zaqar_lite.clock import iso_utc
 
 PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
 LIST_PARAMS = {"marker", "limit", "detailed", "name", "with_count"}
 
 
-class QueueCollection:
+class QueueCollection(Resource):
     """``GET /v2/queues``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
-        self.limits = messaging.limits
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """List queues by name, with marker pagination and metadata filters."""
@@ -40,26 +35,21 @@ class QueueCollection:
             if detailed:
                 item["metadata"] = metadata
             queues.append(item)
-        links = []
+        links: list[dict[str, str]] = []
         if queues:
             query = {**req.params, "marker": queues[-1]["name"], "limit": str(limit)}
-            links.append({"rel": "next", "href": "/v2/queues?" + urllib.parse.urlencode(query)})
+            links = next_links("/v2/queues", query)
         body: dict[str, Any] = {"queues": queues, "links": links}
         if with_count:
             body["count"] = self.messaging.count_queues(project)
         resp.media = body
 
 
-class QueueItem:
+class QueueItem(Resource):
     """``/v2/queues/{queue}``: create, read metadata, patch, delete."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
-        self.limits = messaging.limits
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Create a queue; 201 if created, 204 if it existed (metadata unchanged)."""
-        validation.queue_name(queue, self.limits)
         metadata, _ = read_json(req, self.limits.max_queue_metadata)
         if self.messaging.create_queue(req.context.project, queue, metadata):
             resp.status = falcon.HTTP_201
@@ -69,12 +59,10 @@ class QueueItem:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Return the metadata with reserved defaults filled in."""
-        validation.queue_name(queue, self.limits)
         resp.media = self.messaging.queue_metadata(req.context.project, queue)
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Apply a JSON-patch to the metadata and return the whole result."""
-        validation.queue_name(queue, self.limits)
         if (req.content_type or "").split(";")[0].strip() != PATCH_TYPE:
             raise falcon.HTTPUnsupportedMediaType(
                 description=f"PATCH of a queue needs Content-Type {PATCH_TYPE}.")
@@ -84,39 +72,30 @@ class QueueItem:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Delete the queue with its messages and claims (idempotent)."""
-        validation.queue_name(queue, self.limits)
         self.messaging.delete_queue(req.context.project, queue)
         resp.status = falcon.HTTP_204
 
 
-class QueueStats:
+class QueueStatsResource(Resource):
     """``GET /v2/queues/{queue}/stats``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Return claimed/free/delayed/total counts and the oldest and newest message."""
-        validation.queue_name(queue, self.messaging.limits)
         stats, now = self.messaging.queue_stats(req.context.project, queue)
         counts: dict[str, object] = {"claimed": stats.claimed, "free": stats.free,
                                      "delayed": stats.delayed, "total": stats.total}
         for key, message in (("oldest", stats.oldest), ("newest", stats.newest)):
             if message is not None:
                 counts[key] = {"href": message_href(queue, message.id), "age": message.age(now),
-                               "created": policy.iso(message.created)}
+                               "created": iso_utc(message.created)}
         resp.media = {"messages": counts}
 
 
-class QueuePurge:
+class QueuePurge(Resource):
     """``POST /v2/queues/{queue}/purge``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Remove every message (claimed ones too) and/or subscription of the queue."""
-        validation.queue_name(queue, self.messaging.limits)
-        document, _ = read_json(req, self.messaging.limits.max_queue_metadata)
+        document, _ = read_json(req, self.limits.max_queue_metadata)
         self.messaging.purge(req.context.project, queue, validation.purge_resource_types(document))
         resp.status = falcon.HTTP_204

@@ -6,15 +6,11 @@ import falcon
 
 from zaqar_lite import validation
 from zaqar_lite.api.bodies import MessageRenderer, read_json
-from zaqar_lite.service import Messaging
+from zaqar_lite.api.resource import Resource
 
 
-class QueueRedrive:
+class QueueRedrive(Resource):
     """``POST /v2/queues/{queue}/redrive``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
-        self.limits = messaging.limits
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Redrive the selected dead letters (200 ``{"redriven": n}``), or preview them with ``dry_run``.
@@ -25,7 +21,6 @@ class QueueRedrive:
         its provenance: no Zaqar client calls this route, and the sample is
         there to be read.
         """
-        validation.queue_name(queue, self.limits)
         render = MessageRenderer(req, queue, default_dead_letter=True)
         document, _ = read_json(req, validation.redrive_body_size(self.limits))
         request = validation.redrive_request(document, queue, self.limits)

@@ -8,14 +8,14 @@ error and when it happened, when delivery was suspended).
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import falcon
 
 from zaqar_lite import validation
-from zaqar_lite.api.bodies import read_json
-from zaqar_lite.claims import policy
+from zaqar_lite.api.bodies import next_links, read_json
+from zaqar_lite.api.resource import Resource
+from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
@@ -24,20 +24,22 @@ from zaqar_lite.service import Messaging
 BODY_MAX = 65536
 
 
-def creator_token(req: falcon.Request, messaging: Messaging) -> str | None:
-    """Return the token a request authenticated with (None in ``noauth`` mode, where none counts)."""
-    if messaging.settings.auth_strategy == "noauth":
-        return None
-    return req.get_header("X-Auth-Token")
+class SubscriptionResource(Resource):
+    """A resource over the subscription service, built once by ``create_app``."""
 
+    def __init__(self, messaging: Messaging, service: Subscriptions) -> None:
+        super().__init__(messaging)
+        self.service = service
 
-def service_for(messaging: Messaging) -> Subscriptions:
-    """Return the subscription service over the messaging service's store, clock and settings."""
-    return Subscriptions(messaging.storage, messaging.settings, messaging.clock)
+    def creator_token(self, req: falcon.Request) -> str | None:
+        """Return the token a request authenticated with (None in ``noauth`` mode, where none counts)."""
+        if self.settings.auth_strategy == "noauth":
+            return None
+        return req.get_header("X-Auth-Token")
 
 
 def _iso(when: float | None) -> str | None:
-    return policy.iso(when) if when is not None else None
+    return iso_utc(when) if when is not None else None
 
 
 def subscription_href(queue: str, subscription_id: str) -> str:
@@ -67,105 +69,75 @@ def subscription_view(subscription: Subscription, delivery: Delivery, now: float
     }
 
 
-class SubscriptionCollection:
+class SubscriptionCollection(SubscriptionResource):
     """``/v2/queues/{queue}/subscriptions``: create and list."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
-        self.service = service_for(messaging)
-        self.limits = messaging.limits
-        self.clock = messaging.clock
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Create a subscription: 201 with its id; 409 if the subscriber has a confirmed one here."""
-        validation.queue_name(queue, self.limits)
         document, _ = read_json(req, BODY_MAX)
         subscription_id, _created = self.service.create(req.context.project, queue, document,
-                                                        creator_token(req, self.messaging))
+                                                        self.creator_token(req))
         resp.status = falcon.HTTP_201
         resp.location = subscription_href(queue, subscription_id)
         resp.media = {"subscription_id": subscription_id}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """List a queue's subscriptions by id, with marker pagination."""
-        validation.queue_name(queue, self.limits)
         limit = validation.page_limit(req.get_param("limit"), self.limits.max_subscriptions_per_page,
                                       self.limits.default_page_size)
         page = self.service.list(req.context.project, queue, marker=req.get_param("marker"), limit=limit)
-        now = self.clock()
-        links = []
+        now = self.messaging.clock()
+        links: list[dict[str, str]] = []
         if page:
-            query = urllib.parse.urlencode({"marker": page[-1][0].id, "limit": limit})
-            links.append({"rel": "next", "href": f"/v2/queues/{queue}/subscriptions?{query}"})
+            query = {"marker": page[-1][0].id, "limit": limit}
+            links = next_links(f"/v2/queues/{queue}/subscriptions", query)
         resp.media = {"subscriptions": [subscription_view(s, d, now) for s, d in page], "links": links}
 
 
-class SubscriptionItem:
+class SubscriptionItem(SubscriptionResource):
     """``/v2/queues/{queue}/subscriptions/{subscription_id}``: get, update, delete."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.messaging = messaging
-        self.service = service_for(messaging)
-        self.limits = messaging.limits
-        self.clock = messaging.clock
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Return one subscription with its delivery state; 404 if absent or expired."""
-        validation.queue_name(queue, self.limits)
         subscription, delivery = self.service.get(req.context.project, queue, subscription_id)
-        resp.media = subscription_view(subscription, delivery, self.clock())
+        resp.media = subscription_view(subscription, delivery, self.messaging.clock())
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str,
                  subscription_id: str) -> None:
         """Change subscriber, ttl and/or options: 204; 404 if absent; 409 if the subscriber is taken."""
-        validation.queue_name(queue, self.limits)
         document, _ = read_json(req, BODY_MAX)
         self.service.update(req.context.project, queue, subscription_id, document,
-                            creator_token(req, self.messaging))
+                            self.creator_token(req))
         resp.status = falcon.HTTP_204
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str,
                   subscription_id: str) -> None:
         """Delete a subscription and its delivery state (idempotent): 204."""
-        validation.queue_name(queue, self.limits)
         self.service.delete(req.context.project, queue, subscription_id)
         resp.status = falcon.HTTP_204
 
 
-class SubscriptionConfirm:
+class SubscriptionConfirm(SubscriptionResource):
     """``PUT /v2/queues/{queue}/subscriptions/{subscription_id}/confirm``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.service = service_for(messaging)
-        self.limits = messaging.limits
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Set ``confirmed`` from ``{"confirmed": bool}``: 204; 404 if absent."""
-        validation.queue_name(queue, self.limits)
         document, _ = read_json(req, BODY_MAX)
         self.service.confirm(req.context.project, queue, subscription_id, document)
         resp.status = falcon.HTTP_204
 
 
-class SubscriptionResume:
+class SubscriptionResume(SubscriptionResource):
     """``POST /v2/queues/{queue}/subscriptions/{subscription_id}/resume``."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.service = service_for(messaging)
-        self.limits = messaging.limits
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Restart delivery from the first undelivered message: 204; 404 if absent."""
-        validation.queue_name(queue, self.limits)
         self.service.resume(req.context.project, queue, subscription_id)
         resp.status = falcon.HTTP_204
 
 
-class SubscriberResume:
+class SubscriberResume(SubscriptionResource):
     """``POST /v2/subscriptions/resume``: resume a subscriber URL in every queue of the project."""
-
-    def __init__(self, messaging: Messaging) -> None:
-        self.service = service_for(messaging)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Resume every suspended subscription of ``{"subscriber": url}``: 200 with how many."""

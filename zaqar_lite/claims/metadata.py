@@ -77,6 +77,20 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
         raise ValidationFailed(f"Queue metadata may not exceed {limits.max_queue_metadata} bytes.")
     reserved = reserved_keys(limits)
     stored = {k: v for k, v in metadata.items() if not (k in reserved and v is None)}
+    _check_values(stored, limits)
+    if stored.get(ENCRYPT_MESSAGES):
+        raise ValidationFailed(
+            f"{ENCRYPT_MESSAGES}: this server does not encrypt message bodies; they would be "
+            "stored in plaintext, so true is refused. Leave it out or set it to false.")
+    if RETRY_POLICY in stored:
+        check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
+    if stored.get(DEAD_LETTER_ON_EXPIRY) and stored.get(DEAD_LETTER_QUEUE) is None:
+        raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
+    return stored
+
+
+def _check_values(stored: Mapping[str, Any], limits: Limits) -> None:
+    """Check the type and range of each reserved value given, on its own."""
     ranges: dict[str, tuple[int, int | None]] = {
         MAX_CLAIM_COUNT: (1, None),
         DEAD_LETTER_TTL: (limits.min_message_ttl, limits.max_message_ttl),
@@ -93,15 +107,6 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
     for key in (ENCRYPT_MESSAGES, DEAD_LETTER_ON_EXPIRY):
         if key in stored and not isinstance(stored[key], bool):
             raise ValidationFailed(f"{key} must be true or false, got {json.dumps(stored[key])}.")
-    if stored.get(ENCRYPT_MESSAGES):
-        raise ValidationFailed(
-            f"{ENCRYPT_MESSAGES}: this server does not encrypt message bodies; they would be "
-            "stored in plaintext, so true is refused. Leave it out or set it to false.")
-    if RETRY_POLICY in stored:
-        check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
-    if stored.get(DEAD_LETTER_ON_EXPIRY) and dlq is None:
-        raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
-    return stored
 
 
 def check_dead_letter_links(

@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.clock import iso_utc
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 
 REASON_MAX_CLAIMS = "max_claims"
 REASON_EXPIRED = "expired"
 #: key of a provenance record: when the move gave the message its current lifetime
 TTL_SINCE = "ttl_since"
-
-
-def iso(ts: float) -> str:
-    """Format POSIX seconds as ISO-8601 UTC with a ``Z``."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def is_visible(message: Message, now: float) -> bool:
@@ -201,7 +196,7 @@ def released(message: Message, failure: Mapping[str, Any] | None, now: float, hi
     failures = list(message.failures)
     if failure is not None:
         failures.append({
-            "at": iso(now),
+            "at": iso_utc(now),
             "claim_count": message.claim_count,
             "error_type": failure.get("error_type"),
             "error": failure.get("error"),
@@ -216,9 +211,9 @@ def provenance(message: Message) -> dict[str, Any]:
     return {
         "source_queue": record.get("source_queue"),
         "reason": record.get("reason"),
-        "dead_lettered_at": iso(record.get("dead_lettered_at", 0.0)),
+        "dead_lettered_at": iso_utc(record.get("dead_lettered_at", 0.0)),
         "claim_count": record.get("claim_count", message.claim_count),
-        "first_posted_at": iso(message.created),
+        "first_posted_at": iso_utc(message.created),
         "last_claim_id": record.get("last_claim_id"),
         "failures": list(message.failures),
     }

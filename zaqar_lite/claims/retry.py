@@ -96,30 +96,34 @@ def check_policy(value: Any, field: str) -> dict[str, Any]:
     """
     if not isinstance(value, dict):
         raise ValidationFailed(f"{field} must be a JSON object, got {json.dumps(value)}.")
-    known = {f.name for f in dataclasses.fields(RetryPolicy)}
     for key, item in value.items():
-        where = f"{field}.{key}"
-        if key not in known:
-            raise ValidationFailed(f"{where} is not a retry policy key; known keys: "
-                                   f"{', '.join(sorted(known))}.")
-        if key in _COUNTS or key in _DELAYS:
-            high = MAX_RETRIES if key in _COUNTS else MAX_DELAY
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise ValidationFailed(f"{where} must be an integer, got {json.dumps(item)}.")
-            if not 0 <= item <= high:
-                raise ValidationFailed(f"{where} must be between 0 and {high}, got {item}.")
-        elif key == "retry_backoff_function":
-            if item not in BACKOFF_FUNCTIONS:
-                raise ValidationFailed(f"{where} must be one of {', '.join(BACKOFF_FUNCTIONS)}, "
-                                       f"got {json.dumps(item)}.")
-        elif not isinstance(item, bool):
-            raise ValidationFailed(f"{where} must be true or false, got {json.dumps(item)}.")
+        _check_key(key, item, f"{field}.{key}")
     low = value.get("minimum_delay", DEFAULT_POLICY.minimum_delay)
     high = value.get("maximum_delay", DEFAULT_POLICY.maximum_delay)
     if low > high:
         raise ValidationFailed(f"{field}.minimum_delay ({low}) may not be greater than "
                                f"{field}.maximum_delay ({high}).")
     return dict(value)
+
+
+def _check_key(key: str, item: Any, where: str) -> None:
+    """Check one key of a retry policy and its value's type and range."""
+    known = {f.name for f in dataclasses.fields(RetryPolicy)}
+    if key not in known:
+        raise ValidationFailed(f"{where} is not a retry policy key; known keys: "
+                               f"{', '.join(sorted(known))}.")
+    if key in _COUNTS or key in _DELAYS:
+        high = MAX_RETRIES if key in _COUNTS else MAX_DELAY
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise ValidationFailed(f"{where} must be an integer, got {json.dumps(item)}.")
+        if not 0 <= item <= high:
+            raise ValidationFailed(f"{where} must be between 0 and {high}, got {item}.")
+    elif key == "retry_backoff_function":
+        if item not in BACKOFF_FUNCTIONS:
+            raise ValidationFailed(f"{where} must be one of {', '.join(BACKOFF_FUNCTIONS)}, "
+                                   f"got {json.dumps(item)}.")
+    elif not isinstance(item, bool):
+        raise ValidationFailed(f"{where} must be true or false, got {json.dumps(item)}.")
 
 
 def _parsed(value: Any, where: str) -> dict[str, Any]:

@@ -90,21 +90,16 @@ class Courier:
         deadline = self.monotonic() + SLICE_SECONDS
         pending: list[Message] = []
         while True:
-            if self.stopping.is_set():
-                return Pause.STOPPING
-            if self.monotonic() > deadline:
-                return Pause.SLICE
+            interrupted = self._interrupted(deadline)
+            if interrupted is not None:
+                return interrupted
             delivery = lease.delivery
             if delivery.suspended:
                 return Pause.SUSPENDED
             now = self.clock()
             if delivery.retry_at > now:
                 return Pause.WAITING
-            pending = [m for m in pending if delivery.cursor is None or m.marker > delivery.cursor]
-            if not pending:
-                pending = self.storage.list_messages(
-                    project, subscription.queue, now=now, marker=delivery.cursor, limit=PAGE,
-                    include_claimed=True, include_delayed=True, exclude_client_id=None)
+            pending = self._pending(project, subscription.queue, delivery, pending, now)
             if not pending:
                 return Pause.IDLE
             message = pending[0]
@@ -114,6 +109,24 @@ class Courier:
                 pending = []
                 if lease.delivery.suspended:
                     return Pause.SUSPENDED
+
+    def _interrupted(self, deadline: float) -> Pause | None:
+        """Return why to stop whatever the subscription's state (stopping, out of time), if so."""
+        if self.stopping.is_set():
+            return Pause.STOPPING
+        if self.monotonic() > deadline:
+            return Pause.SLICE
+        return None
+
+    def _pending(self, project: str, queue: str, delivery: Delivery, pending: list[Message],
+                 now: float) -> list[Message]:
+        """Return the messages held past the cursor, or else the store's next page of them."""
+        pending = [m for m in pending if delivery.cursor is None or m.marker > delivery.cursor]
+        if pending:
+            return pending
+        return self.storage.list_messages(
+            project, queue, now=now, marker=delivery.cursor, limit=PAGE,
+            include_claimed=True, include_delayed=True, exclude_client_id=None)
 
     def _deliver(self, project: str, subscription: Subscription, lease: Lease, message: Message,
                  policy: retry.RetryPolicy) -> bool:

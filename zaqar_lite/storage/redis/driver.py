@@ -50,6 +50,7 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
+from zaqar_lite.clock import iso_utc
 from zaqar_lite.config import QUEUE_CACHE_SIZE
 from zaqar_lite.models import (
     Claim,
@@ -389,7 +390,7 @@ class RedisStorage(Storage):
         entry = failure or {}
         outcome = self._run("release_message", project, queue, [
             stamp(now), queue, message_id, claim_id, "0" if failure is None else "1",
-            json.dumps(policy.iso(now)), json.dumps(entry.get("error_type")),
+            json.dumps(iso_utc(now)), json.dumps(entry.get("error_type")),
             json.dumps(entry.get("error")), str(history_limit)])
         if outcome == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)

@@ -74,6 +74,7 @@ from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
+from zaqar_lite.clock import iso_utc
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats, SweepResult
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.swift import layout
@@ -366,7 +367,7 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                     LOG.warning("claim %s gave up %s: its read and write took %.2f s, more than settle "
                                 "(%.2f s); it stays claimed until %s", request.claim_id, attempt.name,
                                 attempt.written - attempt.started, self.options.settle,
-                                policy.iso(request.now + request.ttl))
+                                iso_utc(request.now + request.ttl))
                     return False
                 return mine
 
