@@ -4,7 +4,9 @@
 the suites use it. Otherwise SecantusDB (``pip install secantusdb``; no mongod
 can be installed on these machines) is started once per session, in memory, on
 a free 127.0.0.1 port, and stopped by its PID at the end. Each test gets a
-database of its own, dropped afterwards.
+database of its own, dropped afterwards. ``mongodb_restartable_store`` is a
+SecantusDB of the test's own that keeps its data in files (synced on every
+commit) across a kill -9 and a restart.
 """
 
 from __future__ import annotations
@@ -57,11 +59,17 @@ def answers(uri: str, timeout_ms: int = 500) -> bool:
 
 
 class SecantusServer:
-    """One SecantusDB process in memory on 127.0.0.1, in a session of its own."""
+    """One SecantusDB process on 127.0.0.1, in a session of its own.
 
-    def __init__(self, port: int | None = None, log_dir: str | None = None) -> None:
+    Its data lives in memory, or, given ``data_dir``, in files there, each
+    commit synced before it is acknowledged, so that a restart finds it again.
+    """
+
+    def __init__(self, port: int | None = None, log_dir: str | None = None,
+                 data_dir: str | None = None) -> None:
         self.port = port or free_port()
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="secantus-")) / f"secantus-{self.port}.log"
+        self.data_dir = data_dir
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -74,10 +82,11 @@ class SecantusServer:
         command = secantus_command()
         if command is None:
             raise RuntimeError("secantusd-py is not installed (pip install secantusdb)")
+        storage = ["--storage-path", self.data_dir, "--sync-on-commit"] if self.data_dir else [
+            "--storage-path", ":memory:"]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [command, "--host", "127.0.0.1", "--port", str(self.port), "--storage-path", ":memory:",
-                 "--cache-size", "256M"],
+                [command, "--host", "127.0.0.1", "--port", str(self.port), *storage, "--cache-size", "256M"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -89,12 +98,12 @@ class SecantusServer:
         self.stop()
         raise RuntimeError(f"SecantusDB did not answer on port {self.port}; see {self.log_path}")
 
-    def stop(self) -> None:
+    def stop(self, sig: int = signal.SIGTERM) -> None:
         """Stop the server by its PID (its process group is its own), waiting at most 10 s."""
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, sig)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -131,3 +140,33 @@ def mongodb_store_uri(mongodb_server_uri) -> Iterator[str]:
         pass  # a test that stopped the server has nothing left to drop
     finally:
         client.close()
+
+
+class RestartableSecantus:
+    """A SecantusDB of one test, its data in files; see ``tests.servers.RestartableStore``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.server = SecantusServer(log_dir=str(directory), data_dir=str(directory / "data"))
+        self.server.start()
+        self.uri = with_database(self.server.uri, "restartable")
+
+    def stop(self) -> None:
+        self.server.stop(signal.SIGKILL)
+
+    def start(self) -> None:
+        self.server.start()
+
+
+@pytest.fixture
+def mongodb_restartable_store(tmp_path) -> Iterator[RestartableSecantus]:
+    """A MongoDB-protocol server the test may kill and restart; stopped at the end.
+
+    Always a SecantusDB of the test's own, even when ``ZAQAR_LITE_TEST_MONGODB_URI``
+    names a mongod: a test must not kill a server it did not start.
+    """
+    try:
+        store = RestartableSecantus(tmp_path)
+    except RuntimeError as exc:
+        missing_server(f"SecantusDB ({exc})")
+    yield store
+    store.server.stop()

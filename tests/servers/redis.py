@@ -1,7 +1,9 @@
 """Redis for the suites: a throwaway redis-server on 127.0.0.1, started once per session.
 
-Provides ``redis_server`` (session) and ``redis_store_uri`` (an emptied database
-per test). A missing ``redis-server`` skips the tests that need it, or fails
+Provides ``redis_server`` (session), ``redis_store_uri`` (an emptied database
+per test) and ``redis_restartable_store`` (a server of the test's own that
+appends every write to its file before answering, so a kill -9 loses nothing
+acknowledged). A missing ``redis-server`` skips the tests that need it, or fails
 them under CI (``tests/install_servers.sh`` installs it from Debian).
 """
 
@@ -134,3 +136,30 @@ def redis_store_uri(redis_server) -> str:
     """The URI of an emptied database on the session's redis-server."""
     redis_server.flushall()
     return redis_server.uri()
+
+
+class RestartableRedis:
+    """A redis-server of one test that fsyncs every write before answering; see ``RestartableStore``."""
+
+    OPTIONS = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+
+    def __init__(self, directory: Path) -> None:
+        self.server = RedisServer(directory, *self.OPTIONS)
+        self.server.start()
+        self.uri = self.server.uri()
+
+    def stop(self) -> None:
+        self.server.stop(signal.SIGKILL)
+
+    def start(self) -> None:
+        self.server.start(attempts=1)
+
+
+@pytest.fixture
+def redis_restartable_store(tmp_path):
+    """A redis-server the test may kill and restart; stopped at the end."""
+    if shutil.which("redis-server") is None:
+        missing_server("redis-server")
+    store = RestartableRedis(tmp_path)
+    yield store
+    store.server.stop()

@@ -6,6 +6,8 @@ servers on free 127.0.0.1 ports (``workers = 0``: one process, one PID each),
 waits until tempauth hands out a token, and stops every process by its PID at
 the end. Each test gets a store URI with a container prefix of its own, so
 stores never share data and nothing needs deleting between tests.
+``swift_restartable_store`` kills the session's Swift servers (not memcached)
+and starts them again on the same ports and files.
 
 Configuration as in ``shared/BACKENDS.md``; ``error_suppression_interval = 0``
 keeps one failed request from blocking the only node for a minute.
@@ -166,12 +168,12 @@ class SwiftServer:
         if wait:
             self.wait_ready()
 
-    def stop_server(self, kind: str) -> None:
+    def stop_server(self, kind: str, sig: int = signal.SIGTERM) -> None:
         """Stop one process by its PID, waiting (bounded) until it is gone."""
         process = self.processes.pop(kind, None)
         if process is None or process.poll() is not None:
             return
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sig)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -245,3 +247,30 @@ def swift_server(tmp_path_factory):
 def swift_store_uri(swift_server) -> str:
     """A URI naming an empty store: a container prefix no other test uses."""
     return swift_server.uri("t" + uuid.uuid4().hex[:12])
+
+
+class RestartableSwift:
+    """A store on the session's Swift, whose servers the test kills and restarts; see ``RestartableStore``."""
+
+    def __init__(self, server: SwiftServer) -> None:
+        self.server = server
+        self.uri = server.uri("t" + uuid.uuid4().hex[:12])
+
+    def stop(self) -> None:
+        for kind in ("proxy", *SERVERS):
+            self.server.stop_server(kind, signal.SIGKILL)
+
+    def start(self) -> None:
+        for kind in (*SERVERS, "proxy"):
+            if kind not in self.server.processes:
+                self.server.start_server(kind, wait=False)
+        self.server.wait_ready()
+
+
+@pytest.fixture
+def swift_restartable_store(swift_server):
+    """A store on the session's Swift that the test may kill and restart; all running again at the end."""
+    store = RestartableSwift(swift_server)
+    yield store
+    if any(kind not in swift_server.processes for kind in (*SERVERS, "proxy")):
+        store.start()

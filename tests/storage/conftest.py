@@ -49,3 +49,14 @@ def other_worker(driver_uri, clock):
     storage = open_storage(driver_uri)
     yield Messaging(storage, load_settings(None, storage_uri="sqlite:///unused.db"), clock)
     storage.close()
+
+
+@pytest.fixture(params=available_kinds())
+def restartable_store(request):
+    """A store of each server-backed driver whose server the test may kill and restart.
+
+    See :class:`tests.servers.RestartableStore`. SQLite is not here: it is
+    embedded, so it has no server to lose (its crash test kills the process
+    writing it instead).
+    """
+    return request.getfixturevalue(f"{request.param}_restartable_store")

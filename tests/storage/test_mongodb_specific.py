@@ -1,15 +1,14 @@
-"""MongoDB-only behaviour: outages, index use, guarded writes racing, TTL fields, URIs."""
+"""MongoDB-only behaviour: a server down at start, index use, guarded writes racing, TTL fields, URIs.
+
+Outages and several processes claiming at once are tested on every store in
+``tests/storage/test_processes_and_outages.py``.
+"""
 
 from __future__ import annotations
-
-import threading
-import time
 
 import pymongo
 import pytest
 
-from tests.conftest import missing_server
-from tests.servers.mongodb import SecantusServer, with_database
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 from zaqar_lite.storage.mongodb import driver as mongodb
@@ -44,37 +43,7 @@ def raw(mongodb_store_uri):
     client.close()
 
 
-# -- outages ---------------------------------------------------------------------
-
-def test_unreachable_server_raises_storage_unavailable_quickly_and_the_driver_recovers(tmp_path):
-    server = SecantusServer(log_dir=str(tmp_path))
-    try:
-        server.start()
-    except RuntimeError as exc:
-        missing_server(f"SecantusDB ({exc})")
-    storage = MongoStorage(with_database(server.uri, "outage"))
-    try:
-        storage.post_messages(P, Q, _messages(1), NOW)
-        server.stop()
-        started = time.monotonic()
-        with pytest.raises(errors.StorageUnavailable):
-            storage.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1))
-        assert time.monotonic() - started < 6
-        assert storage.ping() is False
-
-        server = SecantusServer(port=server.port, log_dir=str(tmp_path))
-        server.start()
-        deadline = time.monotonic() + 15
-        while not storage.ping():
-            assert time.monotonic() < deadline, "the driver did not reconnect within 15 s"
-            time.sleep(0.2)
-        # An in-memory server restarts empty, without indexes: the hinted claim re-creates them.
-        storage.post_messages(P, Q, _messages(2, prefix="after"), NOW)
-        assert _claim(storage, "c2", 5) == ["after0", "after1"]
-    finally:
-        storage.close()
-        server.stop()
-
+# -- connecting ---------------------------------------------------------------------
 
 def test_driver_starts_while_the_server_is_down_and_names_the_default_database():
     storage = MongoStorage("mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=200")
@@ -158,37 +127,6 @@ def test_indexes_include_a_ttl_index_on_purge_at_an_hour_after_expiry(store, raw
 
 
 # -- guarded writes racing -------------------------------------------------------
-
-def test_threads_claiming_at_once_never_share_a_message(mongodb_store_uri):
-    first, second = MongoStorage(mongodb_store_uri), MongoStorage(mongodb_store_uri)
-    first.post_messages(P, Q, _messages(24), NOW)
-    start = threading.Barrier(2)
-    got: dict[str, list[str]] = {}
-
-    def claim_all(storage: MongoStorage, name: str) -> None:
-        mine: list[str] = []
-        while True:
-            start.wait(timeout=30)  # both read the same candidates, then race to write
-            claimed = _claim(storage, f"{name}-{len(mine)}", 3)
-            mine += claimed
-            if not claimed:
-                break
-        got[name] = mine
-
-    workers = [threading.Thread(target=claim_all, args=(s, n)) for s, n in ((first, "a"), (second, "b"))]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=60)
-    try:
-        assert not set(got["a"]) & set(got["b"])
-        assert sorted(got["a"] + got["b"]) == sorted(m.id for m in _messages(24))
-        assert {m.claim_count for m in first.get_messages(P, Q, got["a"] + got["b"], NOW)} == {1}
-    finally:
-        first.close()
-        second.close()
-        start.abort()
-
 
 def test_claim_planned_on_a_stale_read_takes_nothing_and_moves_on(mongodb_store_uri, monkeypatch):
     slow, fast = MongoStorage(mongodb_store_uri), MongoStorage(mongodb_store_uri)

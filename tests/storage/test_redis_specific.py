@@ -1,11 +1,13 @@
-"""Redis-only behaviour: durability across kill -9, outages, work per claim, key slots, processes."""
+"""Redis-only behaviour: passwords, work per claim, scripts reloaded, key slots, forked drivers.
+
+Kill -9 and outages, and several processes claiming at once, are tested on every
+store in ``tests/storage/test_processes_and_outages.py``.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import shutil
-import signal
 
 import pytest
 import redis
@@ -57,49 +59,6 @@ def _claim(storage: RedisStorage, limit: int, now: float = NOW, queue: str = Q,
     request = ClaimRequest(claim_id or f"claim-{now}-{limit}", now, 60, 60, limit,
                            dead_letter or DeadLetterPolicy())
     return [m.id for m in storage.claim_messages(P, queue, request)]
-
-
-def test_acknowledged_messages_and_their_state_survive_kill_9(own_server):
-    server = own_server("--appendonly", "yes", "--appendfsync", "always", "--save", "")
-    storage = RedisStorage(server.uri())
-    policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
-    storage.create_queue(P, DLQ, {}, NOW)
-    storage.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ}, NOW)
-    storage.post_messages(P, Q, _messages(40), NOW)
-    storage.post_messages(P, Q, _messages(10, delay=300, prefix="d"), NOW)
-    assert _claim(storage, 3, claim_id="first", dead_letter=policy) == ["m0", "m1", "m2"]
-    storage.release_message(P, Q, "m1", "first", NOW + 1, {"error": "boom", "error_type": "E"}, 10)
-    assert _claim(storage, 2, NOW + 2, claim_id="second", dead_letter=policy) == ["m3", "m4"]
-    ids = [f"m{i}" for i in range(40)] + [f"d{i}" for i in range(10)]
-    before = {q: storage.get_messages(P, q, ids, NOW + 2) for q in (Q, DLQ)}
-    assert [m.id for m in before[DLQ]] == ["m1"]
-
-    server.stop(signal.SIGKILL)
-    restarted = own_server("--appendonly", "yes", "--appendfsync", "always", "--save", "",
-                           port=server.port)
-
-    for reader in (storage, RedisStorage(restarted.uri())):
-        assert {q: reader.get_messages(P, q, ids, NOW + 2) for q in (Q, DLQ)} == before
-        assert reader.get_claim(P, Q, "second", NOW + 2)[0].expires == NOW + 2 + 60
-    assert _claim(storage, 2, NOW + 3, claim_id="third", dead_letter=policy) == ["m5", "m6"]
-
-
-def test_outage_raises_storage_unavailable_and_the_same_driver_recovers(own_server):
-    server = own_server()
-    storage = RedisStorage(server.uri())
-    storage.post_messages(P, Q, _messages(2), NOW)
-    server.stop()
-
-    assert storage.ping() is False
-    with pytest.raises(errors.StorageUnavailable):
-        storage.post_messages(P, Q, _messages(1, prefix="lost"), NOW)
-    with pytest.raises(errors.StorageUnavailable):
-        _claim(storage, 1)
-
-    own_server(port=server.port)
-    assert storage.ping() is True
-    storage.post_messages(P, Q, _messages(1, prefix="after"), NOW)
-    assert _claim(storage, 5) == ["after0"]
 
 
 def test_password_in_the_uri_is_used(own_server):
@@ -176,31 +135,6 @@ def test_projects_with_key_syntax_in_their_names_stay_apart(store):
     assert [m.id for m in store.list_messages("a", Q, now=NOW, marker=None, limit=10, include_claimed=True,
                                               include_delayed=True, exclude_client_id=None)] == ["y0"]
     assert store.get_messages("a", Q, ["x0"], NOW) == []
-
-
-def _claim_all(uri: str, results: multiprocessing.Queue) -> None:
-    storage = RedisStorage(uri)
-    got: list[str] = []
-    while True:
-        claimed = _claim(storage, 3, claim_id=f"{os.getpid()}-{len(got)}")
-        if not claimed:
-            break
-        got.extend(claimed)
-    results.put(got)
-
-
-def test_processes_claiming_at_once_never_share_a_message(store, redis_store_uri):
-    store.post_messages(P, Q, _messages(300), NOW)
-    results: multiprocessing.Queue = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=_claim_all, args=(redis_store_uri, results)) for _ in range(4)]
-    for worker in workers:
-        worker.start()
-    got = [results.get(timeout=60) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=10)
-    everything = [i for ids in got for i in ids]
-    assert len(everything) == 300
-    assert set(everything) == {f"m{i}" for i in range(300)}
 
 
 @pytest.mark.parametrize("uri", ["sqlite:///x.db", "http://127.0.0.1:1/0"])

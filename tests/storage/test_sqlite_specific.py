@@ -1,9 +1,11 @@
-"""SQLite-only behaviour: URIs, work done per claim, several processes writing at once."""
+"""SQLite-only behaviour: URIs, work done per claim, the layout and its migration by several processes.
+
+Several processes claiming at once: ``tests/storage/test_processes_and_outages.py``.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sqlite3
 
 import pytest
@@ -62,34 +64,6 @@ def test_still_delayed_messages_add_no_work_to_claims_of_ready_ones(tmp_path):
     crowded.post_messages(P, Q, _messages(3000, now, delay=900, prefix="d"), now)
     crowded.post_messages(P, Q, _messages(100, now), now)
     assert _claim_steps(crowded, now) <= 1.2 * _claim_steps(plain, now)
-
-
-def _claim_all(uri: str, results: multiprocessing.Queue[list[str]]) -> None:
-    storage = SqliteStorage(uri)
-    got: list[str] = []
-    now = 1_800_000_000.0
-    while True:
-        claimed = storage.claim_messages(P, Q, ClaimRequest(f"{os.getpid()}-{len(got)}", now, 600, 60, 3))
-        if not claimed:
-            break
-        got.extend(m.id for m in claimed)
-    results.put(got)
-
-
-def test_processes_claiming_at_once_never_share_a_message(tmp_path):
-    uri = f"sqlite:///{tmp_path}/shared.db?synchronous=normal"
-    now = 1_800_000_000.0
-    SqliteStorage(uri).post_messages(P, Q, _messages(300, now), now)
-    results: multiprocessing.Queue[list[str]] = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=_claim_all, args=(uri, results)) for _ in range(4)]
-    for worker in workers:
-        worker.start()
-    got = [results.get(timeout=60) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=10)
-    everything = [i for ids in got for i in ids]
-    assert len(everything) == 300
-    assert set(everything) == {f"m{i}" for i in range(300)}
 
 
 # The layout before per-queue markers (zaqar-lite up to cfa1139), written out literally.

@@ -1,8 +1,10 @@
-"""Swift-only behaviour: a move cut between copy and delete, an outage, racing claimers, URIs."""
+"""Swift-only behaviour: a move cut between copy and delete, object names and markers, URIs.
+
+Outages and racing claimers are tested on every store in
+``tests/storage/test_processes_and_outages.py``.
+"""
 
 from __future__ import annotations
-
-import threading
 
 import pytest
 
@@ -108,63 +110,6 @@ def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_re
     moved = store.get_messages(P, DLQ, ["m0"], later + 1)[0]
     assert (moved.body, moved.claim_count, moved.dead_letter["reason"]) == ({"n": 0}, 1, "max_claims")
     assert moved.dead_letter["dead_lettered_at"] == later
-
-
-def test_an_unreachable_swift_raises_storage_unavailable_and_the_same_driver_recovers(store, swift_server):
-    store.post_messages(P, Q, _messages(1), NOW)
-    swift_server.stop_server("proxy")
-    try:
-        with pytest.raises(errors.StorageUnavailable):
-            store.get_queue_metadata(P, Q)
-        with pytest.raises(errors.StorageUnavailable):
-            store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1))
-        assert store.ping() is False
-    finally:
-        swift_server.start_server("proxy")
-    assert store.ping() is True
-    assert [m.id for m in store.claim_messages(P, Q, ClaimRequest("c2", NOW, 60, 60, 1))] == ["m0"]
-
-
-def _race(stores: list[SwiftStorage], message_id: str, claim_ids: list[str]) -> list[list[str]]:
-    """Let each store claim at the same instant; return what each one got."""
-    start = threading.Barrier(len(stores))
-    won: list[list[str]] = [[] for _ in stores]
-
-    def claim(who: int) -> None:
-        start.wait()
-        request = ClaimRequest(claim_ids[who], NOW, 60, 60, 1)
-        won[who] = [m.id for m in stores[who].claim_messages(P, Q, request)]
-
-    threads = [threading.Thread(target=claim, args=(who,)) for who in range(len(stores))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return won
-
-
-def test_two_claimers_racing_for_one_message_never_both_win(swift_store_uri):
-    stores = [SwiftStorage(swift_store_uri) for _ in range(2)]
-    rounds_won = 0
-    try:
-        for round_ in range(6):
-            message_id = f"race{round_}-0"
-            stores[0].post_messages(P, Q, _messages(1, prefix=f"race{round_}-"), NOW)
-            claim_ids = [f"claim-{round_}-{who}" for who in (0, 1)]
-            won = _race(stores, message_id, claim_ids)
-            winners = [who for who in (0, 1) if won[who]]
-            assert len(winners) <= 1, f"round {round_}: both claimers won {message_id}"
-            if winners:
-                rounds_won += 1
-                held = stores[1].get_claim(P, Q, claim_ids[winners[0]], NOW)[1]
-                assert [m.id for m in held] == [message_id]
-                stores[1].delete_message(P, Q, message_id, claim_ids[winners[0]], NOW)
-            else:
-                stores[0].delete_messages(P, Q, [message_id], None, NOW)
-    finally:
-        for storage in stores:
-            storage.close()
-    assert rounds_won > 0
 
 
 @pytest.mark.parametrize("queue", [".", "..", "a.b"])
