@@ -45,6 +45,12 @@ def test_dot_and_dot_dot_are_not_queue_names(client, name):
     assert client.simulate_get("/v2/queues").json["queues"] == []
 
 
+def test_a_name_ending_in_an_encoded_newline_is_not_a_queue_name(client):
+    body = assert_error(client.simulate_put("/v2/queues/a%0A"), 400, "Invalid API request")
+    assert "may only contain ASCII letters" in body["description"]
+    assert client.simulate_get("/v2/queues").json["queues"] == []
+
+
 def test_names_with_dots_that_are_not_dot_segments_stay_valid(client):
     for name in ("...", ".a", "a..", "..b"):
         assert client.simulate_put(f"/v2/queues/{name}").status_code == 201, name

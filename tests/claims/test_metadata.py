@@ -73,10 +73,6 @@ def test_metadata_may_be_as_large_as_the_limit_but_no_larger():
     assert str(raised.value) == "Queue metadata may not exceed 20 bytes."
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/api.rst and SPEC 1.2 give the metadata limit in bytes, but claims/metadata.py measures "
-    "len(json.dumps(metadata)): each non-ASCII character counts as its six-character \\uXXXX escape, "
-    "so metadata well under the limit in UTF-8 bytes is refused"))
 def test_the_metadata_limit_counts_utf8_bytes_not_ascii_escapes():
     limits = Limits(max_queue_metadata=15)
     # {"k": "éé"} is 13 bytes in UTF-8 (11 written compactly); as \u00e9 escapes it is 21 characters

@@ -63,9 +63,6 @@ def test_a_gap_shorter_than_one_interval_is_one_linear_step_as_in_zaqar_and_none
     assert retry.backoff(function, 5, 9) == expected
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "retry.backoff's docstring: exponential doubles 'from low (at least 1 s)', but a backoff of one "
-    "step returns [low] before that rule applies, so backoff('exponential', 0, 5) is [0]: no wait"))
 def test_a_one_step_exponential_backoff_from_zero_still_waits_one_second():
     assert retry.backoff("exponential", 0, 5) == [1]
 
