@@ -151,9 +151,9 @@ def test_touching_more_queues_than_the_bound_keeps_each_cache_at_the_bound(store
 def test_a_forgotten_queue_is_read_again_and_a_remembered_one_is_not(worker, store):
     for i in range(BOUND + 1):
         _touch(worker, f"q{i}")
-    assert store.metadata_for_write(P, f"q{BOUND}").cached  # the most recent: from memory
-    assert not store.metadata_for_write(P, "q0").cached  # forgotten when q5 came in: read again
-    assert store.metadata_for_write(P, "q0").cached  # and remembered
+    assert store._metadata_text(P, f"q{BOUND}")[1]  # the most recent: from memory
+    assert not store._metadata_text(P, "q0")[1]  # forgotten when q5 came in: read again
+    assert store._metadata_text(P, "q0")[1]  # and remembered
     assert (P, "q1") not in store._metadata  # which forgot the least recently used
 
 

@@ -27,20 +27,30 @@ Words used below:
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from zaqar_lite import errors
+from zaqar_lite.claims import policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
     DeadLetterPolicy,
     Message,
-    MetadataSnapshot,
     Move,
     QueueStats,
     Record,
     SweepResult,
 )
+
+#: makes the messages of a post from the queue's stored metadata (None: no such queue)
+PostPlan = Callable[[Mapping[str, Any] | None], Sequence[Message]]
+#: makes the request of a claim from the queue's stored metadata (None: no such queue)
+ClaimPlan = Callable[[Mapping[str, Any] | None], ClaimRequest]
+#: reads of a message whose guarded write keeps losing to concurrent changes, before giving up
+CHANGE_ATTEMPTS = 10
 
 
 class Storage(abc.ABC):
@@ -76,18 +86,6 @@ class Storage(abc.ABC):
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         """Return the stored metadata of a queue, or None if the queue does not exist."""
 
-    def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
-        """Return the metadata a post or a claim of the queue is planned with.
-
-        This default reads the store and asks for no check. A driver may answer
-        from memory instead (unless ``fresh``) when it gives a version that its
-        ``post_messages`` and ``claim_messages`` compare with the stored
-        metadata inside their atomic step, raising
-        :class:`~zaqar_lite.errors.StaleMetadata` on a difference: a change made
-        by another process is then never missed, only costs a second plan.
-        """
-        return MetadataSnapshot(self.get_queue_metadata(project, queue))
-
     @abc.abstractmethod
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         """Replace the metadata of an existing queue.
@@ -121,18 +119,24 @@ class Storage(abc.ABC):
     # -- messages -------------------------------------------------------------
 
     @abc.abstractmethod
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         """Store new messages, creating the queue (empty metadata) if it is missing.
 
         Atomic: all messages are stored or none; once this returns they are
         durable to the backend's own guarantee. Markers are assigned in list
         order, after every marker already in the queue.
-
-        Raises:
-            StaleMetadata: ``metadata_version`` (see :meth:`metadata_for_write`)
-                is not the stored metadata's; nothing was stored.
         """
+
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+        """Store the messages ``plan`` makes from the queue's stored metadata (:meth:`post_messages`).
+
+        ``plan`` gets the metadata (None for a missing queue) and may raise a
+        domain error to refuse the post. A change of the metadata made by
+        another process before this call is never missed. This default reads
+        the metadata, then posts; a driver may plan from what it remembers
+        when its write checks that against the store and plans again if not.
+        """
+        self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
 
     @abc.abstractmethod
     def list_messages(
@@ -213,11 +217,14 @@ class Storage(abc.ABC):
         Returns:
             The claimed messages (empty when none were visible); the claim record
             exists when this returns a non-empty list.
-
-        Raises:
-            StaleMetadata: ``request.metadata_version`` is not the stored
-                metadata's (see :meth:`metadata_for_write`); nothing was changed.
         """
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+        """Claim as the request ``plan`` makes from the queue's stored metadata (:meth:`claim_messages`).
+
+        As :meth:`post_planned`: this default reads the metadata, then claims.
+        """
+        return self.claim_messages(project, queue, plan(self.get_queue_metadata(project, queue)))
 
     @abc.abstractmethod
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
@@ -304,10 +311,11 @@ class Storage(abc.ABC):
     # compare-and-set on its version. Everything built on them (subscriptions,
     # delivery cursors, notifier leases) is policy in zaqar_lite/notify/.
 
+    @abc.abstractmethod
     def get_record(self, project: str, kind: str, key: str) -> Record | None:
         """Return a record, or None if absent."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
 
+    @abc.abstractmethod
     def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
                    expected_version: int | None) -> int:
         """Write a record by compare-and-set, atomically.
@@ -322,20 +330,19 @@ class Storage(abc.ABC):
         Raises:
             Conflict: the record exists (create) or its version changed (update).
         """
-        raise NotImplementedError(f"{self.name} does not store records yet")
 
+    @abc.abstractmethod
     def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
         """Delete a record (only at ``expected_version`` when given); return whether one was deleted."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
 
+    @abc.abstractmethod
     def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
                      limit: int = 1000) -> list[Record]:
         """Return up to ``limit`` records of a kind whose key starts with prefix and is > marker, by key."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
 
+    @abc.abstractmethod
     def record_projects(self, kind: str) -> list[str]:
         """Return every project that has at least one record of a kind."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
 
     # -- health ---------------------------------------------------------------
 
@@ -349,3 +356,157 @@ class Storage(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What of a :class:`~zaqar_lite.claims.policy.Plan` took effect: claims won, moves, deletes."""
+
+    claimed: list[Message]
+    moved: int
+    deleted: int
+
+
+class PlannedStorage(Storage):
+    """A driver whose sweep, delete and release loops are the ones written here.
+
+    Each loop reads, lets :mod:`zaqar_lite.claims.policy` decide, and hands the
+    decision to the driver's primitives, which only store and move: a guarded
+    write takes effect only on the state it was planned on (SQLite: the whole
+    loop runs in one transaction, :meth:`_atomic`; MongoDB: a filter on that
+    state; Swift: see its module). A store's queries are prefilters of the
+    policy's predicates (:func:`~zaqar_lite.claims.policy.is_visible`,
+    :func:`~zaqar_lite.claims.policy.is_swept`): they may return more than the
+    rule allows, never less, and the loops check every candidate again.
+    """
+
+    def _atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Return the context one pass of a loop runs in; the default is none (each write is guarded)."""
+        return contextlib.nullcontext()
+
+    @abc.abstractmethod
+    def _sweep_candidates(self, project: str, queue: str, now: float,
+                          dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
+        """Yield batches of messages among which is every one that ``policy.is_swept`` holds for.
+
+        The loop applies each batch before asking for the next, so a store may
+        query again until what it finds is fewer than a page.
+        """
+
+    @abc.abstractmethod
+    def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                    dead_letter: DeadLetterPolicy, now: float) -> Applied:
+        """Write a plan made from ``read``, each change only if its message is still as read.
+
+        Claimed messages are updated, moved ones re-homed in ``dead_letter.queue``
+        (created if missing) by one write each, deleted ones removed.
+        """
+
+    @abc.abstractmethod
+    def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
+        """Remove the claim records of a queue that ended by ``now``."""
+
+    @abc.abstractmethod
+    def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                           now: float) -> tuple[Message | None, bool]:
+        """Return the unexpired message (None if absent) and whether ``claim_id`` is a live claim."""
+
+    @abc.abstractmethod
+    def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
+        """Delete messages that are still as read; return the ids deleted."""
+
+    @abc.abstractmethod
+    def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
+        """Store a released message's claim end and failures if it is still as read; return whether it was."""
+
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        """Read sweep candidates, keep those ``policy.is_swept`` holds for, apply ``policy.plan_sweep``."""
+        moved = discarded = 0
+        with self._atomic():
+            for batch in self._sweep_candidates(project, queue, now, dead_letter):
+                read = [m for m in batch if policy.is_swept(m, now, dead_letter)]
+                plan = policy.plan_sweep(read, queue, now, dead_letter)
+                applied = self._apply_plan(project, queue, plan, read, dead_letter, now)
+                moved, discarded = moved + applied.moved, discarded + applied.deleted
+            self._drop_lapsed_claims(project, queue, now)
+        return SweepResult(dead_lettered=moved, discarded=discarded)
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
+        """Read the message, apply ``policy.check_claim_rules``, delete it if unchanged; repeat on a race."""
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                found, live = self._message_and_claim(project, queue, message_id, claim_id, now)
+                if found is None:
+                    return
+                policy.check_claim_rules(found, claim_id, live, now)
+                if self._delete_unchanged(project, queue, [found]):
+                    return
+        raise errors.StorageUnavailable(f"message {message_id} kept changing while being deleted")
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None, now: float) -> None:
+        """Read the messages, split them by ``policy.split_bulk_delete``, delete; repeat for races lost."""
+        pending, kept = list(ids), list[Message]()
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                doomed, held = policy.split_bulk_delete(self.get_messages(project, queue, pending, now),
+                                                        claim_ids, now)
+                deleted = self._delete_unchanged(project, queue, doomed)
+            kept += held
+            pending = [m.id for m in doomed if m.id not in deleted]
+            if not pending:
+                break
+        else:
+            raise errors.StorageUnavailable("messages kept changing while being deleted")
+        if kept:
+            raise errors.MessageIsClaimedBy(kept[-1].id, ",".join(claim_ids or ()))
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+        """Read the message, apply ``policy.check_claim_rules`` and ``policy.released``, write it."""
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                found, live = self._message_and_claim(project, queue, message_id, claim_id, now)
+                if found is None:
+                    raise errors.MessageDoesNotExist(message_id, queue)
+                policy.check_claim_rules(found, claim_id, live, now)
+                if self._write_released(project, queue, found,
+                                        policy.released(found, failure, now, history_limit)):
+                    return
+        raise errors.StorageUnavailable(f"message {message_id} kept changing while being released")
+
+
+class PlannedClaimStorage(PlannedStorage):
+    """A :class:`PlannedStorage` whose claim loop is the one written here too."""
+
+    @abc.abstractmethod
+    def _visible_candidates(self, project: str, queue: str, now: float, after: int,
+                            limit: int) -> list[Message]:
+        """Return up to ``limit`` messages with marker > ``after``, FIFO: a prefilter of ``is_visible``.
+
+        Every visible message of the queue up to the last one returned is among them.
+        """
+
+    @abc.abstractmethod
+    def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
+        """Store the record of a claim that took messages."""
+
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
+        claimed: list[Message] = []
+        after = 0
+        with self._atomic():
+            while len(claimed) < request.limit:
+                wanted = request.limit - len(claimed)
+                batch = self._visible_candidates(project, queue, request.now, after, wanted)
+                read = [m for m in batch if policy.is_visible(m, request.now)]
+                plan = policy.plan_claim(read, request, queue, len(claimed))
+                applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
+                claimed += applied.claimed
+                if len(batch) < wanted:
+                    break
+                after = batch[-1].marker
+            if claimed:  # written last: should this fail, the messages come back when their claim lapses
+                self._store_claim(project, queue, request)
+        return claimed

@@ -12,7 +12,7 @@ Claim order is strict FIFO by post order within a queue.
 
 Queue metadata. A post or a claim is planned (default ttl and delay, size limit,
 dead-letter policy) from metadata the worker remembers from its last read of
-that queue (``metadata_for_write``), so it costs one round trip, not two. The
+that queue (``_metadata_text``), so it costs one round trip, not two. The
 remembered JSON text travels with the script, which compares it with the stored
 text before it changes anything and answers ``stale`` when another process
 changed or deleted the queue meanwhile; the plan is then made again from a
@@ -37,12 +37,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import threading
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -56,13 +57,12 @@ from zaqar_lite.models import (
     ClaimRequest,
     DeadLetterPolicy,
     Message,
-    MetadataSnapshot,
     Move,
     QueueStats,
     Record,
     SweepResult,
 )
-from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.layout import (
     PROJECTS,
@@ -79,6 +79,11 @@ from zaqar_lite.storage.redis.layout import (
     to_message,
 )
 
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
+#: plans of one post or claim before giving up on a queue whose metadata keeps changing
+PLAN_ATTEMPTS = 5
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
            "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
@@ -98,6 +103,10 @@ _RULES = {
     "not_claimed": lambda mid, cid: errors.MessageNotClaimed(mid),
     "claimed_by": lambda mid, cid: errors.MessageIsClaimedBy(mid, cid),
 }
+
+
+class _Stale(Exception):
+    """post.lua or claim.lua found metadata other than the planned text stored; nothing was changed."""
 
 
 class RedisStorage(Storage):
@@ -211,20 +220,52 @@ class RedisStorage(Storage):
         self._metadata.pop((project, queue))
         return bool(created)
 
-    def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
-        """Answer from the worker's memory of the queue's metadata when it has one.
+    def _metadata_text(self, project: str, queue: str, fresh: bool = False) -> tuple[str, bool]:
+        """Return the queue's metadata JSON text ('' for a missing queue) and whether it was remembered.
 
-        The version is the stored JSON text ('' for a missing queue); post.lua and
-        claim.lua compare it with the stored text before they change anything.
+        Answered from the worker's memory unless ``fresh`` or forgotten; a read is remembered.
         """
         key = (project, queue)
-        version = None if fresh else self._metadata.get(key)
-        cached = version is not None
-        if version is None:
-            with self._translate_errors():
-                version = self.client.get(self._queue_names(project, queue)[1] + "meta") or ""
-            self._metadata.put(key, version)
-        return MetadataSnapshot(json.loads(version) if version else None, version, cached)
+        text = None if fresh else self._metadata.get(key)
+        if text is not None:
+            return text, True
+        with self._translate_errors():
+            text = self.client.get(self._queue_names(project, queue)[1] + "meta") or ""
+        self._metadata.put(key, text)
+        return text, False
+
+    def _planned(self, project: str, queue: str, plan: Callable[[dict[str, Any] | None], T],
+                 write: Callable[[T, str], R]) -> R:
+        """Plan from the metadata remembered (else read), then write with its text as the guard.
+
+        ``write`` raises :class:`_Stale` when the script found other metadata
+        stored: the plan is made again from a fresh read. A plan refused (a
+        domain error) on remembered metadata is made again from a fresh read
+        too: only what is stored refuses a request.
+        """
+        for attempt in range(PLAN_ATTEMPTS):
+            text, remembered = self._metadata_text(project, queue, fresh=attempt > 0)
+            try:
+                planned = plan(json.loads(text) if text else None)
+            except errors.ZaqarLiteError:
+                if remembered:
+                    continue
+                raise
+            try:
+                return write(planned, text)
+            except _Stale:
+                LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
+        raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")
+
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+        """Plan from remembered metadata; post.lua checks it is still what is stored (see the module)."""
+        self._planned(project, queue, plan,
+                      lambda messages, text: self._post(project, queue, messages, now, text))
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+        """Plan from remembered metadata; claim.lua checks it is still what is stored (see the module)."""
+        return self._planned(project, queue, plan,
+                             lambda request, text: self._claim(project, queue, request, text))
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
@@ -280,8 +321,12 @@ class RedisStorage(Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+        self._post(project, queue, messages, now, None)
+
+    def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
+              metadata_version: str | None) -> None:
+        """Run post.lua; with ``metadata_version``, only while the stored metadata text is that."""
         args: list[Any] = [queue, stamp(now), *guard(metadata_version)]
         for m in messages:
             args += [m.id, json.dumps(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
@@ -291,7 +336,7 @@ class RedisStorage(Storage):
                      json.dumps(m.dead_letter) if m.dead_letter else ""]
         # a queue that existed when planned was registered before it was created
         if self._run("post", project, queue, args, register=not metadata_version) == STALE:
-            raise errors.StaleMetadata(queue)
+            raise _Stale(queue)
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -350,15 +395,20 @@ class RedisStorage(Storage):
                 stamp(now + dead_letter.messages_ttl) if dead_letter.messages_ttl else ""]
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        return self._claim(project, queue, request, None)
+
+    def _claim(self, project: str, queue: str, request: ClaimRequest,
+               metadata_version: str | None) -> list[Message]:
+        """Run claim.lua; with ``metadata_version``, only while the stored metadata text is that."""
         now, dead_letter = request.now, request.dead_letter
         reply = self._run("claim", project, queue, [
             stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter),
-            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(request.metadata_version)],
+            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(metadata_version)],
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:
-            raise errors.StaleMetadata(queue)
+            raise _Stale(queue)
         return [from_reply(r) for r in reply]
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:

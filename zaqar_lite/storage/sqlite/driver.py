@@ -37,9 +37,8 @@ from zaqar_lite.models import (
     Move,
     QueueStats,
     Record,
-    SweepResult,
 )
-from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.base import Applied, PlannedClaimStorage
 from zaqar_lite.storage.sqlite.layout import MESSAGE_FIELDS, prepare_schema
 
 _COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
@@ -78,7 +77,7 @@ def _row_to_message(row: sqlite3.Row) -> Message:
     )
 
 
-class SqliteStorage(Storage):
+class SqliteStorage(PlannedClaimStorage):
     """SQLite driver; connections are per process and per thread."""
 
     name = "sqlite"
@@ -223,8 +222,7 @@ class SqliteStorage(Storage):
               json.dumps(m.failures) if m.failures else None,
               json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         with self.transaction() as db:
             self._insert(db, project, queue, messages, now)
 
@@ -267,30 +265,6 @@ class SqliteStorage(Storage):
                        now: float) -> bool:
         return db.execute("SELECT 1 FROM claims WHERE id=? AND project=? AND queue=? AND expires>?",
                           (claim_id, project, queue, now)).fetchone() is not None
-
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
-                       now: float) -> None:
-        with self.transaction() as db:
-            found = self._get(db, project, queue, [message_id], now)
-            if not found:
-                return
-            live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
-            policy.check_claim_rules(found[0], claim_id, live, now)
-            db.execute("DELETE FROM messages WHERE id=?", (message_id,))
-
-    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
-                        claim_ids: Sequence[str] | None, now: float) -> None:
-        with self.transaction() as db:
-            kept = None
-            doomed = []
-            for message in self._get(db, project, queue, ids, now):
-                if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
-                    kept = message
-                else:
-                    doomed.append((message.id,))
-            db.executemany("DELETE FROM messages WHERE id=?", doomed)
-        if kept is not None:
-            raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
 
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
@@ -335,43 +309,12 @@ class SqliteStorage(Storage):
 
     # -- claims ---------------------------------------------------------------
 
-    def _apply(self, db: sqlite3.Connection, project: str, queue: str, plan: policy.Plan,
-               dead_letter: DeadLetterPolicy, now: float) -> None:
-        """Write a policy plan: claimed rows updated, moved rows re-homed, deleted rows gone."""
-        db.executemany(
-            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
-            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
-        db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
-        self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
-
     def _rehome(self, db: sqlite3.Connection, project: str, target: str, moved: Sequence[Message],
                 now: float) -> None:
         """Move messages into ``target`` as given (its next markers), creating it if missing."""
         if moved:
             db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in moved])
             self._insert(db, project, target, moved, now)
-
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
-        args = {"project": project, "queue": queue, "now": request.now, "marker": 0}
-        claimed: list[Message] = []
-        with self.transaction() as db:
-            while len(claimed) < request.limit:
-                batch = self._candidates(db, args, request.limit)
-                plan = policy.plan_claim(batch, request, queue, len(claimed))
-                self._apply(db, project, queue, plan, request.dead_letter, request.now)
-                # Claimed messages join the never-delayed index range; only matured ones move.
-                taken = {m.id for m in plan.claimed}
-                db.executemany("UPDATE messages SET delay_until=0 WHERE id=?",
-                               [(m.id,) for m in batch if m.delay_until and m.id in taken])
-                claimed.extend(plan.claimed)
-                if len(batch) < request.limit:
-                    break
-                args["marker"] = batch[-1].marker
-            if claimed:
-                db.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (request.claim_id, project, queue, request.ttl, request.grace,
-                            request.now, request.now + request.ttl))
-        return claimed
 
     def _live_claim(self, db: sqlite3.Connection, project: str, queue: str, claim_id: str,
                     now: float) -> Claim:
@@ -407,18 +350,6 @@ class SqliteStorage(Storage):
                        " AND claim_expires > ?", (now, claim_id, project, queue, now))
             db.execute("DELETE FROM claims WHERE id=? AND project=? AND queue=?", (claim_id, project, queue))
 
-    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
-        with self.transaction() as db:
-            found = self._get(db, project, queue, [message_id], now)
-            if not found:
-                raise errors.MessageDoesNotExist(message_id, queue)
-            live = self._claim_is_live(db, project, queue, claim_id, now)
-            policy.check_claim_rules(found[0], claim_id, live, now)
-            message = policy.released(found[0], failure, now, history_limit)
-            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?",
-                       (message.claim_expires, json.dumps(message.failures) or None, message.id))
-
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
         with self.transaction() as db:
@@ -428,21 +359,66 @@ class SqliteStorage(Storage):
             self._rehome(db, project, target_queue, moved, now)
         return [m.id for m in moved]
 
-    # -- background work ------------------------------------------------------
+    # -- primitives of the loops in storage.base (each inside the loop's transaction) ------
 
-    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
-        args = {"project": project, "queue": queue, "now": now,
-                "count": dead_letter.max_claim_count if dead_letter.counts_claims else None}
-        with self.transaction() as db:
-            candidates = self._select(db, "expires <= :now", args)
-            if args["count"] is not None:
-                candidates += self._select(
-                    db, "expires > :now AND claim_count >= :count"
-                        " AND (claim_expires IS NULL OR claim_expires <= :now)", args)
-            plan = policy.plan_sweep(candidates, queue, now, dead_letter)
-            self._apply(db, project, queue, plan, dead_letter, now)
-            db.execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?", (project, queue, now))
-        return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+    def _atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Run a whole loop in one ``BEGIN IMMEDIATE`` transaction: reads and writes never interleave."""
+        return self.transaction()
+
+    def _visible_candidates(self, project: str, queue: str, now: float, after: int,
+                            limit: int) -> list[Message]:
+        return self._candidates(self._connection(), {"project": project, "queue": queue, "now": now,
+                                                     "marker": after}, limit)
+
+    def _sweep_candidates(self, project: str, queue: str, now: float,
+                          dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
+        # a prefilter of policy.is_swept: the expired, then the exhausted and unclaimed
+        args = {"project": project, "queue": queue, "now": now, "count": dead_letter.max_claim_count}
+        db = self._connection()
+        candidates = self._select(db, "expires <= :now", args)
+        if dead_letter.counts_claims:
+            candidates += self._select(db, "expires > :now AND claim_count >= :count"
+                                           " AND (claim_expires IS NULL OR claim_expires <= :now)", args)
+        yield candidates
+
+    def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                    dead_letter: DeadLetterPolicy, now: float) -> Applied:
+        db = self._connection()
+        db.executemany(
+            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
+            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
+        # Claimed messages join the never-delayed index range; only matured ones move.
+        taken = {m.id for m in plan.claimed}
+        db.executemany("UPDATE messages SET delay_until=0 WHERE id=?",
+                       [(m.id,) for m in read if m.delay_until and m.id in taken])
+        db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
+        self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
+        return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
+
+    def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
+        self._connection().execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (
+            request.claim_id, project, queue, request.ttl, request.grace, request.now,
+            request.now + request.ttl))
+
+    def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
+        self._connection().execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?",
+                                   (project, queue, now))
+
+    def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                           now: float) -> tuple[Message | None, bool]:
+        db = self._connection()
+        found = self._get(db, project, queue, [message_id], now)
+        live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
+        return (found[0] if found else None), live
+
+    def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
+        self._connection().executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in messages])
+        return {m.id for m in messages}
+
+    def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
+        self._connection().execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
+            released.claim_expires, json.dumps(released.failures) or None, released.id))
+        return True
 
     # -- versioned records ----------------------------------------------------
 

@@ -74,8 +74,8 @@ from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats, SweepResult
-from zaqar_lite.storage.base import Storage
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
+from zaqar_lite.storage.base import Applied, PlannedStorage
 from zaqar_lite.storage.swift import layout
 from zaqar_lite.storage.swift.client import PAGE, SwiftObjects
 from zaqar_lite.storage.swift.records import SwiftRecordsMixin
@@ -94,7 +94,7 @@ class _Attempt:
     written: float
 
 
-class SwiftStorage(SwiftRecordsMixin, Storage):
+class SwiftStorage(SwiftRecordsMixin, PlannedStorage):
     """Swift driver; safe across threads and processes."""
 
     name = "swift"
@@ -183,8 +183,7 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
         markers = self._markers.take(project, queue, len(messages), now)
@@ -249,27 +248,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
         found = self._alive(container, names, now)
         return (found[0] if found else None), claim is not None
 
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
-                       now: float) -> None:
-        container = self._container(project)
-        found, live = self._claimed_message(container, queue, message_id, claim_id, now)
-        if found is not None:
-            policy.check_claim_rules(found[1], claim_id, live, now)
-            self.objects.delete(container, found[0])
-
-    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
-                        claim_ids: Sequence[str] | None, now: float) -> None:
-        container = self._container(project)
-        kept, doomed = None, []
-        for name, message in self._alive(container, self._locate(container, queue, ids), now):
-            if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
-                kept = message
-            else:
-                doomed.append(name)
-        self.objects.map(lambda n: self.objects.delete(container, n), doomed)
-        if kept is not None:
-            raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
-
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         container = self._container(project)
         request = ClaimRequest(claim_id=f"pop-{uuid.uuid4()}", now=now, ttl=60, grace=0, limit=limit)
@@ -308,13 +286,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                             layout.delete_at(moved.expires))
         self.objects.delete(container, source)
 
-    def _apply_removals(self, container: str, project: str, names: Mapping[str, str], plan: policy.Plan,
-                        dead_letter: DeadLetterPolicy, now: float) -> None:
-        for moved in plan.moved:
-            self._move(container, project, names[moved.id], dead_letter.queue or "", moved, now)
-        for message_id in plan.deleted:
-            self.objects.delete(container, names[message_id])
-
     def _read_visible(self, container: str, name: str, now: float) -> tuple[Message, str, float] | None:
         """Read a visible candidate: message, ETag and when the read began (step 1)."""
         for retry in (True, False):  # a slow read is cheaper to repeat than the write it would spoil
@@ -335,7 +306,7 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
             return None
         message, etag, started = found
         plan = policy.plan_claim([message], request, queue, already)
-        self._apply_removals(container, project, {message.id: name}, plan, request.dead_letter, request.now)
+        self._remove(container, project, queue, plan, [message], request.dead_letter, request.now)
         if not plan.claimed:
             return None
         try:
@@ -418,15 +389,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                 container, item[0], dataclasses.replace(item[1], claim_expires=now)), held)
             self.objects.delete(container, layout.claim_object(queue, claim_id))
 
-    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
-        container = self._container(project)
-        found, live = self._claimed_message(container, queue, message_id, claim_id, now)
-        if found is None:
-            raise errors.MessageDoesNotExist(message_id, queue)
-        policy.check_claim_rules(found[1], claim_id, live, now)
-        self._store(container, found[0], policy.released(found[1], failure, now, history_limit))
-
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
         container = self._container(project)
@@ -442,23 +404,56 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
 
         return [i for i in self.objects.map(move, moves) if i is not None]
 
-    # -- background work ------------------------------------------------------
+    # -- primitives of the loops in storage.base --------------------------------
 
-    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+    def _remove(self, container: str, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                dead_letter: DeadLetterPolicy, now: float) -> None:
+        """Write a plan's moves and deletes (its claims take the settle protocol instead)."""
+        markers = {m.id: m.marker for m in read}
+        for moved in plan.moved:
+            self._move(container, project, layout.message_object(queue, moved.marker, moved.id),
+                       dead_letter.queue or "", moved, now)
+        for message_id in plan.deleted:
+            self.objects.delete(container, layout.message_object(queue, markers[message_id], message_id))
+
+    def _sweep_candidates(self, project: str, queue: str, now: float,
+                          dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
+        # the listing hints are a prefilter of policy.is_swept; objects Swift already
+        # expired (X-Delete-At) stay listed until deleted, and are deleted here
         container = self._container(project)
-        limit = dead_letter.max_claim_count if dead_letter.counts_claims else None
         names = [n for n, h in self.objects.rows(container, layout.message_prefix(queue))
-                 if h.expires <= now
-                 or (limit is not None and h.claim_count >= limit and h.claim_expires <= now)]
+                 if policy.swept_at(h.expires, h.claim_expires, h.claim_count, now, dead_letter)]
         got = dict(zip(names, self.objects.map(lambda n: self._load(container, n), names), strict=True))
-        loaded = {n: found[0] for n, found in got.items() if found is not None}
-        plan = policy.plan_sweep(loaded.values(), queue, now, dead_letter)
-        self._apply_removals(container, project, {m.id: n for n, m in loaded.items()}, plan, dead_letter, now)
-        # Objects Swift already expired (X-Delete-At) stay listed until deleted; so do lapsed claims.
-        stale = [n for n, found in got.items() if found is None]
-        stale += [n for n, h in self.objects.rows(container, layout.claim_prefix(queue)) if h.expires <= now]
-        self.objects.map(lambda n: self.objects.delete(container, n), stale)
-        return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+        gone = [n for n, found in got.items() if found is None]
+        self.objects.map(lambda n: self.objects.delete(container, n), gone)
+        yield [found[0] for found in got.values() if found is not None]
+
+    def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
+        container = self._container(project)
+        lapsed = [n for n, h in self.objects.rows(container, layout.claim_prefix(queue)) if h.expires <= now]
+        self.objects.map(lambda n: self.objects.delete(container, n), lapsed)
+
+    def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                           now: float) -> tuple[Message | None, bool]:
+        found, live = self._claimed_message(self._container(project), queue, message_id, claim_id, now)
+        return (found[1] if found else None), live
+
+    def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
+        # Swift has no conditional DELETE: a delete races a concurrent claim (see the module)
+        container = self._container(project)
+        names = [layout.message_object(queue, m.marker, m.id) for m in messages]
+        self.objects.map(lambda n: self.objects.delete(container, n), names)
+        return {m.id for m in messages}
+
+    def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
+        self._store(self._container(project), layout.message_object(queue, read.marker, read.id), released)
+        return True
+
+    def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                    dead_letter: DeadLetterPolicy, now: float) -> Applied:
+        """Write the moves and deletes of a sweep's plan, which holds no claims."""
+        self._remove(self._container(project), project, queue, plan, read, dead_letter, now)
+        return Applied([], len(plan.moved), len(plan.deleted))
 
     # -- health ---------------------------------------------------------------
 

@@ -38,6 +38,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from zaqar_lite.claims import policy
 from zaqar_lite.models import Message
 
 MESSAGE_TYPE = "application/x-zaqar-message"
@@ -173,8 +174,8 @@ class Hint:
     client: str = ""
 
     def visible(self, now: float) -> bool:
-        """Return whether the row may be claimed or popped at ``now``."""
-        return self.expires > now and self.claim_expires <= now and self.delay_until <= now
+        """Return whether the row may be claimed or popped at ``now``: a prefilter, the body decides."""
+        return policy.visible_at(self.expires, self.claim_expires, self.delay_until, now)
 
 
 def parse_hint(content_type: str) -> Hint:
