@@ -1,14 +1,16 @@
-"""The storage contract every driver implements.
+"""The storage contract every driver implements, and the loops most drivers share.
 
-Drivers only store and atomically move. Every decision (claim counts, what to
-dead-letter, new expiries, delay and claim visibility, the claim rules of
-deletes) is made by :mod:`zaqar_lite.claims.policy` and either handed to a
-primitive as arguments (:class:`~zaqar_lite.models.ClaimRequest`,
-:class:`~zaqar_lite.models.DeadLetterPolicy`) or, for drivers that can run
-Python inside their atomic step (SQLite), called from inside that step. A
-driver whose atomic step cannot call Python (a Redis Lua script) implements
-the same documented rules mechanically; the conformance suite
-(``tests/storage/test_conformance.py``) holds every driver to them.
+:class:`Storage` is the contract (its queue and record parts:
+:mod:`~zaqar_lite.storage.queues`, :mod:`~zaqar_lite.storage.records`).
+Drivers only store and atomically move; every decision is made by
+:mod:`zaqar_lite.claims.policy`. :class:`PlannedStorage` and
+:class:`PlannedClaimStorage` implement the sweep, delete, release and claim
+methods once, as loops that read, call the policy and hand its plan to small
+driver primitives (fetch candidates, apply guarded writes, move a message):
+SQLite and MongoDB use all of them, Swift all but the claim (its settle
+protocol), Redis none (one Lua script per operation, each following one named
+rule of the policy mechanically). The conformance suite
+(``tests/storage/test_conformance.py``) holds every driver to the same rules.
 
 Words used below:
 
@@ -41,9 +43,10 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    Record,
     SweepResult,
 )
+from zaqar_lite.storage.queues import QueueStore
+from zaqar_lite.storage.records import RecordStore
 
 #: makes the messages of a post from the queue's stored metadata (None: no such queue)
 PostPlan = Callable[[Mapping[str, Any] | None], Sequence[Message]]
@@ -53,7 +56,7 @@ ClaimPlan = Callable[[Mapping[str, Any] | None], ClaimRequest]
 CHANGE_ATTEMPTS = 10
 
 
-class Storage(abc.ABC):
+class Storage(QueueStore, RecordStore):
     """Abstract storage driver; one instance per process, safe across processes."""
 
     #: short name shown in logs and health (``sqlite``, ``redis``, ...)
@@ -62,59 +65,10 @@ class Storage(abc.ABC):
     #: a message with a higher marker was listed (0: markers become visible in order).
     #: Subscription delivery waits this long before passing a message by.
     visibility_lag: float = 0.0
-    #: queues :meth:`all_queues` reads from the store at a time (a sweep holds one page, not every queue)
-    all_queues_page: int = 1000
     #: whether the driver remembers anything per queue in memory; such a driver keeps it
     #: in :class:`~zaqar_lite.storage.cache.LRUCache` instances and takes their size,
     #: ``[storage] queue_cache_size``, as the ``queue_cache_size`` keyword of its constructor
     remembers_queues: bool = False
-
-    # -- queues ---------------------------------------------------------------
-
-    @abc.abstractmethod
-    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        """Create a queue with its metadata.
-
-        Atomic: two concurrent creates make one queue; the loser leaves the
-        existing metadata unchanged.
-
-        Returns:
-            True if the queue was created, False if it already existed.
-        """
-
-    @abc.abstractmethod
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        """Return the stored metadata of a queue, or None if the queue does not exist."""
-
-    @abc.abstractmethod
-    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        """Replace the metadata of an existing queue.
-
-        Raises:
-            QueueDoesNotExist: no such queue.
-        """
-
-    @abc.abstractmethod
-    def delete_queue(self, project: str, queue: str) -> None:
-        """Delete a queue with all its messages and claims; absent queues are fine."""
-
-    @abc.abstractmethod
-    def list_queues(
-        self, project: str, *, marker: str | None, limit: int, name_contains: str | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Return up to ``limit`` ``(name, metadata)`` pairs with name > marker, by name."""
-
-    @abc.abstractmethod
-    def count_queues(self, project: str) -> int:
-        """Return the number of queues of a project."""
-
-    @abc.abstractmethod
-    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Yield ``(project, queue, metadata)`` for every queue of every project.
-
-        Reads at most :attr:`all_queues_page` queues from the store at a time, so
-        that the memory of a sweep does not grow with the number of queues.
-        """
 
     # -- messages -------------------------------------------------------------
 
@@ -139,18 +93,9 @@ class Storage(abc.ABC):
         self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
 
     @abc.abstractmethod
-    def list_messages(
-        self,
-        project: str,
-        queue: str,
-        *,
-        now: float,
-        marker: int | None,
-        limit: int,
-        include_claimed: bool,
-        include_delayed: bool,
-        exclude_client_id: str | None,
-    ) -> list[Message]:
+    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
+                      include_claimed: bool, include_delayed: bool,
+                      exclude_client_id: str | None) -> list[Message]:
         """Return up to ``limit`` unexpired messages with marker > ``marker``, FIFO.
 
         Claimed messages only with ``include_claimed``, delayed ones only with
@@ -247,16 +192,8 @@ class Storage(abc.ABC):
         """Release a claim: its messages become visible at once. Absent claims are fine."""
 
     @abc.abstractmethod
-    def release_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str,
-        now: float,
-        failure: Mapping[str, Any] | None,
-        history_limit: int,
-    ) -> None:
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
         """Release one claimed message and append ``failure`` to its bounded history.
 
         Atomic, under the claim rules of ``policy.check_claim_rules`` with a
@@ -304,45 +241,6 @@ class Storage(abc.ABC):
         messages whose count is exhausted and whose claim has lapsed are moved,
         each move atomic as in :meth:`claim_messages`. Lapsed claims are removed.
         """
-
-    # -- versioned records (subscriptions, cursors, leases) -------------------
-    #
-    # A record is a JSON object under (project, kind, key), written only by
-    # compare-and-set on its version. Everything built on them (subscriptions,
-    # delivery cursors, notifier leases) is policy in zaqar_lite/notify/.
-
-    @abc.abstractmethod
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        """Return a record, or None if absent."""
-
-    @abc.abstractmethod
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        """Write a record by compare-and-set, atomically.
-
-        Args:
-            expected_version: None to create (fails if the record exists), else
-                the version read (fails if it changed since).
-
-        Returns:
-            The new version.
-
-        Raises:
-            Conflict: the record exists (create) or its version changed (update).
-        """
-
-    @abc.abstractmethod
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        """Delete a record (only at ``expected_version`` when given); return whether one was deleted."""
-
-    @abc.abstractmethod
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        """Return up to ``limit`` records of a kind whose key starts with prefix and is > marker, by key."""
-
-    @abc.abstractmethod
-    def record_projects(self, kind: str) -> list[str]:
-        """Return every project that has at least one record of a kind."""
 
     # -- health ---------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Redis driver: every state change is one Lua script, run atomically by the server.
 
 URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
-``from_url`` query options (``?socket_timeout=2``) override :data:`DEFAULTS`.
+``from_url`` query options (``?socket_timeout=2``) override
+:data:`~zaqar_lite.storage.redis.client.DEFAULTS`.
 
 Keys and values are laid out as :mod:`zaqar_lite.storage.redis.layout` says.
 
@@ -26,28 +27,17 @@ more queues than that forgets the least recently used ones, whose next post or
 claim reads the metadata again (one more round trip) and builds the names again.
 The sweep, which visits every queue, uses the names remembered but adds none.
 
-Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
-``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
-NOSCRIPT. Connection errors and timeouts become :class:`~zaqar_lite.errors.StorageUnavailable`;
-the connection pool reconnects by itself when Redis is back.
+Scripts, connections and the one StorageUnavailable translation:
+:mod:`~zaqar_lite.storage.redis.client`; versioned records:
+:mod:`~zaqar_lite.storage.redis.records`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
-import os
-import threading
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from importlib import resources
 from typing import Any, TypeVar
-
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
@@ -59,44 +49,35 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    Record,
     SweepResult,
 )
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.layout import (
     PROJECTS,
-    RECORD_PROJECTS,
     from_reply,
     guard,
+    message_key,
     opt,
     project_prefix,
     queue_keys,
     queue_prefix,
     record_head,
-    record_keys,
     stamp,
     to_message,
 )
+from zaqar_lite.storage.redis.records import RedisRecords
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 #: plans of one post or claim before giving up on a queue whose metadata keeps changing
 PLAN_ATTEMPTS = 5
-SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
-           "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
 SWEEP_BATCH = 1000
 #: a queue's key names: its project's prefix, its own prefix, its keys (layout.queue_keys)
 QueueNames = tuple[str, str, tuple[str, ...]]
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
-DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
-            "decode_responses": True}
-# unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
-_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
-                redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)
 _RULES = {
     "claimed": lambda mid, cid: errors.MessageIsClaimed(mid),
     "invalid_claim": lambda mid, cid: errors.InvalidClaim(cid),
@@ -109,82 +90,18 @@ class _Stale(Exception):
     """post.lua or claim.lua found metadata other than the planned text stored; nothing was changed."""
 
 
-class RedisStorage(Storage):
-    """Redis driver; one connection pool per instance, of which each thread keeps one connection."""
+class RedisStorage(RedisRecords, Storage):
+    """Redis driver; the connection (:mod:`~zaqar_lite.storage.redis.client`) is one pool per instance."""
 
     name = "redis"
     remembers_queues = True
 
     def __init__(self, uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> None:
-        scheme = urllib.parse.urlsplit(uri).scheme
-        if scheme not in ("redis", "rediss"):
-            raise ValueError(f"not a redis URI: {uri}")
-        # retry only a refused or broken connection (stale after a restart), never a timeout:
-        # the script may have run (post is idempotent by id; a claim's messages come back)
-        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
-                      supported_errors=(redis.exceptions.ConnectionError,))
-        self._pool = redis.ConnectionPool.from_url(uri, retry=retry, **DEFAULTS)
-        self._local = threading.local()
-        lua = resources.files("zaqar_lite.storage.redis") / "lua"
-        library = (lua / "_lib.lua").read_text()
+        super().__init__(uri)
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
         self._metadata: LRUCache[tuple[str, str], str] = LRUCache(queue_cache_size)
         #: (project, queue) -> (project prefix, queue prefix, queue keys) of the layout
         self._names: LRUCache[tuple[str, str], QueueNames] = LRUCache(queue_cache_size)
-        #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
-        self._scripts: dict[str, tuple[str, str]] = {}
-        for name in SCRIPTS:
-            text = library + (lua / f"{name}.lua").read_text()
-            self._scripts[name] = hashlib.sha1(text.encode()).hexdigest(), text
-
-    @property
-    def client(self) -> Any:
-        """This thread's client, which keeps one connection of the pool for itself.
-
-        A command then skips the pool's check-out, check-in and stale-data poll;
-        the connection goes back to the pool when its thread ends.
-        (Any: redis-py types replies as bytes | str; with decode_responses they are str.)
-        """
-        owner, client = getattr(self._local, "client", (None, None))
-        if owner != os.getpid():  # none yet, or inherited through fork: never share the parent's socket
-            client = redis.Redis(connection_pool=self._pool, single_connection_client=True)
-            self._local.client = os.getpid(), client
-        return client
-
-    def describe(self) -> str:
-        """Return the server and database, without credentials."""
-        kwargs = self._pool.connection_kwargs
-        return f"redis at {kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
-
-    def close(self) -> None:
-        """Close every connection of the pool, the threads' own included."""
-        self._pool.disconnect()
-
-    # -- plumbing -------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _translate_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except _UNAVAILABLE as exc:
-            raise errors.StorageUnavailable(f"redis: {exc}") from exc
-
-    def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
-              register: tuple[str, str] | None = None) -> Any:
-        """Run a script by SHA, loading it on NOSCRIPT; with ``register=(index, project)``, SADD
-        the project first, in the same round trip."""
-        sha, text = self._scripts[script]
-        with self._translate_errors():
-            for attempt in range(2):
-                try:
-                    if register is None:
-                        return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                    with self.client.pipeline(transaction=False) as pipe:
-                        return pipe.sadd(*register).evalsha(sha, len(keys), *keys, *args).execute()[1]
-                except redis.exceptions.NoScriptError:
-                    if attempt:
-                        raise
-                    self.client.script_load(text)
 
     def _queue_names(self, project: str, queue: str, remember: bool = True) -> QueueNames:
         """Return the project's key prefix, the queue's, and the queue's keys (built once per queue).
@@ -348,10 +265,9 @@ class RedisStorage(Storage):
         return [from_reply(r) for r in reply]
 
     def _read(self, project: str, ids: Sequence[str]) -> list[tuple[str, dict[str, str]]]:
-        ns = project_prefix(project)
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             for message_id in ids:
-                pipe.hgetall(ns + "m:" + message_id)
+                pipe.hgetall(message_key(project, message_id))
             return list(zip(ids, pipe.execute(), strict=True))
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
@@ -472,55 +388,3 @@ class RedisStorage(Storage):
                 "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue, remember=False)
             moved, discarded = moved + step_moved, discarded + step_discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
-
-    # -- versioned records ----------------------------------------------------
-
-    @staticmethod
-    def _to_record(key: str, stored: str) -> Record:
-        version, value = stored.split(" ", 1)
-        return Record(key, json.loads(value), int(version))
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        with self._translate_errors():
-            stored = self.client.hget(record_keys(project, kind)[0], key)
-        return self._to_record(key, stored) if stored is not None else None
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        version = self._eval("put_record", record_keys(project, kind),
-                             [key, json.dumps(value), opt(expected_version)],
-                             (RECORD_PROJECTS + kind, project))
-        if not version:
-            raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
-        return int(version)
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        deleted = self._eval("delete_record", record_keys(project, kind), [key, opt(expected_version)])
-        return bool(deleted)
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        values, names = record_keys(project, kind)
-        lower = "(" + marker if marker is not None and marker >= prefix else "[" + prefix
-        with self._translate_errors():
-            # keys with the prefix are contiguous in key order: the first ones read are the page
-            keys = [k for k in self.client.zrangebylex(names, lower, "+", start=0, num=limit)
-                    if k.startswith(prefix)]
-            stored = self.client.hmget(values, keys) if keys else []
-        return [self._to_record(k, s) for k, s in zip(keys, stored, strict=True) if s is not None]
-
-    def record_projects(self, kind: str) -> list[str]:
-        with self._translate_errors():
-            projects = sorted(self.client.smembers(RECORD_PROJECTS + kind))
-            with self.client.pipeline(transaction=False) as pipe:
-                for project in projects:
-                    pipe.zcard(record_keys(project, kind)[1])
-                counts = pipe.execute()
-        return [p for p, n in zip(projects, counts, strict=True) if n]
-
-    def ping(self) -> bool:
-        try:
-            with self._translate_errors():
-                return bool(self.client.ping())
-        except errors.StorageUnavailable:
-            return False

@@ -5,9 +5,12 @@ URI forms (as SQLAlchemy writes them): ``sqlite:///relative/path.db``,
 transactions on power loss for speed (the default ``full`` fsyncs every commit).
 
 Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
-:meth:`SqliteStorage.transaction`), so it takes SQLite's single write lock
-before reading anything: reads and writes of one operation can never interleave
-with another process's. The file is in WAL mode, so readers never block.
+:meth:`~zaqar_lite.storage.sqlite.client.SqliteConnected.transaction`), so it
+takes SQLite's single write lock before reading anything: reads and writes of
+one operation can never interleave with another process's; the claim, sweep,
+delete and release loops of :class:`~zaqar_lite.storage.base.PlannedClaimStorage`
+each run whole in one (:meth:`SqliteStorage._atomic`). The file is in WAL mode,
+so readers never block.
 Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
@@ -19,12 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import threading
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from zaqar_lite import errors
@@ -36,13 +35,15 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    Record,
 )
 from zaqar_lite.storage.base import Applied, PlannedClaimStorage
-from zaqar_lite.storage.sqlite.layout import MESSAGE_FIELDS, prepare_schema
+from zaqar_lite.storage.sqlite.layout import (
+    MESSAGE_COLUMNS,
+    MESSAGE_FIELDS,
+    message_from_row,
+)
+from zaqar_lite.storage.sqlite.records import SqliteRecords
 
-_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
-            "claim_count, dlq_eligible, failures, dead_letter, marker")
 # Candidates for claim and pop come from two index ranges merged by marker:
 # never-delayed (and already-claimed-once) messages have delay_until = 0, an
 # ordered range of the visibility index; matured delayed messages are the small
@@ -51,101 +52,12 @@ _READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
           " AND (claim_expires IS NULL OR claim_expires <= :now)")
 _MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
             " AND (claim_expires IS NULL OR claim_expires <= :now)")
-_UNAVAILABLE_HINTS = ("locked", "unable to open", "disk i/o", "readonly", "busy")
 
 
-def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
-    """Return the database path and the query options of a ``sqlite://`` URI."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.scheme != "sqlite":
-        raise ValueError(f"not a sqlite URI: {uri}")
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if not path:
-        raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
-    return path, dict(urllib.parse.parse_qsl(parts.query))
-
-
-def _row_to_message(row: sqlite3.Row) -> Message:
-    return Message(
-        id=row["id"], body=json.loads(row["body"]), created=row["created"], expires=row["expires"],
-        delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
-        claim_expires=row["claim_expires"], claim_count=row["claim_count"],
-        dlq_eligible=bool(row["dlq_eligible"]),
-        failures=json.loads(row["failures"]) if row["failures"] else [],
-        dead_letter=json.loads(row["dead_letter"]) if row["dead_letter"] else None,
-        marker=row["marker"],
-    )
-
-
-class SqliteStorage(PlannedClaimStorage):
-    """SQLite driver; connections are per process and per thread."""
+class SqliteStorage(SqliteRecords, PlannedClaimStorage):
+    """SQLite driver; connections per process and thread (:mod:`~zaqar_lite.storage.sqlite.client`)."""
 
     name = "sqlite"
-
-    def __init__(self, uri: str) -> None:
-        path, options = parse_uri(uri)
-        self.path = path
-        self._synchronous = options.get("synchronous", "full").upper()
-        if self._synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise ValueError("sqlite synchronous must be full, normal or extra")
-        if path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self.transaction() as db:
-            prepare_schema(db, path)
-
-    def describe(self) -> str:
-        """Return the absolute path of the database file."""
-        return f"sqlite file {os.path.abspath(self.path)}"
-
-    # -- plumbing -------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():
-            try:
-                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                       check_same_thread=False)
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            except sqlite3.Error as exc:
-                raise errors.StorageUnavailable(str(exc)) from exc
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
-
-    @contextlib.contextmanager
-    def _translate_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if any(hint in str(exc).lower() for hint in _UNAVAILABLE_HINTS):
-                raise errors.StorageUnavailable(str(exc)) from exc
-            raise
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Run a block in one ``BEGIN IMMEDIATE`` transaction, rolled back on any exception."""
-        with self._translate_errors():
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """Run reads in one deferred transaction so they see one consistent state."""
-        with self._translate_errors():
-            conn = self._connection()
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                conn.execute("COMMIT")
 
     # -- queues ---------------------------------------------------------------
 
@@ -229,9 +141,9 @@ class SqliteStorage(PlannedClaimStorage):
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:
         table = f"messages INDEXED BY {index}" if index else "messages"
-        sql = f"SELECT {_COLUMNS} FROM {table} WHERE project=:project AND queue=:queue AND {where}"
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM {table} WHERE project=:project AND queue=:queue AND {where}"
         sql += " ORDER BY marker" + (" LIMIT :limit" if limit is not None else "")
-        return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
+        return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -268,10 +180,10 @@ class SqliteStorage(PlannedClaimStorage):
 
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
-        part = (f"SELECT * FROM (SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
+        part = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
                 " WHERE project=:project AND queue=:queue AND {} ORDER BY marker LIMIT :limit)")
         sql = f"{part.format(_READY)} UNION ALL {part.format(_MATURED)} ORDER BY marker LIMIT :limit"
-        return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
+        return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:
@@ -299,10 +211,10 @@ class SqliteStorage(PlannedClaimStorage):
                 args).fetchone()
             ends = [self._select(db, "expires > :now", args, 1)]
             if total:
-                newest = db.execute(f"SELECT {_COLUMNS} FROM messages WHERE project=:project AND"
+                newest = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE project=:project AND"
                                     " queue=:queue AND expires > :now ORDER BY marker DESC LIMIT 1",
                                     args).fetchone()
-                ends.append([_row_to_message(newest)])
+                ends.append([message_from_row(newest)])
         return QueueStats(claimed=claimed, delayed=delayed, free=total - claimed - delayed,
                           oldest=ends[0][0] if total else None,
                           newest=ends[1][0] if total else None)
@@ -419,56 +331,3 @@ class SqliteStorage(PlannedClaimStorage):
         self._connection().execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
             released.claim_expires, json.dumps(released.failures) or None, released.id))
         return True
-
-    # -- versioned records ----------------------------------------------------
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        with self._translate_errors():
-            row = self._connection().execute(
-                "SELECT key, value, version FROM records WHERE kind=? AND project=? AND key=?",
-                (kind, project, key)).fetchone()
-        return Record(row[0], json.loads(row[1]), row[2]) if row else None
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        with self.transaction() as db:
-            if expected_version is None:
-                cur = db.execute("INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, 1)",
-                                 (kind, project, key, json.dumps(value)))
-            else:
-                cur = db.execute("UPDATE records SET value=?, version=version+1"
-                                 " WHERE kind=? AND project=? AND key=? AND version=?",
-                                 (json.dumps(value), kind, project, key, expected_version))
-            if cur.rowcount != 1:
-                raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
-        return 1 if expected_version is None else expected_version + 1
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        sql = "DELETE FROM records WHERE kind=? AND project=? AND key=?"
-        args: tuple[Any, ...] = (kind, project, key)
-        if expected_version is not None:
-            sql, args = sql + " AND version=?", (*args, expected_version)
-        with self.transaction() as db:
-            return db.execute(sql, args).rowcount == 1
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        with self._translate_errors():
-            rows = self._connection().execute(
-                "SELECT key, value, version FROM records WHERE kind=? AND project=? AND key>?"
-                " AND substr(key, 1, ?)=? ORDER BY key LIMIT ?",
-                (kind, project, marker or "", len(prefix), prefix, limit)).fetchall()
-        return [Record(r[0], json.loads(r[1]), r[2]) for r in rows]
-
-    def record_projects(self, kind: str) -> list[str]:
-        with self._translate_errors():
-            return [r[0] for r in self._connection().execute(
-                "SELECT DISTINCT project FROM records WHERE kind=?", (kind,))]
-
-    def ping(self) -> bool:
-        try:
-            with self._translate_errors():
-                self._connection().execute("SELECT 1").fetchone()
-            return True
-        except errors.StorageUnavailable:
-            return False

@@ -4,6 +4,10 @@ URI ``swift://ACCOUNT%3AUSER:KEY@HOST:PORT/auth/v1.0`` (tempauth v1; options and
 the object layout: :mod:`~zaqar_lite.storage.swift.layout`; connections and
 the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift.client`).
 Every decision is :mod:`zaqar_lite.claims.policy`'s; this module reads, writes, moves.
+The sweep, delete and release loops are those of
+:class:`~zaqar_lite.storage.base.PlannedStorage`; claims (and pops) override
+the shared claim loop with the settle protocol below. Queue records and
+message objects: :mod:`~zaqar_lite.storage.swift.container`.
 
 Claims. Swift has no atomic compare-and-swap: Swift 2.30 ignores ``If-Match``
 on PUT, and checks ``If-None-Match: *`` before writing the body, so two
@@ -77,8 +81,8 @@ from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedStorage
 from zaqar_lite.storage.swift import layout
-from zaqar_lite.storage.swift.client import PAGE, SwiftObjects
-from zaqar_lite.storage.swift.records import SwiftRecordsMixin
+from zaqar_lite.storage.swift.client import SwiftObjects
+from zaqar_lite.storage.swift.container import SwiftContainer
 
 LOG = logging.getLogger(__name__)
 
@@ -94,7 +98,7 @@ class _Attempt:
     written: float
 
 
-class SwiftStorage(SwiftRecordsMixin, PlannedStorage):
+class SwiftStorage(SwiftContainer, PlannedStorage):
     """Swift driver; safe across threads and processes."""
 
     name = "swift"
@@ -110,76 +114,11 @@ class SwiftStorage(SwiftRecordsMixin, PlannedStorage):
         """Return the auth endpoint and the container prefix."""
         return f"swift {self.options.auth_url} containers {self.options.prefix}.*"
 
-    def _load(self, container: str, name: str) -> tuple[Message, str] | None:
-        got = self.objects.read(container, name)
-        return None if got is None else (layout.message_from(name, got[0]), got[1])
-
-    def _store(self, container: str, name: str, message: Message,
-               headers: Mapping[str, str] | None = None) -> None:
-        self.objects.write(container, name, layout.message_body(message), layout.message_type(message),
-                           {**layout.delete_at(message.expires), **(headers or {})})
-
-    # -- queues ---------------------------------------------------------------
-
-    @staticmethod
-    def _queue_record(project: str, queue: str, metadata: Mapping[str, Any], now: float) -> dict[str, Any]:
-        return {"project": project, "name": queue, "metadata": dict(metadata), "created": now,
-                "writer": uuid.uuid4().hex}
-
-    def _ensure_queue(self, container: str, project: str, queue: str, now: float) -> None:
-        record = self._queue_record(project, queue, {}, now)
-        body = json.dumps(record).encode()
-        self.objects.create(container, layout.queue_object(queue), body, layout.QUEUE_TYPE)
-
-    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        container, name = self._container(project), layout.queue_object(queue)
-        record = self._queue_record(project, queue, metadata, now)
-        sent = self.objects.create(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
-        if sent is None:
-            return False
-        return self.objects.kept(container, name, record["writer"], sent, time.monotonic())
-
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        record = self.objects.read_json(self._container(project), layout.queue_object(queue))
-        return None if record is None else record["metadata"]
-
-    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        container, name = self._container(project), layout.queue_object(queue)
-        record = self.objects.read_json(container, name)
-        if record is None:
-            raise errors.QueueDoesNotExist(queue, project)
-        record["metadata"] = dict(metadata)
-        self.objects.write(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
+    # -- queues (the rest: storage.swift.container) ------------------------------
 
     def delete_queue(self, project: str, queue: str) -> None:
         self.objects.delete(self._container(project), layout.queue_object(queue))
         self.purge_messages(project, queue)
-
-    def _queue_names(self, container: str, marker: str | None = None, page_size: int = PAGE) -> Iterator[str]:
-        after = None if marker is None else layout.queue_object(marker)
-        for name, _ in self.objects.rows(container, "q/", after, page_size):
-            yield layout.queue_name_of(name)
-
-    def _queue_records(self, container: str, names: Iterable[str]) -> list[dict[str, Any]]:
-        found = self.objects.map(lambda n: self.objects.read_json(container, layout.queue_object(n)), names)
-        return [record for record in found if record is not None]
-
-    def list_queues(self, project: str, *, marker: str | None, limit: int,
-                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        container = self._container(project)
-        names = (n for n in self._queue_names(container, marker) if not name_contains or name_contains in n)
-        records = self._queue_records(container, itertools.islice(names, limit))
-        return [(r["name"], r["metadata"]) for r in records]
-
-    def count_queues(self, project: str) -> int:
-        return sum(1 for _ in self._queue_names(self._container(project)))
-
-    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        for container in self.objects.containers(f"{self.options.prefix}."):
-            names = self._queue_names(container, page_size=self.all_queues_page)
-            for page in iter(lambda: list(itertools.islice(names, self.all_queues_page)), []):  # noqa: B023
-                for record in self._queue_records(container, page):
-                    yield record["project"], record["name"], record["metadata"]
 
     # -- messages -------------------------------------------------------------
 
@@ -198,11 +137,6 @@ class SwiftStorage(SwiftRecordsMixin, PlannedStorage):
                 pass
             raise
 
-    def _alive(self, container: str, names: Iterable[str], now: float) -> list[tuple[str, Message]]:
-        """Read messages by name, FIFO, leaving out absent and expired ones."""
-        loaded = self.objects.map(lambda n: (n, self._load(container, n)), sorted(names))
-        return [(n, got[0]) for n, got in loaded if got is not None and got[0].expires > now]
-
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
                       exclude_client_id: str | None) -> list[Message]:
@@ -218,16 +152,6 @@ class SwiftStorage(SwiftRecordsMixin, PlannedStorage):
                       if (include_claimed or not m.is_claimed(now))
                       and (include_delayed or not m.is_delayed(now)) and m.client_id != exclude_client_id]
         return found
-
-    def _locate(self, container: str, queue: str, ids: Sequence[str], known: Iterable[str] = ()) -> list[str]:
-        """Return the names of messages by id: from ``known`` names (a claim's), else by listing the queue."""
-        wanted = set(ids)
-        found = {layout.message_id_of(n): n for n in known if layout.message_id_of(n) in wanted}
-        if wanted - found.keys():
-            for name, _ in self.objects.rows(container, layout.message_prefix(queue)):
-                if layout.message_id_of(name) in wanted:
-                    found[layout.message_id_of(name)] = name
-        return list(found.values())
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
         container = self._container(project)
