@@ -30,8 +30,7 @@ def translated(method: Callable[Concatenate[C, P], R]) -> Callable[Concatenate[C
     (``hint``); one naming an index that is gone fails with BadValue: the
     indexes are then made again and the call repeated once.
     """
-    @functools.wraps(method)
-    def wrapper(self: C, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: C, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             self._ensure_indexes()
             try:
@@ -44,6 +43,7 @@ def translated(method: Callable[Concatenate[C, P], R]) -> Callable[Concatenate[C
                 return method(self, *args, **kwargs)
         except ConnectionFailure as exc:
             raise errors.StorageUnavailable(f"MongoDB is unreachable: {exc}") from exc
+    functools.update_wrapper(wrapper, method)
     return wrapper
 
 

@@ -78,7 +78,8 @@ SWEEP_BATCH = 1000
 QueueNames = tuple[str, str, tuple[str, ...]]
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
-_RULES = {
+#: what delete.lua and release_message.lua answer for each claim rule broken, as (message id, claim id)
+_RULES: dict[str, Callable[[str, str], errors.ZaqarLiteError]] = {
     "claimed": lambda mid, cid: errors.MessageIsClaimed(mid),
     "invalid_claim": lambda mid, cid: errors.InvalidClaim(cid),
     "not_claimed": lambda mid, cid: errors.MessageNotClaimed(mid),
@@ -280,7 +281,7 @@ class RedisStorage(RedisRecords, Storage):
         outcome = self._run("delete", project, queue, [
             stamp(now), queue, message_id, "0" if claim_id is None else "1", claim_id or ""])
         if outcome != "ok":
-            raise _RULES[outcome](message_id, claim_id)
+            raise _RULES[outcome](message_id, claim_id or "")
 
     def delete_messages(self, project: str, queue: str, ids: Sequence[str],
                         claim_ids: Sequence[str] | None, now: float) -> None:
@@ -360,7 +361,7 @@ class RedisStorage(RedisRecords, Storage):
         if outcome == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)
         if outcome != "ok":
-            raise _RULES[outcome](message_id, claim_id)
+            raise _RULES[outcome](message_id, claim_id or "")
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:

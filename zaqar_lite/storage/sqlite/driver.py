@@ -98,8 +98,8 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def count_queues(self, project: str) -> int:
         with self._translate_errors():
-            return self._connection().execute(
-                "SELECT COUNT(*) FROM queues WHERE project=?", (project,)).fetchone()[0]
+            return int(self._connection().execute(
+                "SELECT COUNT(*) FROM queues WHERE project=?", (project,)).fetchone()[0])
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         after = ("", "")
