@@ -311,7 +311,10 @@ class PlannedStorage(Storage):
 
     @abc.abstractmethod
     def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
-        """Delete messages that are still as read; return the ids deleted."""
+        """Delete the messages still as read; return the ids gone now (by this call or another).
+
+        A message changed since it was read is left; the loop reads it again.
+        """
 
     @abc.abstractmethod
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
