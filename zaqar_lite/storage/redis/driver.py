@@ -17,8 +17,11 @@ that queue (``_metadata_text``), so it costs one round trip, not two. The
 remembered JSON text travels with the script, which compares it with the stored
 text before it changes anything and answers ``stale`` when another process
 changed or deleted the queue meanwhile; the plan is then made again from a
-fresh read. A post to a queue that existed when planned skips the SADD of its
-project (see the layout): that project was registered before the queue was created.
+fresh read, as is a plan refused on remembered metadata (only what is stored
+refuses a request). This is the driver's own affair: the contract
+(``post_planned``, ``claim_planned``) only hands it the plan. A post to a
+queue that existed when planned skips the SADD of its project (see the
+layout): that project was registered before the queue was created.
 
 What a worker remembers per queue (that metadata text, and the queue's key
 names, built once) lives in two :class:`~zaqar_lite.storage.cache.LRUCache` of
