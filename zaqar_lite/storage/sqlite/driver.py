@@ -47,7 +47,9 @@ from zaqar_lite.storage.sqlite.records import SqliteRecords
 # Candidates for claim and pop come from two index ranges merged by marker:
 # never-delayed (and already-claimed-once) messages have delay_until = 0, an
 # ordered range of the visibility index; matured delayed messages are the small
-# range 0 < delay_until <= now. Still-delayed messages are never scanned.
+# range 0 < delay_until <= now. Still-delayed messages are never scanned. Together
+# they are the visibility rule, policy.visible_at, in SQL: a prefilter the claim
+# loop (storage.base) checks every candidate against again.
 _READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
           " AND (claim_expires IS NULL OR claim_expires <= :now)")
 _MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
