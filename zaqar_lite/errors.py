@@ -89,16 +89,6 @@ class StorageUnavailable(ZaqarLiteError):
     """The storage backend cannot be reached; the request may be retried."""
 
 
-class StaleMetadata(ZaqarLiteError):
-    """A post or claim was planned with queue metadata that has changed since; nothing was written.
-
-    The messaging service plans again with a fresh read; a client never sees it.
-    """
-
-    def __init__(self, queue: str) -> None:
-        super().__init__(f"The metadata of queue {queue} changed while a request was planned.")
-
-
 class Unauthorized(ZaqarLiteError):
     """Missing or unknown credentials (401)."""
 

@@ -94,28 +94,8 @@ NO_DEAD_LETTER = DeadLetterPolicy()
 
 
 @dataclasses.dataclass(frozen=True)
-class MetadataSnapshot:
-    """A queue's metadata as a post or a claim is planned with.
-
-    ``metadata`` is None for a missing queue. ``version`` is the driver's token
-    for what it read: a post or claim given it raises
-    :class:`~zaqar_lite.errors.StaleMetadata`, changing nothing, when the stored
-    metadata is no longer that (None: not checked). ``cached`` says the driver
-    answered from memory rather than reading the store.
-    """
-
-    metadata: dict[str, Any] | None
-    version: str | None = None
-    cached: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
 class ClaimRequest:
-    """Everything a claim primitive needs: the claim, its times and the policy inputs.
-
-    ``metadata_version`` is the version of the :class:`MetadataSnapshot` the
-    dead-letter policy was derived from.
-    """
+    """Everything a claim primitive needs: the claim, its times and the policy inputs."""
 
     claim_id: str
     now: float
@@ -123,7 +103,6 @@ class ClaimRequest:
     grace: int
     limit: int
     dead_letter: DeadLetterPolicy = NO_DEAD_LETTER
-    metadata_version: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
@@ -22,7 +22,6 @@ from zaqar_lite.models import (
     Claim,
     ClaimRequest,
     Message,
-    MetadataSnapshot,
     Move,
     QueueStats,
     RedriveRequest,
@@ -33,9 +32,6 @@ from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
-T = TypeVar("T")
-#: plans of one post or claim before giving up on a queue whose metadata keeps changing
-PLAN_ATTEMPTS = 5
 
 
 def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
@@ -154,19 +150,6 @@ class Messaging:
 
     # -- messages -------------------------------------------------------------
 
-    def _planned(self, project: str, queue: str, plan: Callable[[MetadataSnapshot], T]) -> T:
-        """Run ``plan`` (which plans from the queue's metadata, then writes) until it is not stale.
-
-        The store may answer the metadata from memory; a write then finds it stale
-        when another process changed it, and the plan is made again from a fresh read.
-        """
-        for attempt in range(PLAN_ATTEMPTS):
-            try:
-                return plan(self.storage.metadata_for_write(project, queue, fresh=attempt > 0))
-            except errors.StaleMetadata:
-                LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
-        raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")
-
     def post(self, project: str, queue: str, client_id: str,
              messages: Sequence[Mapping[str, Any]], body_size: int) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
@@ -177,12 +160,10 @@ class Messaging:
         now = self.clock()
         ids = [self.ids() for _ in messages]
 
-        def plan(snapshot: MetadataSnapshot) -> list[str]:
-            queue_meta = snapshot.metadata or {}
+        def plan(stored: Mapping[str, Any] | None) -> list[Message]:
+            queue_meta = stored or {}
             size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
             if body_size > size_limit:
-                if snapshot.cached:  # refuse on what is stored, not on what was remembered
-                    raise errors.StaleMetadata(queue)
                 raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
             default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
             default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
@@ -194,10 +175,10 @@ class Messaging:
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
                     delay_until=now + delay if delay else 0.0, client_id=client_id,
                     dlq_eligible=item["dlq_eligible"]))
-            self.storage.post_messages(project, queue, records, now, snapshot.version)
-            return ids
+            return records
 
-        return self._planned(project, queue, plan)
+        self.storage.post_planned(project, queue, plan, now)
+        return ids
 
     def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
                       limit: int, echo: bool, include_claimed: bool,
@@ -242,13 +223,11 @@ class Messaging:
         now = self.clock()
         claim_id = self.ids()
 
-        def plan(snapshot: MetadataSnapshot) -> list[Message]:
-            return self.storage.claim_messages(project, queue, ClaimRequest(
-                claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
-                dead_letter=meta.dead_letter_policy(snapshot.metadata),
-                metadata_version=snapshot.version))
+        def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
+            return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
+                                dead_letter=meta.dead_letter_policy(stored))
 
-        return claim_id, self._planned(project, queue, plan), now
+        return claim_id, self.storage.claim_planned(project, queue, plan), now
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
         """Return a live claim and its messages."""

@@ -1,6 +1,6 @@
 """Read dead letters from a zaqar-lite MongoDB store, in marker ranges of each DLQ.
 
-Layout (``zaqar_lite.storage.mongodb.driver``): one ``messages`` collection with
+Layout (``zaqar_lite.storage.mongodb.layout``, imported): one ``messages`` collection with
 ``project``, ``queue`` and ``marker`` fields and the ``by_marker`` index on
 them; bodies are JSON text, ``failures`` a list and ``dead_letter`` a
 document. The planner finds the markers at equal rank steps (an index walk
@@ -15,19 +15,9 @@ from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
+from zaqar_lite.storage.mongodb.layout import BY_MARKER, DEFAULT_DATABASE, REPORT_FIELDS
 
-BY_MARKER = "by_marker"  # zaqar_lite.storage.mongodb.BY_MARKER
-DEFAULT_DATABASE = "zaqar_lite"
 BATCH = 1000
-_FIELDS = {
-    "body": 1,
-    "created": 1,
-    "client_id": 1,
-    "claim_count": 1,
-    "failures": 1,
-    "dead_letter": 1,
-    "expires": 1,
-}
 
 
 class MongoReader:
@@ -42,6 +32,7 @@ class MongoReader:
         if self._db is None:
             import pymongo
 
+            # a report's reads are long: not the server's short request timeouts
             client: Any = pymongo.MongoClient(self.uri, serverSelectionTimeoutMS=5000)
             self._db = client.get_default_database(DEFAULT_DATABASE)
         return self._db
@@ -88,7 +79,8 @@ class MongoReader:
         if marker:
             query["marker"] = marker
         cursor = (
-            self.database().messages.find(query, _FIELDS).sort("marker", 1).hint(BY_MARKER).batch_size(BATCH)
+            self.database().messages.find(query, REPORT_FIELDS).sort("marker", 1).hint(BY_MARKER)
+            .batch_size(BATCH)
         )
         try:
             for doc in cursor:

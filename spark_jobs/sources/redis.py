@@ -17,13 +17,13 @@ from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
-from zaqar_lite.storage.redis.layout import project_prefix, queue_prefix
+from zaqar_lite.storage.redis import layout
 
 PAGE = 500
 
 
 def _index_key(project: str, queue: str) -> str:
-    return queue_prefix(project, queue) + "all"
+    return layout.queue_key(project, queue, "all")
 
 
 class RedisReader:
@@ -71,7 +71,7 @@ class RedisReader:
         """Stream the dead letters of one score range, a page of hashes per round trip."""
         client = self.client()
         project, queue = spec["project"], spec["queue"]
-        key, prefix = _index_key(project, queue), project_prefix(project) + "m:"
+        key = _index_key(project, queue)
         after = "-inf" if spec["after"] is None else f"({spec['after']!r}"
         upto = "+inf" if spec["upto"] is None else repr(spec["upto"])
         while True:
@@ -80,7 +80,7 @@ class RedisReader:
                 return
             with client.pipeline(transaction=False) as pipe:
                 for message_id, _ in page:
-                    pipe.hgetall(prefix + message_id)
+                    pipe.hgetall(layout.message_key(project, message_id))
                 hashes = pipe.execute()
             for (message_id, _), fields in zip(page, hashes, strict=True):
                 if (
@@ -89,7 +89,6 @@ class RedisReader:
                     or float(fields["expires"]) <= now
                 ):
                     continue
-                failures = fields.get("failures")
                 yield dead_letter_row(
                     project,
                     queue,
@@ -98,7 +97,7 @@ class RedisReader:
                     float(fields["created"]),
                     fields.get("client_id"),
                     int(fields.get("claim_count", 0)),
-                    [json.loads(line) for line in failures.split("\n")] if failures else [],
+                    layout.failures_from(fields.get("failures")),
                     json.loads(fields["dead_letter"]),
                 )
             if len(page) < PAGE:

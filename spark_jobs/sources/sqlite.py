@@ -1,10 +1,11 @@
 """Read dead letters from a zaqar-lite SQLite file, in marker ranges, each opened read-only.
 
-The planner counts a DLQ's rows and finds the markers that cut it into
-pieces of equal size through the ``messages_by_queue`` index
-``(project, queue, marker)``; each partition then opens the file with
-``mode=ro`` (WAL lets it read while the server writes) and streams its range
-with ``fetchmany``. Nothing is loaded whole, on the driver or in a partition.
+Layout, URI and encodings: :mod:`zaqar_lite.storage.sqlite.layout`. The
+planner counts a DLQ's rows and finds the markers that cut it into pieces of
+equal size through the ``messages_by_queue`` index ``(project, queue, marker)``;
+each partition then opens the file with ``mode=ro`` (WAL lets it read while
+the server writes) and streams its range with ``fetchmany``. Nothing is
+loaded whole, on the driver or in a partition.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from spark_jobs.sources.plan import Target, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
+from zaqar_lite.storage.sqlite import layout
 
 FETCH = 1000
 _SELECT = (
@@ -30,9 +32,11 @@ _NO_END = 2**63 - 1
 
 def database_path(uri: str) -> str:
     """Return the file of ``sqlite:///relative.db`` or ``sqlite:////abs.db`` URI, as the driver reads it."""
-    parts = urllib.parse.urlsplit(uri)
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if parts.scheme != "sqlite" or not path or path == ":memory:":
+    try:
+        path = layout.parse_uri(uri)[0]
+    except ValueError:
+        path = ":memory:"
+    if path == ":memory:":
         raise ValueError(f"the report needs a sqlite file URI (sqlite:////abs/path.db), got {uri!r}")
     return str(Path(path).expanduser().resolve())
 
@@ -109,8 +113,8 @@ class SqliteReader:
                         created,
                         client_id,
                         claim_count,
-                        json.loads(failures) if failures else [],
-                        json.loads(dead_letter),
+                        layout.failures_from(failures),
+                        layout.json_or_none(dead_letter),
                     )
         finally:
             conn.close()

@@ -20,23 +20,17 @@ from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
 from spark_jobs.sources.rows import dead_letter_row
+from zaqar_lite.storage.swift import layout
 
 PAGE = 1000
-
-
-def swift_objects_marker(name: str) -> int:
-    """Return the marker in a message object's name ``m/<queue>/<marker:020d>_<id>``."""
-    return int(name.rsplit("/", 1)[-1].partition("_")[0])
 
 
 class SwiftReader:
     """The Swift side of the dead-letter data source (see the module docstring)."""
 
     def __init__(self, uri: str) -> None:
-        from zaqar_lite.storage.swift import layout as swift_objects
-
         self.uri = uri
-        self.options = swift_objects.parse_uri(uri)
+        self.options = layout.parse_uri(uri)
         self._objects: Any = None
         self._listed: dict[Target, array.array] = {}
 
@@ -49,9 +43,7 @@ class SwiftReader:
         return self._objects
 
     def _container(self, project: str) -> str:
-        from zaqar_lite.storage.swift import layout as swift_objects
-
-        return swift_objects.project_container(self.options.prefix, project)
+        return layout.project_container(self.options.prefix, project)
 
     def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
         """Yield every queue with its metadata, through the storage contract."""
@@ -62,9 +54,10 @@ class SwiftReader:
         if target not in self._listed:
             found = array.array("q")
             now = time.time()
-            for name, hint in self.objects().rows(self._container(target.project), f"m/{target.queue}/"):
+            for name, hint in self.objects().rows(self._container(target.project),
+                                                  layout.message_prefix(target.queue)):
                 if hint.expires > now:
-                    found.append(swift_objects_marker(name))
+                    found.append(layout.marker_of(name))
             self._listed[target] = found
         return self._listed[target]
 
@@ -87,12 +80,11 @@ class SwiftReader:
         }, bounds)
 
     def _names(self, spec: Mapping[str, Any], now: float) -> Iterator[list[str]]:
-        from zaqar_lite.storage.swift import layout as swift_objects
-
-        prefix, queue = f"m/{spec['queue']}/", spec["queue"]
-        marker = swift_objects.after_marker(queue, spec["after"])
-        end = swift_objects.after_marker(queue, spec["upto"])
         from swiftclient.exceptions import ClientException
+
+        prefix, queue = layout.message_prefix(spec["queue"]), spec["queue"]
+        marker = layout.after_marker(queue, spec["after"])
+        end = layout.after_marker(queue, spec["upto"])
 
         while True:
             try:
@@ -111,7 +103,7 @@ class SwiftReader:
             yield [
                 row["name"]
                 for row in page
-                if swift_objects.parse_hint(row.get("content_type", "")).expires > now
+                if layout.parse_hint(row.get("content_type", "")).expires > now
             ]
             if len(page) < PAGE:
                 return
@@ -121,20 +113,21 @@ class SwiftReader:
         """Stream the dead letters of one span, a listing page at a time."""
         objects = self.objects()
         for names in self._names(spec, now):
-            for found in objects.map(lambda name: objects.read(spec["container"], name), names):
+            read = objects.map(lambda name: (name, objects.read(spec["container"], name)), names)
+            for name, found in read:
                 if found is None:
                     continue  # deleted since it was listed
-                record = json.loads(found[0])
-                if not record.get("dead_letter") or record["expires"] <= now:
+                message = layout.message_from(name, found[0])
+                if not message.dead_letter or message.expires <= now:
                     continue
                 yield dead_letter_row(
                     spec["project"],
                     spec["queue"],
-                    record["id"],
-                    json.dumps(record["body"]),
-                    record["created"],
-                    record.get("client_id"),
-                    record.get("claim_count", 0),
-                    record.get("failures"),
-                    record["dead_letter"],
+                    message.id,
+                    json.dumps(message.body),
+                    message.created,
+                    message.client_id,
+                    message.claim_count,
+                    message.failures,
+                    message.dead_letter,
                 )

@@ -11,7 +11,7 @@ import pytest
 
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage.mongodb import driver as mongodb
+from zaqar_lite.storage.mongodb import layout
 from zaqar_lite.storage.mongodb.driver import MongoStorage
 
 P, Q, DLQ = "p", "q", "q-dlq"
@@ -56,7 +56,7 @@ def test_driver_starts_while_the_server_is_down_and_names_the_default_database()
 
 
 def test_uri_options_win_over_the_drivers_fail_fast_defaults():
-    options = mongodb._client_options("mongodb://a:1,b:2/db?replicaSet=rs0&serverselectiontimeoutms=9000")
+    options = layout.client_options("mongodb://a:1,b:2/db?replicaSet=rs0&serverselectiontimeoutms=9000")
     assert "serverSelectionTimeoutMS" not in options
     assert options["socketTimeoutMS"] == 10000
 
@@ -123,7 +123,7 @@ def test_indexes_include_a_ttl_index_on_purge_at_an_hour_after_expiry(store, raw
     store.post_messages(P, Q, _messages(1), NOW)
     _claim(store, "c1", 1)  # the claim pushes the expiry; the purge date follows it
     doc = raw.messages.find_one({"_id": "m0"})
-    assert doc["purge_at"].timestamp() == pytest.approx(doc["expires"] + mongodb.PURGE_MARGIN, abs=0.01)
+    assert doc["purge_at"].timestamp() == pytest.approx(doc["expires"] + layout.PURGE_MARGIN, abs=0.01)
 
 
 # -- guarded writes racing -------------------------------------------------------
@@ -131,7 +131,7 @@ def test_indexes_include_a_ttl_index_on_purge_at_an_hour_after_expiry(store, raw
 def test_claim_planned_on_a_stale_read_takes_nothing_and_moves_on(mongodb_store_uri, monkeypatch):
     slow, fast = MongoStorage(mongodb_store_uri), MongoStorage(mongodb_store_uri)
     slow.post_messages(P, Q, _messages(4), NOW)
-    read_candidates = slow._candidates
+    read_candidates = slow._visible_candidates
     taken: list[str] = []
 
     def candidates_then_lose_the_race(*args):
@@ -140,7 +140,7 @@ def test_claim_planned_on_a_stale_read_takes_nothing_and_moves_on(mongodb_store_
             taken.extend(_claim(fast, "fast", 2))
         return found
 
-    monkeypatch.setattr(slow, "_candidates", candidates_then_lose_the_race)
+    monkeypatch.setattr(slow, "_visible_candidates", candidates_then_lose_the_race)
     assert _claim(slow, "slow", 2) == ["m2", "m3"]
     assert taken == ["m0", "m1"]
     claimed = {m.id: (m.claim_id, m.claim_count) for m in slow.get_messages(P, Q, ["m0", "m1", "m2"], NOW)}

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from zaqar_lite import errors
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
 from zaqar_lite.service import Messaging
@@ -151,9 +152,9 @@ def test_touching_more_queues_than_the_bound_keeps_each_cache_at_the_bound(store
 def test_a_forgotten_queue_is_read_again_and_a_remembered_one_is_not(worker, store):
     for i in range(BOUND + 1):
         _touch(worker, f"q{i}")
-    assert store.metadata_for_write(P, f"q{BOUND}").cached  # the most recent: from memory
-    assert not store.metadata_for_write(P, "q0").cached  # forgotten when q5 came in: read again
-    assert store.metadata_for_write(P, "q0").cached  # and remembered
+    assert store._metadata_text(P, f"q{BOUND}")[1]  # the most recent: from memory
+    assert not store._metadata_text(P, "q0")[1]  # forgotten when q5 came in: read again
+    assert store._metadata_text(P, "q0")[1]  # and remembered
     assert (P, "q1") not in store._metadata  # which forgot the least recently used
 
 
@@ -179,6 +180,28 @@ def test_a_remembered_queue_whose_metadata_changed_is_caught_by_the_stale_check(
     assert store._metadata.get((P, "q0")) == '{"_default_message_ttl": 120}'
     stored, = worker.storage.get_messages(P, "q0", [posted], 1_800_000_000.0)
     assert stored.expires == 1_800_000_000.0 + 120
+
+
+def test_a_post_refused_by_remembered_metadata_is_judged_again_on_what_is_stored(worker, other_worker, store):
+    worker.create_queue(P, "q0", {"_max_messages_post_size": 1000})
+    _touch(worker, "q0")
+    other_worker.update_queue(P, "q0", [("replace", "_max_messages_post_size", 4000)])
+    assert store._metadata.get((P, "q0")) == '{"_max_messages_post_size": 1000}'
+    posted, = worker.post(P, "q0", CLIENT, [ITEM], 2000)
+    assert store._metadata.get((P, "q0")) == '{"_max_messages_post_size": 4000}'
+    assert [m.id for m in worker.storage.get_messages(P, "q0", [posted], 1_800_000_000.0)] == [posted]
+
+
+def test_a_post_allowed_by_remembered_metadata_is_refused_by_what_is_stored(worker, other_worker, store):
+    worker.create_queue(P, "q0", {"_max_messages_post_size": 4000})
+    _touch(worker, "q0")
+    other_worker.update_queue(P, "q0", [("replace", "_max_messages_post_size", 1000)])
+    with pytest.raises(errors.InvalidBody, match="may not exceed 1000 bytes"):
+        worker.post(P, "q0", CLIENT, [ITEM], 2000)
+    listed = worker.storage.list_messages(P, "q0", now=1_800_000_000.0, marker=None, limit=10,
+                                          include_claimed=True, include_delayed=True,
+                                          exclude_client_id=None)
+    assert len(listed) == 1  # only the one _touch posted
 
 
 def test_claims_dead_letter_into_a_queue_whose_names_were_forgotten(worker, store):

@@ -12,7 +12,8 @@ import pytest
 
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, Message
-from zaqar_lite.storage.sqlite.driver import SqliteStorage, parse_uri
+from zaqar_lite.storage.sqlite.driver import SqliteStorage
+from zaqar_lite.storage.sqlite.layout import parse_uri
 
 P, Q = "p", "q"
 

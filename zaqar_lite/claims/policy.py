@@ -9,7 +9,7 @@ here) and only store the results.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
@@ -22,9 +22,19 @@ REASON_EXPIRED = "expired"
 TTL_SINCE = "ttl_since"
 
 
+def visible_at(expires: float, claim_expires: float | None, delay_until: float, now: float) -> bool:
+    """Return whether a message with these stored times may be claimed or popped at ``now``.
+
+    The visibility rule itself: unexpired, its claim (if any) ended, its delay
+    over. Each store's candidate query is a prefilter of it (it may let more
+    through, never fewer), and every candidate is checked again here.
+    """
+    return expires > now and (claim_expires or 0.0) <= now and delay_until <= now
+
+
 def is_visible(message: Message, now: float) -> bool:
-    """Return whether a message may be claimed or popped at ``now``."""
-    return message.expires > now and not message.is_claimed(now) and not message.is_delayed(now)
+    """Return whether a message may be claimed or popped at ``now`` (:func:`visible_at`)."""
+    return visible_at(message.expires, message.claim_expires, message.delay_until, now)
 
 
 def claimed_expiry(expires: float, now: float, ttl: int, grace: int) -> float:
@@ -34,7 +44,28 @@ def claimed_expiry(expires: float, now: float, ttl: int, grace: int) -> float:
 
 def is_exhausted(message: Message, policy: DeadLetterPolicy) -> bool:
     """Return whether a message has been handed out as often as the queue allows."""
-    return policy.counts_claims and message.claim_count >= (policy.max_claim_count or 0)
+    return count_exhausted(message.claim_count, policy)
+
+
+def count_exhausted(claim_count: int, policy: DeadLetterPolicy) -> bool:
+    """Return whether a claim count is as high as the queue allows (:func:`is_exhausted`)."""
+    return policy.counts_claims and claim_count >= (policy.max_claim_count or 0)
+
+
+def swept_at(expires: float, claim_expires: float | None, claim_count: int, now: float,
+             policy: DeadLetterPolicy) -> bool:
+    """Return whether the sweep removes a message with these stored numbers at ``now``.
+
+    The sweep rule itself: expired, or unclaimed with its claim count
+    exhausted. Each store's sweep query is a prefilter of it, and every
+    candidate is checked again here (:func:`is_swept`).
+    """
+    return expires <= now or ((claim_expires or 0.0) <= now and count_exhausted(claim_count, policy))
+
+
+def is_swept(message: Message, now: float, policy: DeadLetterPolicy) -> bool:
+    """Return whether :func:`plan_sweep` moves or discards a message at ``now`` (:func:`swept_at`)."""
+    return swept_at(message.expires, message.claim_expires, message.claim_count, now, policy)
 
 
 def resets_expiry(reason: str, policy: DeadLetterPolicy) -> bool:
@@ -139,16 +170,17 @@ def plan_sweep(messages: Iterable[Message], source_queue: str, now: float,
     """
     plan = Plan()
     for message in messages:
+        if not is_swept(message, now, policy):
+            continue
         if message.expires <= now:
             if policy.on_expiry and policy.queue and message.dlq_eligible:
                 plan.moved.append(dead_lettered(message, source_queue, REASON_EXPIRED, now, policy))
             else:
                 plan.deleted.append(message.id)
-        elif not message.is_claimed(now) and is_exhausted(message, policy):
-            if message.dlq_eligible:
-                plan.moved.append(dead_lettered(message, source_queue, REASON_MAX_CLAIMS, now, policy))
-            else:
-                plan.deleted.append(message.id)
+        elif message.dlq_eligible:
+            plan.moved.append(dead_lettered(message, source_queue, REASON_MAX_CLAIMS, now, policy))
+        else:
+            plan.deleted.append(message.id)
     return plan
 
 
@@ -189,6 +221,21 @@ def check_claim_rules(message: Message, claim_id: str | None, claim_is_live: boo
         raise errors.MessageNotClaimed(message.id)
     if message.claim_id != claim_id:
         raise errors.MessageIsClaimedBy(message.id, claim_id)
+
+
+def split_bulk_delete(messages: Iterable[Message], claim_ids: Sequence[str] | None,
+                      now: float) -> tuple[list[Message], list[Message]]:
+    """Return which messages a delete by ids removes, and which it keeps (the call then fails).
+
+    Without ``claim_ids`` every message goes, claimed or not (as Zaqar). With
+    them a message held by a live claim that is not listed is kept.
+    """
+    doomed: list[Message] = []
+    kept: list[Message] = []
+    for message in messages:
+        held = claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids
+        (kept if held else doomed).append(message)
+    return doomed, kept
 
 
 def released(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int) -> Message:

@@ -349,13 +349,6 @@ def remove_subscription(storage: Storage, project: str, subscription: Subscripti
 
 
 def remove_queue_subscriptions(storage: Storage, project: str, queue: str) -> None:
-    """Delete every subscription of a queue (on queue delete and purge).
-
-    A driver that does not store records yet has no subscriptions to delete.
-    """
-    try:
-        doomed = list(project_subscriptions(storage, project, queue))
-    except NotImplementedError:
-        return
-    for subscription in doomed:
+    """Delete every subscription of a queue (on queue delete and purge)."""
+    for subscription in list(project_subscriptions(storage, project, queue)):
         remove_subscription(storage, project, subscription)

@@ -1,14 +1,16 @@
-"""The storage contract every driver implements.
+"""The storage contract every driver implements, and the loops most drivers share.
 
-Drivers only store and atomically move. Every decision (claim counts, what to
-dead-letter, new expiries, delay and claim visibility, the claim rules of
-deletes) is made by :mod:`zaqar_lite.claims.policy` and either handed to a
-primitive as arguments (:class:`~zaqar_lite.models.ClaimRequest`,
-:class:`~zaqar_lite.models.DeadLetterPolicy`) or, for drivers that can run
-Python inside their atomic step (SQLite), called from inside that step. A
-driver whose atomic step cannot call Python (a Redis Lua script) implements
-the same documented rules mechanically; the conformance suite
-(``tests/storage/test_conformance.py``) holds every driver to them.
+:class:`Storage` is the contract (its queue and record parts:
+:mod:`~zaqar_lite.storage.queues`, :mod:`~zaqar_lite.storage.records`).
+Drivers only store and atomically move; every decision is made by
+:mod:`zaqar_lite.claims.policy`. :class:`PlannedStorage` and
+:class:`PlannedClaimStorage` implement the sweep, delete, release and claim
+methods once, as loops that read, call the policy and hand its plan to small
+driver primitives (fetch candidates, apply guarded writes, move a message):
+SQLite and MongoDB use all of them, Swift all but the claim (its settle
+protocol), Redis none (one Lua script per operation, each following one named
+rule of the policy mechanically). The conformance suite
+(``tests/storage/test_conformance.py``) holds every driver to the same rules.
 
 Words used below:
 
@@ -27,23 +29,34 @@ Words used below:
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from zaqar_lite import errors
+from zaqar_lite.claims import policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
     DeadLetterPolicy,
     Message,
-    MetadataSnapshot,
     Move,
     QueueStats,
-    Record,
     SweepResult,
 )
+from zaqar_lite.storage.queues import QueueStore
+from zaqar_lite.storage.records import RecordStore
+
+#: makes the messages of a post from the queue's stored metadata (None: no such queue)
+PostPlan = Callable[[Mapping[str, Any] | None], Sequence[Message]]
+#: makes the request of a claim from the queue's stored metadata (None: no such queue)
+ClaimPlan = Callable[[Mapping[str, Any] | None], ClaimRequest]
+#: reads of a message whose guarded write keeps losing to concurrent changes, before giving up
+CHANGE_ATTEMPTS = 10
 
 
-class Storage(abc.ABC):
+class Storage(QueueStore, RecordStore):
     """Abstract storage driver; one instance per process, safe across processes."""
 
     #: short name shown in logs and health (``sqlite``, ``redis``, ...)
@@ -52,101 +65,37 @@ class Storage(abc.ABC):
     #: a message with a higher marker was listed (0: markers become visible in order).
     #: Subscription delivery waits this long before passing a message by.
     visibility_lag: float = 0.0
-    #: queues :meth:`all_queues` reads from the store at a time (a sweep holds one page, not every queue)
-    all_queues_page: int = 1000
     #: whether the driver remembers anything per queue in memory; such a driver keeps it
     #: in :class:`~zaqar_lite.storage.cache.LRUCache` instances and takes their size,
     #: ``[storage] queue_cache_size``, as the ``queue_cache_size`` keyword of its constructor
     remembers_queues: bool = False
 
-    # -- queues ---------------------------------------------------------------
-
-    @abc.abstractmethod
-    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        """Create a queue with its metadata.
-
-        Atomic: two concurrent creates make one queue; the loser leaves the
-        existing metadata unchanged.
-
-        Returns:
-            True if the queue was created, False if it already existed.
-        """
-
-    @abc.abstractmethod
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        """Return the stored metadata of a queue, or None if the queue does not exist."""
-
-    def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
-        """Return the metadata a post or a claim of the queue is planned with.
-
-        This default reads the store and asks for no check. A driver may answer
-        from memory instead (unless ``fresh``) when it gives a version that its
-        ``post_messages`` and ``claim_messages`` compare with the stored
-        metadata inside their atomic step, raising
-        :class:`~zaqar_lite.errors.StaleMetadata` on a difference: a change made
-        by another process is then never missed, only costs a second plan.
-        """
-        return MetadataSnapshot(self.get_queue_metadata(project, queue))
-
-    @abc.abstractmethod
-    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        """Replace the metadata of an existing queue.
-
-        Raises:
-            QueueDoesNotExist: no such queue.
-        """
-
-    @abc.abstractmethod
-    def delete_queue(self, project: str, queue: str) -> None:
-        """Delete a queue with all its messages and claims; absent queues are fine."""
-
-    @abc.abstractmethod
-    def list_queues(
-        self, project: str, *, marker: str | None, limit: int, name_contains: str | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Return up to ``limit`` ``(name, metadata)`` pairs with name > marker, by name."""
-
-    @abc.abstractmethod
-    def count_queues(self, project: str) -> int:
-        """Return the number of queues of a project."""
-
-    @abc.abstractmethod
-    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Yield ``(project, queue, metadata)`` for every queue of every project.
-
-        Reads at most :attr:`all_queues_page` queues from the store at a time, so
-        that the memory of a sweep does not grow with the number of queues.
-        """
-
     # -- messages -------------------------------------------------------------
 
     @abc.abstractmethod
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         """Store new messages, creating the queue (empty metadata) if it is missing.
 
         Atomic: all messages are stored or none; once this returns they are
         durable to the backend's own guarantee. Markers are assigned in list
         order, after every marker already in the queue.
-
-        Raises:
-            StaleMetadata: ``metadata_version`` (see :meth:`metadata_for_write`)
-                is not the stored metadata's; nothing was stored.
         """
 
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+        """Store the messages ``plan`` makes from the queue's stored metadata (:meth:`post_messages`).
+
+        ``plan`` gets the metadata (None for a missing queue) and may raise a
+        domain error to refuse the post. A change of the metadata made by
+        another process before this call is never missed. This default reads
+        the metadata, then posts; a driver may plan from what it remembers
+        when its write checks that against the store and plans again if not.
+        """
+        self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
+
     @abc.abstractmethod
-    def list_messages(
-        self,
-        project: str,
-        queue: str,
-        *,
-        now: float,
-        marker: int | None,
-        limit: int,
-        include_claimed: bool,
-        include_delayed: bool,
-        exclude_client_id: str | None,
-    ) -> list[Message]:
+    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
+                      include_claimed: bool, include_delayed: bool,
+                      exclude_client_id: str | None) -> list[Message]:
         """Return up to ``limit`` unexpired messages with marker > ``marker``, FIFO.
 
         Claimed messages only with ``include_claimed``, delayed ones only with
@@ -213,11 +162,14 @@ class Storage(abc.ABC):
         Returns:
             The claimed messages (empty when none were visible); the claim record
             exists when this returns a non-empty list.
-
-        Raises:
-            StaleMetadata: ``request.metadata_version`` is not the stored
-                metadata's (see :meth:`metadata_for_write`); nothing was changed.
         """
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+        """Claim as the request ``plan`` makes from the queue's stored metadata (:meth:`claim_messages`).
+
+        As :meth:`post_planned`: this default reads the metadata, then claims.
+        """
+        return self.claim_messages(project, queue, plan(self.get_queue_metadata(project, queue)))
 
     @abc.abstractmethod
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
@@ -240,16 +192,8 @@ class Storage(abc.ABC):
         """Release a claim: its messages become visible at once. Absent claims are fine."""
 
     @abc.abstractmethod
-    def release_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str,
-        now: float,
-        failure: Mapping[str, Any] | None,
-        history_limit: int,
-    ) -> None:
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
         """Release one claimed message and append ``failure`` to its bounded history.
 
         Atomic, under the claim rules of ``policy.check_claim_rules`` with a
@@ -298,45 +242,6 @@ class Storage(abc.ABC):
         each move atomic as in :meth:`claim_messages`. Lapsed claims are removed.
         """
 
-    # -- versioned records (subscriptions, cursors, leases) -------------------
-    #
-    # A record is a JSON object under (project, kind, key), written only by
-    # compare-and-set on its version. Everything built on them (subscriptions,
-    # delivery cursors, notifier leases) is policy in zaqar_lite/notify/.
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        """Return a record, or None if absent."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        """Write a record by compare-and-set, atomically.
-
-        Args:
-            expected_version: None to create (fails if the record exists), else
-                the version read (fails if it changed since).
-
-        Returns:
-            The new version.
-
-        Raises:
-            Conflict: the record exists (create) or its version changed (update).
-        """
-        raise NotImplementedError(f"{self.name} does not store records yet")
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        """Delete a record (only at ``expected_version`` when given); return whether one was deleted."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        """Return up to ``limit`` records of a kind whose key starts with prefix and is > marker, by key."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
-
-    def record_projects(self, kind: str) -> list[str]:
-        """Return every project that has at least one record of a kind."""
-        raise NotImplementedError(f"{self.name} does not store records yet")
-
     # -- health ---------------------------------------------------------------
 
     @abc.abstractmethod
@@ -349,3 +254,160 @@ class Storage(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What of a :class:`~zaqar_lite.claims.policy.Plan` took effect: claims won, moves, deletes."""
+
+    claimed: list[Message]
+    moved: int
+    deleted: int
+
+
+class PlannedStorage(Storage):
+    """A driver whose sweep, delete and release loops are the ones written here.
+
+    Each loop reads, lets :mod:`zaqar_lite.claims.policy` decide, and hands the
+    decision to the driver's primitives, which only store and move: a guarded
+    write takes effect only on the state it was planned on (SQLite: the whole
+    loop runs in one transaction, :meth:`_atomic`; MongoDB: a filter on that
+    state; Swift: see its module). A store's queries are prefilters of the
+    policy's predicates (:func:`~zaqar_lite.claims.policy.is_visible`,
+    :func:`~zaqar_lite.claims.policy.is_swept`): they may return more than the
+    rule allows, never less, and the loops check every candidate again.
+    """
+
+    def _atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Return the context one pass of a loop runs in; the default is none (each write is guarded)."""
+        return contextlib.nullcontext()
+
+    @abc.abstractmethod
+    def _sweep_candidates(self, project: str, queue: str, now: float,
+                          dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
+        """Yield batches of messages among which is every one that ``policy.is_swept`` holds for.
+
+        The loop applies each batch before asking for the next, so a store may
+        query again until what it finds is fewer than a page.
+        """
+
+    @abc.abstractmethod
+    def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                    dead_letter: DeadLetterPolicy, now: float) -> Applied:
+        """Write a plan made from ``read``, each change only if its message is still as read.
+
+        Claimed messages are updated, moved ones re-homed in ``dead_letter.queue``
+        (created if missing) by one write each, deleted ones removed.
+        """
+
+    @abc.abstractmethod
+    def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
+        """Remove the claim records of a queue that ended by ``now``."""
+
+    @abc.abstractmethod
+    def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                           now: float) -> tuple[Message | None, bool]:
+        """Return the unexpired message (None if absent) and whether ``claim_id`` is a live claim."""
+
+    @abc.abstractmethod
+    def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
+        """Delete the messages still as read; return the ids gone now (by this call or another).
+
+        A message changed since it was read is left; the loop reads it again.
+        """
+
+    @abc.abstractmethod
+    def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
+        """Store a released message's claim end and failures if it is still as read; return whether it was."""
+
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        """Read sweep candidates, keep those ``policy.is_swept`` holds for, apply ``policy.plan_sweep``."""
+        moved = discarded = 0
+        with self._atomic():
+            for batch in self._sweep_candidates(project, queue, now, dead_letter):
+                read = [m for m in batch if policy.is_swept(m, now, dead_letter)]
+                plan = policy.plan_sweep(read, queue, now, dead_letter)
+                applied = self._apply_plan(project, queue, plan, read, dead_letter, now)
+                moved, discarded = moved + applied.moved, discarded + applied.deleted
+            self._drop_lapsed_claims(project, queue, now)
+        return SweepResult(dead_lettered=moved, discarded=discarded)
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
+        """Read the message, apply ``policy.check_claim_rules``, delete it if unchanged; repeat on a race."""
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                found, live = self._message_and_claim(project, queue, message_id, claim_id, now)
+                if found is None:
+                    return
+                policy.check_claim_rules(found, claim_id, live, now)
+                if self._delete_unchanged(project, queue, [found]):
+                    return
+        raise errors.StorageUnavailable(f"message {message_id} kept changing while being deleted")
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None, now: float) -> None:
+        """Read the messages, split them by ``policy.split_bulk_delete``, delete; repeat for races lost."""
+        pending, kept = list(ids), list[Message]()
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                doomed, held = policy.split_bulk_delete(self.get_messages(project, queue, pending, now),
+                                                        claim_ids, now)
+                deleted = self._delete_unchanged(project, queue, doomed)
+            kept += held
+            pending = [m.id for m in doomed if m.id not in deleted]
+            if not pending:
+                break
+        else:
+            raise errors.StorageUnavailable("messages kept changing while being deleted")
+        if kept:
+            raise errors.MessageIsClaimedBy(kept[-1].id, ",".join(claim_ids or ()))
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+        """Read the message, apply ``policy.check_claim_rules`` and ``policy.released``, write it."""
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                found, live = self._message_and_claim(project, queue, message_id, claim_id, now)
+                if found is None:
+                    raise errors.MessageDoesNotExist(message_id, queue)
+                policy.check_claim_rules(found, claim_id, live, now)
+                if self._write_released(project, queue, found,
+                                        policy.released(found, failure, now, history_limit)):
+                    return
+        raise errors.StorageUnavailable(f"message {message_id} kept changing while being released")
+
+
+class PlannedClaimStorage(PlannedStorage):
+    """A :class:`PlannedStorage` whose claim loop is the one written here too."""
+
+    @abc.abstractmethod
+    def _visible_candidates(self, project: str, queue: str, now: float, after: int,
+                            limit: int) -> list[Message]:
+        """Return up to ``limit`` messages with marker > ``after``, FIFO: a prefilter of ``is_visible``.
+
+        Every visible message of the queue up to the last one returned is among them.
+        """
+
+    @abc.abstractmethod
+    def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
+        """Store the record of a claim that took messages."""
+
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
+        claimed: list[Message] = []
+        after = 0
+        with self._atomic():
+            while len(claimed) < request.limit:
+                wanted = request.limit - len(claimed)
+                batch = self._visible_candidates(project, queue, request.now, after, wanted)
+                read = [m for m in batch if policy.is_visible(m, request.now)]
+                plan = policy.plan_claim(read, request, queue, len(claimed))
+                applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
+                claimed += applied.claimed
+                if len(batch) < wanted:
+                    break
+                after = batch[-1].marker
+            if claimed:  # written last: should this fail, the messages come back when their claim lapses
+                self._store_claim(project, queue, request)
+        return claimed

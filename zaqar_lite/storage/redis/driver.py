@@ -1,7 +1,8 @@
 """Redis driver: every state change is one Lua script, run atomically by the server.
 
 URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
-``from_url`` query options (``?socket_timeout=2``) override :data:`DEFAULTS`.
+``from_url`` query options (``?socket_timeout=2``) override
+:data:`~zaqar_lite.storage.redis.client.DEFAULTS`.
 
 Keys and values are laid out as :mod:`zaqar_lite.storage.redis.layout` says.
 
@@ -12,12 +13,15 @@ Claim order is strict FIFO by post order within a queue.
 
 Queue metadata. A post or a claim is planned (default ttl and delay, size limit,
 dead-letter policy) from metadata the worker remembers from its last read of
-that queue (``metadata_for_write``), so it costs one round trip, not two. The
+that queue (``_metadata_text``), so it costs one round trip, not two. The
 remembered JSON text travels with the script, which compares it with the stored
 text before it changes anything and answers ``stale`` when another process
 changed or deleted the queue meanwhile; the plan is then made again from a
-fresh read. A post to a queue that existed when planned skips the SADD of its
-project (see the layout): that project was registered before the queue was created.
+fresh read, as is a plan refused on remembered metadata (only what is stored
+refuses a request). This is the driver's own affair: the contract
+(``post_planned``, ``claim_planned``) only hands it the plan. A post to a
+queue that existed when planned skips the SADD of its project (see the
+layout): that project was registered before the queue was created.
 
 What a worker remembers per queue (that metadata text, and the queue's key
 names, built once) lives in two :class:`~zaqar_lite.storage.cache.LRUCache` of
@@ -26,27 +30,17 @@ more queues than that forgets the least recently used ones, whose next post or
 claim reads the metadata again (one more round trip) and builds the names again.
 The sweep, which visits every queue, uses the names remembered but adds none.
 
-Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
-``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
-NOSCRIPT. Connection errors and timeouts become :class:`~zaqar_lite.errors.StorageUnavailable`;
-the connection pool reconnects by itself when Redis is back.
+Scripts, connections and the one StorageUnavailable translation:
+:mod:`~zaqar_lite.storage.redis.client`; versioned records:
+:mod:`~zaqar_lite.storage.redis.records`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
-import threading
-import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
-from importlib import resources
-from typing import Any
-
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
@@ -57,43 +51,39 @@ from zaqar_lite.models import (
     ClaimRequest,
     DeadLetterPolicy,
     Message,
-    MetadataSnapshot,
     Move,
     QueueStats,
-    Record,
     SweepResult,
 )
-from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.layout import (
     PROJECTS,
-    RECORD_PROJECTS,
     from_reply,
     guard,
+    message_key,
     opt,
     project_prefix,
     queue_keys,
     queue_prefix,
     record_head,
-    record_keys,
     stamp,
     to_message,
 )
+from zaqar_lite.storage.redis.records import RedisRecords
 
-SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
-           "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
+#: plans of one post or claim before giving up on a queue whose metadata keeps changing
+PLAN_ATTEMPTS = 5
 SWEEP_BATCH = 1000
 #: a queue's key names: its project's prefix, its own prefix, its keys (layout.queue_keys)
 QueueNames = tuple[str, str, tuple[str, ...]]
 #: what post.lua and claim.lua answer when the queue's metadata is not the planned version
 STALE = "stale"
-DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
-            "decode_responses": True}
-# unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
-_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
-                redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)
-_RULES = {
+#: what delete.lua and release_message.lua answer for each claim rule broken, as (message id, claim id)
+_RULES: dict[str, Callable[[str, str], errors.ZaqarLiteError]] = {
     "claimed": lambda mid, cid: errors.MessageIsClaimed(mid),
     "invalid_claim": lambda mid, cid: errors.InvalidClaim(cid),
     "not_claimed": lambda mid, cid: errors.MessageNotClaimed(mid),
@@ -101,82 +91,22 @@ _RULES = {
 }
 
 
-class RedisStorage(Storage):
-    """Redis driver; one connection pool per instance, of which each thread keeps one connection."""
+class _Stale(Exception):
+    """post.lua or claim.lua found metadata other than the planned text stored; nothing was changed."""
+
+
+class RedisStorage(RedisRecords, Storage):
+    """Redis driver; the connection (:mod:`~zaqar_lite.storage.redis.client`) is one pool per instance."""
 
     name = "redis"
     remembers_queues = True
 
     def __init__(self, uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> None:
-        scheme = urllib.parse.urlsplit(uri).scheme
-        if scheme not in ("redis", "rediss"):
-            raise ValueError(f"not a redis URI: {uri}")
-        # retry only a refused or broken connection (stale after a restart), never a timeout:
-        # the script may have run (post is idempotent by id; a claim's messages come back)
-        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
-                      supported_errors=(redis.exceptions.ConnectionError,))
-        self._pool = redis.ConnectionPool.from_url(uri, retry=retry, **DEFAULTS)
-        self._local = threading.local()
-        lua = resources.files("zaqar_lite.storage.redis") / "lua"
-        library = (lua / "_lib.lua").read_text()
+        super().__init__(uri)
         #: (project, queue) -> the metadata text last read ('' for a missing queue)
         self._metadata: LRUCache[tuple[str, str], str] = LRUCache(queue_cache_size)
         #: (project, queue) -> (project prefix, queue prefix, queue keys) of the layout
         self._names: LRUCache[tuple[str, str], QueueNames] = LRUCache(queue_cache_size)
-        #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
-        self._scripts: dict[str, tuple[str, str]] = {}
-        for name in SCRIPTS:
-            text = library + (lua / f"{name}.lua").read_text()
-            self._scripts[name] = hashlib.sha1(text.encode()).hexdigest(), text
-
-    @property
-    def client(self) -> Any:
-        """This thread's client, which keeps one connection of the pool for itself.
-
-        A command then skips the pool's check-out, check-in and stale-data poll;
-        the connection goes back to the pool when its thread ends.
-        (Any: redis-py types replies as bytes | str; with decode_responses they are str.)
-        """
-        owner, client = getattr(self._local, "client", (None, None))
-        if owner != os.getpid():  # none yet, or inherited through fork: never share the parent's socket
-            client = redis.Redis(connection_pool=self._pool, single_connection_client=True)
-            self._local.client = os.getpid(), client
-        return client
-
-    def describe(self) -> str:
-        """Return the server and database, without credentials."""
-        kwargs = self._pool.connection_kwargs
-        return f"redis at {kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
-
-    def close(self) -> None:
-        """Close every connection of the pool, the threads' own included."""
-        self._pool.disconnect()
-
-    # -- plumbing -------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _translate_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except _UNAVAILABLE as exc:
-            raise errors.StorageUnavailable(f"redis: {exc}") from exc
-
-    def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
-              register: tuple[str, str] | None = None) -> Any:
-        """Run a script by SHA, loading it on NOSCRIPT; with ``register=(index, project)``, SADD
-        the project first, in the same round trip."""
-        sha, text = self._scripts[script]
-        with self._translate_errors():
-            for attempt in range(2):
-                try:
-                    if register is None:
-                        return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                    with self.client.pipeline(transaction=False) as pipe:
-                        return pipe.sadd(*register).evalsha(sha, len(keys), *keys, *args).execute()[1]
-                except redis.exceptions.NoScriptError:
-                    if attempt:
-                        raise
-                    self.client.script_load(text)
 
     def _queue_names(self, project: str, queue: str, remember: bool = True) -> QueueNames:
         """Return the project's key prefix, the queue's, and the queue's keys (built once per queue).
@@ -212,20 +142,52 @@ class RedisStorage(Storage):
         self._metadata.pop((project, queue))
         return bool(created)
 
-    def metadata_for_write(self, project: str, queue: str, *, fresh: bool = False) -> MetadataSnapshot:
-        """Answer from the worker's memory of the queue's metadata when it has one.
+    def _metadata_text(self, project: str, queue: str, fresh: bool = False) -> tuple[str, bool]:
+        """Return the queue's metadata JSON text ('' for a missing queue) and whether it was remembered.
 
-        The version is the stored JSON text ('' for a missing queue); post.lua and
-        claim.lua compare it with the stored text before they change anything.
+        Answered from the worker's memory unless ``fresh`` or forgotten; a read is remembered.
         """
         key = (project, queue)
-        version = None if fresh else self._metadata.get(key)
-        cached = version is not None
-        if version is None:
-            with self._translate_errors():
-                version = self.client.get(self._queue_names(project, queue)[1] + "meta") or ""
-            self._metadata.put(key, version)
-        return MetadataSnapshot(json.loads(version) if version else None, version, cached)
+        text = None if fresh else self._metadata.get(key)
+        if text is not None:
+            return text, True
+        with self._translate_errors():
+            text = self.client.get(self._queue_names(project, queue)[1] + "meta") or ""
+        self._metadata.put(key, text)
+        return text, False
+
+    def _planned(self, project: str, queue: str, plan: Callable[[dict[str, Any] | None], T],
+                 write: Callable[[T, str], R]) -> R:
+        """Plan from the metadata remembered (else read), then write with its text as the guard.
+
+        ``write`` raises :class:`_Stale` when the script found other metadata
+        stored: the plan is made again from a fresh read. A plan refused (a
+        domain error) on remembered metadata is made again from a fresh read
+        too: only what is stored refuses a request.
+        """
+        for attempt in range(PLAN_ATTEMPTS):
+            text, remembered = self._metadata_text(project, queue, fresh=attempt > 0)
+            try:
+                planned = plan(json.loads(text) if text else None)
+            except errors.ZaqarLiteError:
+                if remembered:
+                    continue
+                raise
+            try:
+                return write(planned, text)
+            except _Stale:
+                LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
+        raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")
+
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+        """Plan from remembered metadata; post.lua checks it is still what is stored (see the module)."""
+        self._planned(project, queue, plan,
+                      lambda messages, text: self._post(project, queue, messages, now, text))
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+        """Plan from remembered metadata; claim.lua checks it is still what is stored (see the module)."""
+        return self._planned(project, queue, plan,
+                             lambda request, text: self._claim(project, queue, request, text))
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
@@ -281,8 +243,12 @@ class RedisStorage(Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+        self._post(project, queue, messages, now, None)
+
+    def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
+              metadata_version: str | None) -> None:
+        """Run post.lua; with ``metadata_version``, only while the stored metadata text is that."""
         args: list[Any] = [queue, stamp(now), *guard(metadata_version)]
         for m in messages:
             args += [m.id, json.dumps(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
@@ -292,7 +258,7 @@ class RedisStorage(Storage):
                      json.dumps(m.dead_letter) if m.dead_letter else ""]
         # a queue that existed when planned was registered before it was created
         if self._run("post", project, queue, args, register=not metadata_version) == STALE:
-            raise errors.StaleMetadata(queue)
+            raise _Stale(queue)
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -304,10 +270,9 @@ class RedisStorage(Storage):
         return [from_reply(r) for r in reply]
 
     def _read(self, project: str, ids: Sequence[str]) -> list[tuple[str, dict[str, str]]]:
-        ns = project_prefix(project)
         with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
             for message_id in ids:
-                pipe.hgetall(ns + "m:" + message_id)
+                pipe.hgetall(message_key(project, message_id))
             return list(zip(ids, pipe.execute(), strict=True))
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
@@ -320,7 +285,7 @@ class RedisStorage(Storage):
         outcome = self._run("delete", project, queue, [
             stamp(now), queue, message_id, "0" if claim_id is None else "1", claim_id or ""])
         if outcome != "ok":
-            raise _RULES[outcome](message_id, claim_id)
+            raise _RULES[outcome](message_id, claim_id or "")
 
     def delete_messages(self, project: str, queue: str, ids: Sequence[str],
                         claim_ids: Sequence[str] | None, now: float) -> None:
@@ -351,15 +316,20 @@ class RedisStorage(Storage):
                 stamp(now + dead_letter.messages_ttl) if dead_letter.messages_ttl else ""]
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        return self._claim(project, queue, request, None)
+
+    def _claim(self, project: str, queue: str, request: ClaimRequest,
+               metadata_version: str | None) -> list[Message]:
+        """Run claim.lua; with ``metadata_version``, only while the stored metadata text is that."""
         now, dead_letter = request.now, request.dead_letter
         reply = self._run("claim", project, queue, [
             stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter),
-            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(request.metadata_version)],
+            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(metadata_version)],
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:
-            raise errors.StaleMetadata(queue)
+            raise _Stale(queue)
         return [from_reply(r) for r in reply]
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
@@ -395,7 +365,7 @@ class RedisStorage(Storage):
         if outcome == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)
         if outcome != "ok":
-            raise _RULES[outcome](message_id, claim_id)
+            raise _RULES[outcome](message_id, claim_id or "")
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
@@ -423,55 +393,3 @@ class RedisStorage(Storage):
                 "sweep", project, queue, args, dead_letter_queue=dead_letter.queue or queue, remember=False)
             moved, discarded = moved + step_moved, discarded + step_discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
-
-    # -- versioned records ----------------------------------------------------
-
-    @staticmethod
-    def _to_record(key: str, stored: str) -> Record:
-        version, value = stored.split(" ", 1)
-        return Record(key, json.loads(value), int(version))
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        with self._translate_errors():
-            stored = self.client.hget(record_keys(project, kind)[0], key)
-        return self._to_record(key, stored) if stored is not None else None
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        version = self._eval("put_record", record_keys(project, kind),
-                             [key, json.dumps(value), opt(expected_version)],
-                             (RECORD_PROJECTS + kind, project))
-        if not version:
-            raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
-        return int(version)
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        deleted = self._eval("delete_record", record_keys(project, kind), [key, opt(expected_version)])
-        return bool(deleted)
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        values, names = record_keys(project, kind)
-        lower = "(" + marker if marker is not None and marker >= prefix else "[" + prefix
-        with self._translate_errors():
-            # keys with the prefix are contiguous in key order: the first ones read are the page
-            keys = [k for k in self.client.zrangebylex(names, lower, "+", start=0, num=limit)
-                    if k.startswith(prefix)]
-            stored = self.client.hmget(values, keys) if keys else []
-        return [self._to_record(k, s) for k, s in zip(keys, stored, strict=True) if s is not None]
-
-    def record_projects(self, kind: str) -> list[str]:
-        with self._translate_errors():
-            projects = sorted(self.client.smembers(RECORD_PROJECTS + kind))
-            with self.client.pipeline(transaction=False) as pipe:
-                for project in projects:
-                    pipe.zcard(record_keys(project, kind)[1])
-                counts = pipe.execute()
-        return [p for p, n in zip(projects, counts, strict=True) if n]
-
-    def ping(self) -> bool:
-        try:
-            with self._translate_errors():
-                return bool(self.client.ping())
-        except errors.StorageUnavailable:
-            return False

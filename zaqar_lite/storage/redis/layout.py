@@ -29,6 +29,9 @@ The two global sets are the only keys outside the project slots. No script
 touches them: each write that may create a queue or a record sends an SADD just
 before its script in the same pipeline.
 
+The driver and the Spark reader (``spark_jobs/sources/redis.py``) both build
+keys and decode hashes with this module.
+
 Times are stored and sent as ``repr(float)`` strings, so no digit is lost
 (Lua's own number formatting keeps 14).
 """
@@ -63,16 +66,20 @@ def opt(value: Any, fmt: Any = str) -> str:
     return "" if value is None else fmt(value)
 
 
+def failures_from(text: str | None) -> list[dict[str, Any]]:
+    """Decode a message hash's ``failures`` field: JSON objects, one a line."""
+    return [json.loads(line) for line in text.split("\n")] if text else []
+
+
 def to_message(message_id: str, f: Mapping[str, str]) -> Message:
     """Return the message a ``zl:{P}:m:<id>`` hash holds (its fields as strings)."""
-    failures = f.get("failures")
     return Message(
         id=message_id, body=json.loads(f["body"]), created=float(f["created"]),
         expires=float(f["expires"]), delay_until=float(f.get("delay_until", 0)),
         client_id=f.get("client_id", ""), claim_id=f.get("claim_id"),
         claim_expires=float(f["claim_expires"]) if "claim_expires" in f else None,
         claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
-        failures=[json.loads(line) for line in failures.split("\n")] if failures else [],
+        failures=failures_from(f.get("failures")),
         dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
         marker=int(f["marker"]))
 
@@ -97,13 +104,23 @@ def queue_prefix(project: str, queue: str) -> str:
     return f"{project_prefix(project)}q:{urllib.parse.quote(queue, safe='')}:"
 
 
+def message_key(project: str, message_id: str) -> str:
+    """Return the key of a message's hash: ``zl:{P}:m:<id>``."""
+    return f"{project_prefix(project)}m:{message_id}"
+
+
+def queue_key(project: str, queue: str, kind: str) -> str:
+    """Return one key of a queue (``kind`` one of :data:`QUEUE_KEYS`): ``zl:{P}:q:Q:<kind>``."""
+    return queue_prefix(project, queue) + kind
+
+
 def queue_keys(project: str, queue: str) -> tuple[str, ...]:
     """Return a queue's keys in ``QUEUE_KEYS`` order, then the project's queue index.
 
     The standard KEYS of a script are these, then the first ``len(QUEUE_KEYS)`` of
     its dead-letter queue's when it has one.
     """
-    return (*(queue_prefix(project, queue) + kind for kind in QUEUE_KEYS), project_prefix(project) + "queues")
+    return (*(queue_key(project, queue, kind) for kind in QUEUE_KEYS), project_prefix(project) + "queues")
 
 
 def record_keys(project: str, kind: str) -> list[str]:

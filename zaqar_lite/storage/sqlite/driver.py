@@ -5,9 +5,12 @@ URI forms (as SQLAlchemy writes them): ``sqlite:///relative/path.db``,
 transactions on power loss for speed (the default ``full`` fsyncs every commit).
 
 Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
-:meth:`SqliteStorage.transaction`), so it takes SQLite's single write lock
-before reading anything: reads and writes of one operation can never interleave
-with another process's. The file is in WAL mode, so readers never block.
+:meth:`~zaqar_lite.storage.sqlite.client.SqliteConnected.transaction`), so it
+takes SQLite's single write lock before reading anything: reads and writes of
+one operation can never interleave with another process's; the claim, sweep,
+delete and release loops of :class:`~zaqar_lite.storage.base.PlannedClaimStorage`
+each run whole in one (:meth:`SqliteStorage._atomic`). The file is in WAL mode,
+so readers never block.
 Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
@@ -19,12 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import threading
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from zaqar_lite import errors
@@ -36,117 +35,31 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    Record,
-    SweepResult,
 )
-from zaqar_lite.storage.base import Storage
-from zaqar_lite.storage.sqlite.layout import MESSAGE_FIELDS, prepare_schema
+from zaqar_lite.storage.base import Applied, PlannedClaimStorage
+from zaqar_lite.storage.sqlite.layout import (
+    MESSAGE_COLUMNS,
+    MESSAGE_FIELDS,
+    message_from_row,
+)
+from zaqar_lite.storage.sqlite.records import SqliteRecords
 
-_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
-            "claim_count, dlq_eligible, failures, dead_letter, marker")
 # Candidates for claim and pop come from two index ranges merged by marker:
 # never-delayed (and already-claimed-once) messages have delay_until = 0, an
 # ordered range of the visibility index; matured delayed messages are the small
-# range 0 < delay_until <= now. Still-delayed messages are never scanned.
+# range 0 < delay_until <= now. Still-delayed messages are never scanned. Together
+# they are the visibility rule, policy.visible_at, in SQL: a prefilter the claim
+# loop (storage.base) checks every candidate against again.
 _READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
           " AND (claim_expires IS NULL OR claim_expires <= :now)")
 _MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
             " AND (claim_expires IS NULL OR claim_expires <= :now)")
-_UNAVAILABLE_HINTS = ("locked", "unable to open", "disk i/o", "readonly", "busy")
 
 
-def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
-    """Return the database path and the query options of a ``sqlite://`` URI."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.scheme != "sqlite":
-        raise ValueError(f"not a sqlite URI: {uri}")
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if not path:
-        raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
-    return path, dict(urllib.parse.parse_qsl(parts.query))
-
-
-def _row_to_message(row: sqlite3.Row) -> Message:
-    return Message(
-        id=row["id"], body=json.loads(row["body"]), created=row["created"], expires=row["expires"],
-        delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
-        claim_expires=row["claim_expires"], claim_count=row["claim_count"],
-        dlq_eligible=bool(row["dlq_eligible"]),
-        failures=json.loads(row["failures"]) if row["failures"] else [],
-        dead_letter=json.loads(row["dead_letter"]) if row["dead_letter"] else None,
-        marker=row["marker"],
-    )
-
-
-class SqliteStorage(Storage):
-    """SQLite driver; connections are per process and per thread."""
+class SqliteStorage(SqliteRecords, PlannedClaimStorage):
+    """SQLite driver; connections per process and thread (:mod:`~zaqar_lite.storage.sqlite.client`)."""
 
     name = "sqlite"
-
-    def __init__(self, uri: str) -> None:
-        path, options = parse_uri(uri)
-        self.path = path
-        self._synchronous = options.get("synchronous", "full").upper()
-        if self._synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise ValueError("sqlite synchronous must be full, normal or extra")
-        if path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self.transaction() as db:
-            prepare_schema(db, path)
-
-    def describe(self) -> str:
-        """Return the absolute path of the database file."""
-        return f"sqlite file {os.path.abspath(self.path)}"
-
-    # -- plumbing -------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():
-            try:
-                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                       check_same_thread=False)
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            except sqlite3.Error as exc:
-                raise errors.StorageUnavailable(str(exc)) from exc
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
-
-    @contextlib.contextmanager
-    def _translate_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if any(hint in str(exc).lower() for hint in _UNAVAILABLE_HINTS):
-                raise errors.StorageUnavailable(str(exc)) from exc
-            raise
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Run a block in one ``BEGIN IMMEDIATE`` transaction, rolled back on any exception."""
-        with self._translate_errors():
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """Run reads in one deferred transaction so they see one consistent state."""
-        with self._translate_errors():
-            conn = self._connection()
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                conn.execute("COMMIT")
 
     # -- queues ---------------------------------------------------------------
 
@@ -187,8 +100,8 @@ class SqliteStorage(Storage):
 
     def count_queues(self, project: str) -> int:
         with self._translate_errors():
-            return self._connection().execute(
-                "SELECT COUNT(*) FROM queues WHERE project=?", (project,)).fetchone()[0]
+            return int(self._connection().execute(
+                "SELECT COUNT(*) FROM queues WHERE project=?", (project,)).fetchone()[0])
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         after = ("", "")
@@ -223,17 +136,16 @@ class SqliteStorage(Storage):
               json.dumps(m.failures) if m.failures else None,
               json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         with self.transaction() as db:
             self._insert(db, project, queue, messages, now)
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:
         table = f"messages INDEXED BY {index}" if index else "messages"
-        sql = f"SELECT {_COLUMNS} FROM {table} WHERE project=:project AND queue=:queue AND {where}"
+        sql = f"SELECT {MESSAGE_COLUMNS} FROM {table} WHERE project=:project AND queue=:queue AND {where}"
         sql += " ORDER BY marker" + (" LIMIT :limit" if limit is not None else "")
-        return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
+        return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -268,36 +180,12 @@ class SqliteStorage(Storage):
         return db.execute("SELECT 1 FROM claims WHERE id=? AND project=? AND queue=? AND expires>?",
                           (claim_id, project, queue, now)).fetchone() is not None
 
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
-                       now: float) -> None:
-        with self.transaction() as db:
-            found = self._get(db, project, queue, [message_id], now)
-            if not found:
-                return
-            live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
-            policy.check_claim_rules(found[0], claim_id, live, now)
-            db.execute("DELETE FROM messages WHERE id=?", (message_id,))
-
-    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
-                        claim_ids: Sequence[str] | None, now: float) -> None:
-        with self.transaction() as db:
-            kept = None
-            doomed = []
-            for message in self._get(db, project, queue, ids, now):
-                if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
-                    kept = message
-                else:
-                    doomed.append((message.id,))
-            db.executemany("DELETE FROM messages WHERE id=?", doomed)
-        if kept is not None:
-            raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
-
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
-        part = (f"SELECT * FROM (SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
+        part = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
                 " WHERE project=:project AND queue=:queue AND {} ORDER BY marker LIMIT :limit)")
         sql = f"{part.format(_READY)} UNION ALL {part.format(_MATURED)} ORDER BY marker LIMIT :limit"
-        return [_row_to_message(r) for r in db.execute(sql, {**args, "limit": limit})]
+        return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:
@@ -325,24 +213,15 @@ class SqliteStorage(Storage):
                 args).fetchone()
             ends = [self._select(db, "expires > :now", args, 1)]
             if total:
-                newest = db.execute(f"SELECT {_COLUMNS} FROM messages WHERE project=:project AND"
+                newest = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE project=:project AND"
                                     " queue=:queue AND expires > :now ORDER BY marker DESC LIMIT 1",
                                     args).fetchone()
-                ends.append([_row_to_message(newest)])
+                ends.append([message_from_row(newest)])
         return QueueStats(claimed=claimed, delayed=delayed, free=total - claimed - delayed,
                           oldest=ends[0][0] if total else None,
                           newest=ends[1][0] if total else None)
 
     # -- claims ---------------------------------------------------------------
-
-    def _apply(self, db: sqlite3.Connection, project: str, queue: str, plan: policy.Plan,
-               dead_letter: DeadLetterPolicy, now: float) -> None:
-        """Write a policy plan: claimed rows updated, moved rows re-homed, deleted rows gone."""
-        db.executemany(
-            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
-            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
-        db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
-        self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
 
     def _rehome(self, db: sqlite3.Connection, project: str, target: str, moved: Sequence[Message],
                 now: float) -> None:
@@ -350,28 +229,6 @@ class SqliteStorage(Storage):
         if moved:
             db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in moved])
             self._insert(db, project, target, moved, now)
-
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
-        args = {"project": project, "queue": queue, "now": request.now, "marker": 0}
-        claimed: list[Message] = []
-        with self.transaction() as db:
-            while len(claimed) < request.limit:
-                batch = self._candidates(db, args, request.limit)
-                plan = policy.plan_claim(batch, request, queue, len(claimed))
-                self._apply(db, project, queue, plan, request.dead_letter, request.now)
-                # Claimed messages join the never-delayed index range; only matured ones move.
-                taken = {m.id for m in plan.claimed}
-                db.executemany("UPDATE messages SET delay_until=0 WHERE id=?",
-                               [(m.id,) for m in batch if m.delay_until and m.id in taken])
-                claimed.extend(plan.claimed)
-                if len(batch) < request.limit:
-                    break
-                args["marker"] = batch[-1].marker
-            if claimed:
-                db.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (request.claim_id, project, queue, request.ttl, request.grace,
-                            request.now, request.now + request.ttl))
-        return claimed
 
     def _live_claim(self, db: sqlite3.Connection, project: str, queue: str, claim_id: str,
                     now: float) -> Claim:
@@ -407,18 +264,6 @@ class SqliteStorage(Storage):
                        " AND claim_expires > ?", (now, claim_id, project, queue, now))
             db.execute("DELETE FROM claims WHERE id=? AND project=? AND queue=?", (claim_id, project, queue))
 
-    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
-        with self.transaction() as db:
-            found = self._get(db, project, queue, [message_id], now)
-            if not found:
-                raise errors.MessageDoesNotExist(message_id, queue)
-            live = self._claim_is_live(db, project, queue, claim_id, now)
-            policy.check_claim_rules(found[0], claim_id, live, now)
-            message = policy.released(found[0], failure, now, history_limit)
-            db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?",
-                       (message.claim_expires, json.dumps(message.failures) or None, message.id))
-
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
         with self.transaction() as db:
@@ -428,71 +273,63 @@ class SqliteStorage(Storage):
             self._rehome(db, project, target_queue, moved, now)
         return [m.id for m in moved]
 
-    # -- background work ------------------------------------------------------
+    # -- primitives of the loops in storage.base (each inside the loop's transaction) ------
 
-    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
-        args = {"project": project, "queue": queue, "now": now,
-                "count": dead_letter.max_claim_count if dead_letter.counts_claims else None}
-        with self.transaction() as db:
-            candidates = self._select(db, "expires <= :now", args)
-            if args["count"] is not None:
-                candidates += self._select(
-                    db, "expires > :now AND claim_count >= :count"
-                        " AND (claim_expires IS NULL OR claim_expires <= :now)", args)
-            plan = policy.plan_sweep(candidates, queue, now, dead_letter)
-            self._apply(db, project, queue, plan, dead_letter, now)
-            db.execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?", (project, queue, now))
-        return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+    def _atomic(self) -> contextlib.AbstractContextManager[object]:
+        """Run a whole loop in one ``BEGIN IMMEDIATE`` transaction: reads and writes never interleave."""
+        return self.transaction()
 
-    # -- versioned records ----------------------------------------------------
+    def _visible_candidates(self, project: str, queue: str, now: float, after: int,
+                            limit: int) -> list[Message]:
+        return self._candidates(self._connection(), {"project": project, "queue": queue, "now": now,
+                                                     "marker": after}, limit)
 
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        with self._translate_errors():
-            row = self._connection().execute(
-                "SELECT key, value, version FROM records WHERE kind=? AND project=? AND key=?",
-                (kind, project, key)).fetchone()
-        return Record(row[0], json.loads(row[1]), row[2]) if row else None
+    def _sweep_candidates(self, project: str, queue: str, now: float,
+                          dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
+        # a prefilter of policy.is_swept: the expired, then the exhausted and unclaimed
+        args = {"project": project, "queue": queue, "now": now, "count": dead_letter.max_claim_count}
+        db = self._connection()
+        candidates = self._select(db, "expires <= :now", args)
+        if dead_letter.counts_claims:
+            candidates += self._select(db, "expires > :now AND claim_count >= :count"
+                                           " AND (claim_expires IS NULL OR claim_expires <= :now)", args)
+        yield candidates
 
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        with self.transaction() as db:
-            if expected_version is None:
-                cur = db.execute("INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, 1)",
-                                 (kind, project, key, json.dumps(value)))
-            else:
-                cur = db.execute("UPDATE records SET value=?, version=version+1"
-                                 " WHERE kind=? AND project=? AND key=? AND version=?",
-                                 (json.dumps(value), kind, project, key, expected_version))
-            if cur.rowcount != 1:
-                raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
-        return 1 if expected_version is None else expected_version + 1
+    def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                    dead_letter: DeadLetterPolicy, now: float) -> Applied:
+        db = self._connection()
+        db.executemany(
+            "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
+            [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
+        # Claimed messages join the never-delayed index range; only matured ones move.
+        taken = {m.id for m in plan.claimed}
+        db.executemany("UPDATE messages SET delay_until=0 WHERE id=?",
+                       [(m.id,) for m in read if m.delay_until and m.id in taken])
+        db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
+        self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
+        return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
 
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        sql = "DELETE FROM records WHERE kind=? AND project=? AND key=?"
-        args: tuple[Any, ...] = (kind, project, key)
-        if expected_version is not None:
-            sql, args = sql + " AND version=?", (*args, expected_version)
-        with self.transaction() as db:
-            return db.execute(sql, args).rowcount == 1
+    def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
+        self._connection().execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (
+            request.claim_id, project, queue, request.ttl, request.grace, request.now,
+            request.now + request.ttl))
 
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        with self._translate_errors():
-            rows = self._connection().execute(
-                "SELECT key, value, version FROM records WHERE kind=? AND project=? AND key>?"
-                " AND substr(key, 1, ?)=? ORDER BY key LIMIT ?",
-                (kind, project, marker or "", len(prefix), prefix, limit)).fetchall()
-        return [Record(r[0], json.loads(r[1]), r[2]) for r in rows]
+    def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
+        self._connection().execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?",
+                                   (project, queue, now))
 
-    def record_projects(self, kind: str) -> list[str]:
-        with self._translate_errors():
-            return [r[0] for r in self._connection().execute(
-                "SELECT DISTINCT project FROM records WHERE kind=?", (kind,))]
+    def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                           now: float) -> tuple[Message | None, bool]:
+        db = self._connection()
+        found = self._get(db, project, queue, [message_id], now)
+        live = claim_id is not None and self._claim_is_live(db, project, queue, claim_id, now)
+        return (found[0] if found else None), live
 
-    def ping(self) -> bool:
-        try:
-            with self._translate_errors():
-                self._connection().execute("SELECT 1").fetchone()
-            return True
-        except errors.StorageUnavailable:
-            return False
+    def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
+        self._connection().executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in messages])
+        return {m.id for m in messages}
+
+    def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
+        self._connection().execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
+            released.claim_expires, json.dumps(released.failures) or None, released.id))
+        return True

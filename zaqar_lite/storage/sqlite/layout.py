@@ -5,8 +5,9 @@ handed out in it: a queue's markers count its own posts and moves only.
 ``messages`` holds every message with its queue's marker (unique per queue:
 ``messages_by_queue``, FIFO order) and its id (unique: ``messages_by_id``, how
 rows are addressed); ``claims`` the live claims; ``records`` the versioned
-records. The Spark reader (``spark_jobs/sources/sqlite.py``) reads
-``queues`` and ``messages`` through ``messages_by_queue``.
+records. Bodies, metadata, failures and provenance are JSON text. The Spark
+reader (``spark_jobs/sources/sqlite.py``) reads ``queues`` and ``messages``
+through ``messages_by_queue``, with this module's URI parsing and decoders.
 
 The layout's number is the file's ``PRAGMA user_version``. Layout 0 (up to
 cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue; the
@@ -15,9 +16,13 @@ driver migrates such a file when it opens it (:func:`prepare_schema`).
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import urllib.parse
+from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
 #: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)
@@ -52,6 +57,42 @@ SCHEMA = (
 )
 MESSAGE_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
                   " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
+
+
+#: the columns :func:`message_from_row` reads, in a SELECT of ``messages``
+MESSAGE_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
+                   "claim_count, dlq_eligible, failures, dead_letter, marker")
+
+
+def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
+    """Return the database path and the query options of a ``sqlite://`` URI."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme != "sqlite":
+        raise ValueError(f"not a sqlite URI: {uri}")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path:
+        raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
+    return path, dict(urllib.parse.parse_qsl(parts.query))
+
+
+def failures_from(text: str | None) -> list[dict[str, Any]]:
+    """Decode a ``failures`` column: a JSON list, NULL when empty."""
+    return json.loads(text) if text else []
+
+
+def json_or_none(text: str | None) -> Any:
+    """Decode a nullable JSON column (``dead_letter``)."""
+    return json.loads(text) if text else None
+
+
+def message_from_row(row: sqlite3.Row) -> Message:
+    """Rebuild a message from a row of :data:`MESSAGE_COLUMNS`."""
+    return Message(
+        id=row["id"], body=json.loads(row["body"]), created=row["created"], expires=row["expires"],
+        delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
+        claim_expires=row["claim_expires"], claim_count=row["claim_count"],
+        dlq_eligible=bool(row["dlq_eligible"]), failures=failures_from(row["failures"]),
+        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"])
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:

@@ -4,6 +4,10 @@ URI ``swift://ACCOUNT%3AUSER:KEY@HOST:PORT/auth/v1.0`` (tempauth v1; options and
 the object layout: :mod:`~zaqar_lite.storage.swift.layout`; connections and
 the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift.client`).
 Every decision is :mod:`zaqar_lite.claims.policy`'s; this module reads, writes, moves.
+The sweep, delete and release loops are those of
+:class:`~zaqar_lite.storage.base.PlannedStorage`; claims (and pops) override
+the shared claim loop with the settle protocol below. Queue records and
+message objects: :mod:`~zaqar_lite.storage.swift.container`.
 
 Claims. Swift has no atomic compare-and-swap: Swift 2.30 ignores ``If-Match``
 on PUT, and checks ``If-None-Match: *`` before writing the body, so two
@@ -75,11 +79,11 @@ from swiftclient.exceptions import ClientException
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.clock import iso_utc
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats, SweepResult
-from zaqar_lite.storage.base import Storage
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
+from zaqar_lite.storage.base import Applied, PlannedStorage
 from zaqar_lite.storage.swift import layout
-from zaqar_lite.storage.swift.client import PAGE, SwiftObjects
-from zaqar_lite.storage.swift.records import SwiftRecordsMixin
+from zaqar_lite.storage.swift.client import SwiftObjects
+from zaqar_lite.storage.swift.container import SwiftContainer
 
 LOG = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class _Attempt:
     written: float
 
 
-class SwiftStorage(SwiftRecordsMixin, Storage):
+class SwiftStorage(SwiftContainer, PlannedStorage):
     """Swift driver; safe across threads and processes."""
 
     name = "swift"
@@ -111,81 +115,15 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
         """Return the auth endpoint and the container prefix."""
         return f"swift {self.options.auth_url} containers {self.options.prefix}.*"
 
-    def _load(self, container: str, name: str) -> tuple[Message, str] | None:
-        got = self.objects.read(container, name)
-        return None if got is None else (layout.message_from(name, got[0]), got[1])
-
-    def _store(self, container: str, name: str, message: Message,
-               headers: Mapping[str, str] | None = None) -> None:
-        self.objects.write(container, name, layout.message_body(message), layout.message_type(message),
-                           {**layout.delete_at(message.expires), **(headers or {})})
-
-    # -- queues ---------------------------------------------------------------
-
-    @staticmethod
-    def _queue_record(project: str, queue: str, metadata: Mapping[str, Any], now: float) -> dict[str, Any]:
-        return {"project": project, "name": queue, "metadata": dict(metadata), "created": now,
-                "writer": uuid.uuid4().hex}
-
-    def _ensure_queue(self, container: str, project: str, queue: str, now: float) -> None:
-        record = self._queue_record(project, queue, {}, now)
-        body = json.dumps(record).encode()
-        self.objects.create(container, layout.queue_object(queue), body, layout.QUEUE_TYPE)
-
-    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        container, name = self._container(project), layout.queue_object(queue)
-        record = self._queue_record(project, queue, metadata, now)
-        sent = self.objects.create(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
-        if sent is None:
-            return False
-        return self.objects.kept(container, name, record["writer"], sent, time.monotonic())
-
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        record = self.objects.read_json(self._container(project), layout.queue_object(queue))
-        return None if record is None else record["metadata"]
-
-    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        container, name = self._container(project), layout.queue_object(queue)
-        record = self.objects.read_json(container, name)
-        if record is None:
-            raise errors.QueueDoesNotExist(queue, project)
-        record["metadata"] = dict(metadata)
-        self.objects.write(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
+    # -- queues (the rest: storage.swift.container) ------------------------------
 
     def delete_queue(self, project: str, queue: str) -> None:
         self.objects.delete(self._container(project), layout.queue_object(queue))
         self.purge_messages(project, queue)
 
-    def _queue_names(self, container: str, marker: str | None = None, page_size: int = PAGE) -> Iterator[str]:
-        after = None if marker is None else layout.queue_object(marker)
-        for name, _ in self.objects.rows(container, "q/", after, page_size):
-            yield layout.queue_name_of(name)
-
-    def _queue_records(self, container: str, names: Iterable[str]) -> list[dict[str, Any]]:
-        found = self.objects.map(lambda n: self.objects.read_json(container, layout.queue_object(n)), names)
-        return [record for record in found if record is not None]
-
-    def list_queues(self, project: str, *, marker: str | None, limit: int,
-                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        container = self._container(project)
-        names = (n for n in self._queue_names(container, marker) if not name_contains or name_contains in n)
-        records = self._queue_records(container, itertools.islice(names, limit))
-        return [(r["name"], r["metadata"]) for r in records]
-
-    def count_queues(self, project: str) -> int:
-        return sum(1 for _ in self._queue_names(self._container(project)))
-
-    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        for container in self.objects.containers(f"{self.options.prefix}."):
-            names = self._queue_names(container, page_size=self.all_queues_page)
-            for page in iter(lambda: list(itertools.islice(names, self.all_queues_page)), []):  # noqa: B023
-                for record in self._queue_records(container, page):
-                    yield record["project"], record["name"], record["metadata"]
-
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float,
-                      metadata_version: str | None = None) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
         markers = self._markers.take(project, queue, len(messages), now)
@@ -199,11 +137,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
             except (errors.StorageUnavailable, ClientException):
                 pass
             raise
-
-    def _alive(self, container: str, names: Iterable[str], now: float) -> list[tuple[str, Message]]:
-        """Read messages by name, FIFO, leaving out absent and expired ones."""
-        loaded = self.objects.map(lambda n: (n, self._load(container, n)), sorted(names))
-        return [(n, got[0]) for n, got in loaded if got is not None and got[0].expires > now]
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -220,16 +153,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                       if (include_claimed or not m.is_claimed(now))
                       and (include_delayed or not m.is_delayed(now)) and m.client_id != exclude_client_id]
         return found
-
-    def _locate(self, container: str, queue: str, ids: Sequence[str], known: Iterable[str] = ()) -> list[str]:
-        """Return the names of messages by id: from ``known`` names (a claim's), else by listing the queue."""
-        wanted = set(ids)
-        found = {layout.message_id_of(n): n for n in known if layout.message_id_of(n) in wanted}
-        if wanted - found.keys():
-            for name, _ in self.objects.rows(container, layout.message_prefix(queue)):
-                if layout.message_id_of(name) in wanted:
-                    found[layout.message_id_of(name)] = name
-        return list(found.values())
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
         container = self._container(project)
@@ -249,27 +172,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
         names = self._locate(container, queue, [message_id], claim["names"] if claim else ())
         found = self._alive(container, names, now)
         return (found[0] if found else None), claim is not None
-
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
-                       now: float) -> None:
-        container = self._container(project)
-        found, live = self._claimed_message(container, queue, message_id, claim_id, now)
-        if found is not None:
-            policy.check_claim_rules(found[1], claim_id, live, now)
-            self.objects.delete(container, found[0])
-
-    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
-                        claim_ids: Sequence[str] | None, now: float) -> None:
-        container = self._container(project)
-        kept, doomed = None, []
-        for name, message in self._alive(container, self._locate(container, queue, ids), now):
-            if claim_ids is not None and message.is_claimed(now) and message.claim_id not in claim_ids:
-                kept = message
-            else:
-                doomed.append(name)
-        self.objects.map(lambda n: self.objects.delete(container, n), doomed)
-        if kept is not None:
-            raise errors.MessageIsClaimedBy(kept.id, ",".join(claim_ids or ()))
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         container = self._container(project)
@@ -309,13 +211,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                             layout.delete_at(moved.expires))
         self.objects.delete(container, source)
 
-    def _apply_removals(self, container: str, project: str, names: Mapping[str, str], plan: policy.Plan,
-                        dead_letter: DeadLetterPolicy, now: float) -> None:
-        for moved in plan.moved:
-            self._move(container, project, names[moved.id], dead_letter.queue or "", moved, now)
-        for message_id in plan.deleted:
-            self.objects.delete(container, names[message_id])
-
     def _read_visible(self, container: str, name: str, now: float) -> tuple[Message, str, float] | None:
         """Read a visible candidate: message, ETag and when the read began (step 1)."""
         for retry in (True, False):  # a slow read is cheaper to repeat than the write it would spoil
@@ -336,7 +231,7 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
             return None
         message, etag, started = found
         plan = policy.plan_claim([message], request, queue, already)
-        self._apply_removals(container, project, {message.id: name}, plan, request.dead_letter, request.now)
+        self._remove(container, project, queue, plan, [message], request.dead_letter, request.now)
         if not plan.claimed:
             return None
         try:
@@ -419,15 +314,6 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
                 container, item[0], dataclasses.replace(item[1], claim_expires=now)), held)
             self.objects.delete(container, layout.claim_object(queue, claim_id))
 
-    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
-        container = self._container(project)
-        found, live = self._claimed_message(container, queue, message_id, claim_id, now)
-        if found is None:
-            raise errors.MessageDoesNotExist(message_id, queue)
-        policy.check_claim_rules(found[1], claim_id, live, now)
-        self._store(container, found[0], policy.released(found[1], failure, now, history_limit))
-
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
         container = self._container(project)
@@ -443,23 +329,56 @@ class SwiftStorage(SwiftRecordsMixin, Storage):
 
         return [i for i in self.objects.map(move, moves) if i is not None]
 
-    # -- background work ------------------------------------------------------
+    # -- primitives of the loops in storage.base --------------------------------
 
-    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+    def _remove(self, container: str, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                dead_letter: DeadLetterPolicy, now: float) -> None:
+        """Write a plan's moves and deletes (its claims take the settle protocol instead)."""
+        markers = {m.id: m.marker for m in read}
+        for moved in plan.moved:
+            self._move(container, project, layout.message_object(queue, moved.marker, moved.id),
+                       dead_letter.queue or "", moved, now)
+        for message_id in plan.deleted:
+            self.objects.delete(container, layout.message_object(queue, markers[message_id], message_id))
+
+    def _sweep_candidates(self, project: str, queue: str, now: float,
+                          dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
+        # the listing hints are a prefilter of policy.is_swept; objects Swift already
+        # expired (X-Delete-At) stay listed until deleted, and are deleted here
         container = self._container(project)
-        limit = dead_letter.max_claim_count if dead_letter.counts_claims else None
         names = [n for n, h in self.objects.rows(container, layout.message_prefix(queue))
-                 if h.expires <= now
-                 or (limit is not None and h.claim_count >= limit and h.claim_expires <= now)]
+                 if policy.swept_at(h.expires, h.claim_expires, h.claim_count, now, dead_letter)]
         got = dict(zip(names, self.objects.map(lambda n: self._load(container, n), names), strict=True))
-        loaded = {n: found[0] for n, found in got.items() if found is not None}
-        plan = policy.plan_sweep(loaded.values(), queue, now, dead_letter)
-        self._apply_removals(container, project, {m.id: n for n, m in loaded.items()}, plan, dead_letter, now)
-        # Objects Swift already expired (X-Delete-At) stay listed until deleted; so do lapsed claims.
-        stale = [n for n, found in got.items() if found is None]
-        stale += [n for n, h in self.objects.rows(container, layout.claim_prefix(queue)) if h.expires <= now]
-        self.objects.map(lambda n: self.objects.delete(container, n), stale)
-        return SweepResult(dead_lettered=len(plan.moved), discarded=len(plan.deleted))
+        gone = [n for n, found in got.items() if found is None]
+        self.objects.map(lambda n: self.objects.delete(container, n), gone)
+        yield [found[0] for found in got.values() if found is not None]
+
+    def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
+        container = self._container(project)
+        lapsed = [n for n, h in self.objects.rows(container, layout.claim_prefix(queue)) if h.expires <= now]
+        self.objects.map(lambda n: self.objects.delete(container, n), lapsed)
+
+    def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                           now: float) -> tuple[Message | None, bool]:
+        found, live = self._claimed_message(self._container(project), queue, message_id, claim_id, now)
+        return (found[1] if found else None), live
+
+    def _delete_unchanged(self, project: str, queue: str, messages: Sequence[Message]) -> set[str]:
+        # Swift has no conditional DELETE: a delete races a concurrent claim (see the module)
+        container = self._container(project)
+        names = [layout.message_object(queue, m.marker, m.id) for m in messages]
+        self.objects.map(lambda n: self.objects.delete(container, n), names)
+        return {m.id for m in messages}
+
+    def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
+        self._store(self._container(project), layout.message_object(queue, read.marker, read.id), released)
+        return True
+
+    def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
+                    dead_letter: DeadLetterPolicy, now: float) -> Applied:
+        """Write the moves and deletes of a sweep's plan, which holds no claims."""
+        self._remove(self._container(project), project, queue, plan, read, dead_letter, now)
+        return Applied([], len(plan.moved), len(plan.deleted))
 
     # -- health ---------------------------------------------------------------
 

@@ -22,6 +22,9 @@ bodies; the body read afterwards always decides (hints can lag on a
 multi-node cluster, and an expired object stays listed while no
 object-expirer runs). The hint is under 120 bytes, far below the ~3.5 KB of
 xattrs ext4 allows per object.
+
+The driver and the Spark reader (``spark_jobs/sources/swift.py``) both name,
+list and decode objects with this module.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from zaqar_lite.claims import policy
 from zaqar_lite.models import Message
 
 MESSAGE_TYPE = "application/x-zaqar-message"
@@ -137,6 +141,11 @@ def after_marker(queue: str, marker: int | None) -> str | None:
     return None if marker is None else f"{message_prefix(queue)}{marker:020d}~"
 
 
+def marker_of(name: str) -> int:
+    """Return the marker in a message object's name."""
+    return int(name.rsplit("/", 1)[-1].partition("_")[0])
+
+
 def message_id_of(name: str) -> str:
     """Return the message id in a message object's name."""
     return urllib.parse.unquote(name.rsplit("/", 1)[-1].partition("_")[2])
@@ -173,8 +182,8 @@ class Hint:
     client: str = ""
 
     def visible(self, now: float) -> bool:
-        """Return whether the row may be claimed or popped at ``now``."""
-        return self.expires > now and self.claim_expires <= now and self.delay_until <= now
+        """Return whether the row may be claimed or popped at ``now``: a prefilter, the body decides."""
+        return policy.visible_at(self.expires, self.claim_expires, self.delay_until, now)
 
 
 def parse_hint(content_type: str) -> Hint:
@@ -220,8 +229,7 @@ def message_body(message: Message) -> bytes:
 def message_from(name: str, raw: bytes) -> Message:
     """Rebuild a message from its object name and body."""
     record: dict[str, Any] = json.loads(raw)
-    marker = int(name.rsplit("/", 1)[-1].partition("_")[0])
-    return Message(**record, marker=marker)
+    return Message(**record, marker=marker_of(name))
 
 
 class MarkerClock:

@@ -60,7 +60,7 @@ end
 
 -- Whether the queue's stored metadata (at meta_key) is the version a request was
 -- planned with: check ~= '1' asks for no comparison; version '' stands for a
--- missing queue (metadata_for_write).
+-- missing queue (RedisStorage._metadata_text).
 local function metadata_is(meta_key, check, version)
   return check ~= '1' or (redis.call('GET', meta_key) or '') == version
 end

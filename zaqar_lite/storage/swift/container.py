@@ -1,0 +1,107 @@
+"""What a project's Swift container holds, read and written: queue records and message objects.
+
+Object names, bodies and listing hints: :mod:`~zaqar_lite.storage.swift.layout`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from zaqar_lite import errors
+from zaqar_lite.models import Message
+from zaqar_lite.storage.swift import layout
+from zaqar_lite.storage.swift.client import PAGE
+from zaqar_lite.storage.swift.layout import SwiftOptions
+from zaqar_lite.storage.swift.records import SwiftRecordsMixin
+
+
+class SwiftContainer(SwiftRecordsMixin):
+    """Queue records and message objects of :class:`~zaqar_lite.storage.swift.driver.SwiftStorage`."""
+
+    options: SwiftOptions
+    all_queues_page: int
+
+    def _load(self, container: str, name: str) -> tuple[Message, str] | None:
+        got = self.objects.read(container, name)
+        return None if got is None else (layout.message_from(name, got[0]), got[1])
+
+    def _store(self, container: str, name: str, message: Message,
+               headers: Mapping[str, str] | None = None) -> None:
+        self.objects.write(container, name, layout.message_body(message), layout.message_type(message),
+                           {**layout.delete_at(message.expires), **(headers or {})})
+
+    @staticmethod
+    def _queue_record(project: str, queue: str, metadata: Mapping[str, Any], now: float) -> dict[str, Any]:
+        return {"project": project, "name": queue, "metadata": dict(metadata), "created": now,
+                "writer": uuid.uuid4().hex}
+
+    def _ensure_queue(self, container: str, project: str, queue: str, now: float) -> None:
+        record = self._queue_record(project, queue, {}, now)
+        body = json.dumps(record).encode()
+        self.objects.create(container, layout.queue_object(queue), body, layout.QUEUE_TYPE)
+
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        container, name = self._container(project), layout.queue_object(queue)
+        record = self._queue_record(project, queue, metadata, now)
+        sent = self.objects.create(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
+        if sent is None:
+            return False
+        return self.objects.kept(container, name, record["writer"], sent, time.monotonic())
+
+    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
+        record = self.objects.read_json(self._container(project), layout.queue_object(queue))
+        return None if record is None else record["metadata"]
+
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        container, name = self._container(project), layout.queue_object(queue)
+        record = self.objects.read_json(container, name)
+        if record is None:
+            raise errors.QueueDoesNotExist(queue, project)
+        record["metadata"] = dict(metadata)
+        self.objects.write(container, name, json.dumps(record).encode(), layout.QUEUE_TYPE)
+
+    def _queue_names(self, container: str, marker: str | None = None, page_size: int = PAGE) -> Iterator[str]:
+        after = None if marker is None else layout.queue_object(marker)
+        for name, _ in self.objects.rows(container, "q/", after, page_size):
+            yield layout.queue_name_of(name)
+
+    def _queue_records(self, container: str, names: Iterable[str]) -> list[dict[str, Any]]:
+        found = self.objects.map(lambda n: self.objects.read_json(container, layout.queue_object(n)), names)
+        return [record for record in found if record is not None]
+
+    def list_queues(self, project: str, *, marker: str | None, limit: int,
+                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        container = self._container(project)
+        names = (n for n in self._queue_names(container, marker) if not name_contains or name_contains in n)
+        records = self._queue_records(container, itertools.islice(names, limit))
+        return [(r["name"], r["metadata"]) for r in records]
+
+    def count_queues(self, project: str) -> int:
+        return sum(1 for _ in self._queue_names(self._container(project)))
+
+    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        for container in self.objects.containers(f"{self.options.prefix}."):
+            names = self._queue_names(container, page_size=self.all_queues_page)
+            for page in iter(lambda: list(itertools.islice(names, self.all_queues_page)), []):  # noqa: B023
+                for record in self._queue_records(container, page):
+                    yield record["project"], record["name"], record["metadata"]
+
+    def _alive(self, container: str, names: Iterable[str], now: float) -> list[tuple[str, Message]]:
+        """Read messages by name, FIFO, leaving out absent and expired ones."""
+        loaded = self.objects.map(lambda n: (n, self._load(container, n)), sorted(names))
+        return [(n, got[0]) for n, got in loaded if got is not None and got[0].expires > now]
+
+    def _locate(self, container: str, queue: str, ids: Sequence[str], known: Iterable[str] = ()) -> list[str]:
+        """Return the names of messages by id: from ``known`` names (a claim's), else by listing the queue."""
+        wanted = set(ids)
+        found = {layout.message_id_of(n): n for n in known if layout.message_id_of(n) in wanted}
+        if wanted - found.keys():
+            for name, _ in self.objects.rows(container, layout.message_prefix(queue)):
+                if layout.message_id_of(name) in wanted:
+                    found[layout.message_id_of(name)] = name
+        return list(found.values())
