@@ -84,7 +84,8 @@ def test_processes_claiming_at_once_never_share_a_message(driver_uri):
             handed_out += [(m.id, claim_id) for m in claimed]
 
         ids = [message_id for message_id, _ in handed_out]
-        assert len(ids) == len(set(ids)), "a message was handed out twice"
+        twice = {(m, c) for m, c in handed_out if ids.count(m) > 1}
+        assert not twice, f"messages handed out by two claims: {sorted(twice)}"
         assert sorted(ids) == sorted(posted)
         stored, _ = messaging.get_messages(P, Q, posted)
         assert {m.id: (m.claim_id, m.claim_count) for m in stored} == {
