@@ -65,12 +65,14 @@ def test_processes_claiming_at_once_never_share_a_message(driver_uri):
     messaging = service(driver_uri)
     posted: list[str] = []
     handed_out: list[tuple[str, str]] = []
+    claims_made: set[str] = set()
     try:
         for round_ in range(ROUNDS):
             posted += post(messaging, *[f"r{round_}-{i}" for i in range(PER_ROUND)])
             start.wait(timeout=PATIENCE)  # every claimer claims now, for the same few messages
             for _ in range(CLAIMERS):
                 claim_id, ids = results.get(timeout=PATIENCE)
+                claims_made.add(claim_id)
                 handed_out += [(message_id, claim_id) for message_id in ids]
         for claimer in claimers:
             claimer.join(timeout=PATIENCE)
@@ -84,11 +86,19 @@ def test_processes_claiming_at_once_never_share_a_message(driver_uri):
             handed_out += [(m.id, claim_id) for m in claimed]
 
         ids = [message_id for message_id, _ in handed_out]
-        assert len(ids) == len(set(ids)), "a message was handed out twice"
-        assert sorted(ids) == sorted(posted)
-        stored, _ = messaging.get_messages(P, Q, posted)
-        assert {m.id: (m.claim_id, m.claim_count) for m in stored} == {
-            message_id: (claim_id, 1) for message_id, claim_id in handed_out}
+        twice = {(m, c) for m, c in handed_out if ids.count(m) > 1}
+        assert not twice, f"messages handed out by two claims: {sorted(twice)}"
+        stored = {m.id: m for m in messaging.get_messages(P, Q, posted)[0]}
+        held = {m: (stored[m].claim_id, stored[m].claim_count) for m, _ in handed_out}
+        assert held == {m: (claim_id, 1) for m, claim_id in handed_out}
+        # A Swift claimer whose read-to-write outlasted the settle time gives its message up
+        # and leaves it hidden by its claim until the claim's ttl (storage/swift/driver.py:
+        # "a given-up write"); every other store hands every message out.
+        given_up = sorted(set(posted) - set(ids))
+        if driver_uri.startswith("swift://"):
+            assert all(stored[m].claim_id in claims_made and stored[m].is_claimed(NOW) for m in given_up)
+        else:
+            assert given_up == [], "messages neither handed out nor claimable"
     finally:
         start.abort()
         for claimer in claimers:
