@@ -9,11 +9,11 @@ from typing import Any, NoReturn
 import falcon
 from falcon.typing import ReadableIO
 
-from zaqar_lite import validation
+from zaqar_lite.api import inputs
+from zaqar_lite.api.schemas import parse_json
 from zaqar_lite.claims import policy
 from zaqar_lite.errors import InvalidBody
 from zaqar_lite.models import Message
-from zaqar_lite.validation import parse_json
 
 #: how much of a refused body is still read and thrown away before the 400, so that a
 #: client still sending it is not reset before it reads the answer; past this the
@@ -83,7 +83,7 @@ class MessageRenderer:
 
     def __init__(self, req: falcon.Request, queue: str, default_dead_letter: bool) -> None:
         self.queue = queue
-        self.dead_letter = validation.boolean(
+        self.dead_letter = inputs.boolean(
             req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:

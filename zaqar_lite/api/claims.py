@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from zaqar_lite import validation
+from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import read_json
 from zaqar_lite.api.resource import Resource
 
@@ -16,10 +16,10 @@ class ClaimCollection(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Claim up to limit messages: 201 with them, or 204 when none are claimable."""
-        limit = validation.page_limit(req.get_param("limit"), self.limits.max_messages_per_claim_or_pop,
+        limit = inputs.page_limit(req.get_param("limit"), self.limits.max_messages_per_claim_or_pop,
                                       self.limits.default_page_size)
         document, _ = read_json(req, CLAIM_BODY_MAX)
-        ttl, grace = validation.claim_options(document, self.limits)
+        ttl, grace = schemas.claim_options(document, self.limits)
         render = self.renderer(req, queue)
         claim_id, claimed, now = self.messaging.claim(req.context.project, queue, limit, ttl, grace)
         if not claimed:
@@ -47,7 +47,7 @@ class ClaimItem(Resource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str, claim_id: str) -> None:
         """Renew a claim from now with a new ttl and grace."""
         document, _ = read_json(req, CLAIM_BODY_MAX)
-        ttl, grace = validation.claim_options(document, self.limits)
+        ttl, grace = schemas.claim_options(document, self.limits)
         self.messaging.renew_claim(req.context.project, queue, claim_id, ttl, grace)
         resp.status = falcon.HTTP_204
 

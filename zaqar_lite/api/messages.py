@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import falcon
 
-from zaqar_lite import errors, validation
+from zaqar_lite import errors
+from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import joined_param, next_links, read_json
 from zaqar_lite.api.resource import Resource
 
@@ -20,7 +21,7 @@ class MessageCollection(Resource):
         document, size = read_json(req, self.limits.max_messages_post_size)
         if document is None:
             raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
-        messages = validation.message_post(document, self.limits)
+        messages = schemas.message_post(document, self.limits)
         ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size)
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/messages?ids={','.join(ids)}"
@@ -31,21 +32,21 @@ class MessageCollection(Resource):
         project = req.context.project
         ids_param = joined_param(req, "ids")
         if ids_param is not None:
-            ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
+            ids = inputs.id_list(ids_param, "ids", self.limits.max_messages_per_page)
             render = self.renderer(req, queue)
             found, now = self.messaging.get_messages(project, queue, ids)
             if not found:
                 raise errors.NotFound("None of the requested messages exist.")
             resp.media = {"messages": render.many(found, now)}
             return
-        limit = validation.page_limit(req.get_param("limit"), self.limits.max_messages_per_page,
+        limit = inputs.page_limit(req.get_param("limit"), self.limits.max_messages_per_page,
                                       self.limits.default_page_size)
-        flags = {name: validation.boolean(req.get_param(name), name)
+        flags = {name: inputs.boolean(req.get_param(name), name)
                  for name in ("echo", "include_claimed", "include_delayed")}
         render = self.renderer(req, queue)
         found, now = self.messaging.list_messages(
             project, queue, client_id=req.context.client_id,
-            marker=validation.marker(req.get_param("marker")), limit=limit, **flags)
+            marker=inputs.marker(req.get_param("marker")), limit=limit, **flags)
         links: list[dict[str, str]] = []
         if found:
             query = {"marker": found[-1].marker, "limit": limit,
@@ -63,19 +64,19 @@ class MessageCollection(Resource):
         project = req.context.project
         render = self.renderer(req, queue)
         if pop_param is not None:
-            limit = validation.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
+            limit = inputs.page_limit(pop_param, self.limits.max_messages_per_claim_or_pop, 1, "pop")
             popped, now = self.messaging.pop(project, queue, limit)
             shown = [render(m, now) for m in popped]
             resp.media = {"messages": [{k: v for k, v in view.items() if k != "href"} for view in shown]}
             return
-        ids = validation.id_list(ids_param, "ids", self.limits.max_messages_per_page)
+        ids = inputs.id_list(ids_param, "ids", self.limits.max_messages_per_page)
         claim_ids = None
         claim_ids_param = joined_param(req, "claim_ids")
         if claim_ids_param is None and self.settings.message_delete_with_claim_id:
             raise errors.ValidationFailed(
                 "This server deletes messages by id only with their claim ids: give ids and claim_ids.")
         if claim_ids_param is not None:
-            claim_ids = validation.id_list(claim_ids_param, "claim_ids",
+            claim_ids = inputs.id_list(claim_ids_param, "claim_ids",
                                            self.limits.max_messages_per_page)
         self.messaging.delete_messages(project, queue, ids, claim_ids)
         resp.status = falcon.HTTP_204
@@ -107,6 +108,6 @@ class MessageRelease(Resource):
         if not claim_id:
             raise errors.ValidationFailed("claim_id is required to release a message.")
         document, _ = read_json(req, RELEASE_BODY_MAX)
-        reason = validation.release_reason(document)
+        reason = schemas.release_reason(document)
         self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason)
         resp.status = falcon.HTTP_204

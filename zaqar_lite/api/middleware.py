@@ -6,7 +6,8 @@ from typing import Any
 
 import falcon
 
-from zaqar_lite import errors, validation
+from zaqar_lite import errors
+from zaqar_lite.api import inputs
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -38,7 +39,7 @@ class RequestContext:
             raise falcon.HTTPNotAcceptable(description="This API only answers application/json.")
         if req.content_type and req.content_type.split(";")[0].strip().lower() in FORM_TYPES:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
-        req.context.client_id = validation.client_id(req.get_header("Client-ID"), self.settings)
+        req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
         header_project = req.get_header("X-Project-ID")
         if self.settings.auth_strategy == "token":
             token = req.get_header("X-Auth-Token")
@@ -49,7 +50,7 @@ class RequestContext:
                 raise errors.Forbidden("X-Project-ID does not match the project of the token.")
             req.context.project, req.context.role = project, role
         else:
-            req.context.project = validation.project_id(header_project, self.settings.limits)
+            req.context.project = inputs.project_id(header_project, self.settings.limits)
             req.context.role = "admin"
 
 
@@ -71,7 +72,7 @@ class QueueNameCheck:
         queue = params.get("queue")
         if queue is None or not callable(getattr(resource, "on_" + req.method.lower(), None)):
             return
-        validation.queue_name(queue, self.limits)
+        inputs.queue_name(queue, self.limits)
 
 
 def require_admin(req: falcon.Request) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import falcon
 
-from zaqar_lite import validation
+from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import message_href, next_links, read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.clock import iso_utc
@@ -21,10 +21,10 @@ class QueueCollection(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """List queues by name, with marker pagination and metadata filters."""
         project = req.context.project
-        limit = validation.page_limit(req.get_param("limit"), self.limits.max_queues_per_page,
+        limit = inputs.page_limit(req.get_param("limit"), self.limits.max_queues_per_page,
                                       self.limits.default_page_size)
-        detailed = validation.boolean(req.get_param("detailed"), "detailed")
-        with_count = validation.boolean(req.get_param("with_count"), "with_count")
+        detailed = inputs.boolean(req.get_param("detailed"), "detailed")
+        with_count = inputs.boolean(req.get_param("with_count"), "with_count")
         name = req.get_param("name")
         filters = {k: v for k, v in req.params.items() if k not in LIST_PARAMS and isinstance(v, str)}
         page = self.messaging.list_queues(project, marker=req.get_param("marker"), limit=limit,
@@ -67,7 +67,7 @@ class QueueItem(Resource):
             raise falcon.HTTPUnsupportedMediaType(
                 description=f"PATCH of a queue needs Content-Type {PATCH_TYPE}.")
         document, _ = read_json(req, self.limits.max_queue_metadata)
-        operations = validation.patch_operations(document)
+        operations = schemas.patch_operations(document)
         resp.media = self.messaging.update_queue(req.context.project, queue, operations)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
@@ -97,5 +97,5 @@ class QueuePurge(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Remove every message (claimed ones too) and/or subscription of the queue."""
         document, _ = read_json(req, self.limits.max_queue_metadata)
-        self.messaging.purge(req.context.project, queue, validation.purge_resource_types(document))
+        self.messaging.purge(req.context.project, queue, schemas.purge_resource_types(document))
         resp.status = falcon.HTTP_204

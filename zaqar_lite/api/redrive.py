@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from zaqar_lite import validation
+from zaqar_lite.api import schemas
 from zaqar_lite.api.bodies import MessageRenderer, read_json
 from zaqar_lite.api.resource import Resource
 
@@ -22,8 +22,8 @@ class QueueRedrive(Resource):
         there to be read.
         """
         render = MessageRenderer(req, queue, default_dead_letter=True)
-        document, _ = read_json(req, validation.redrive_body_size(self.limits))
-        request = validation.redrive_request(document, queue, self.limits)
+        document, _ = read_json(req, schemas.redrive_body_size(self.limits))
+        request = schemas.redrive_request(document, queue, self.limits)
         result, now = self.messaging.redrive(req.context.project, queue, request)
         if not request.dry_run:
             resp.media = {"redriven": result.redriven}

@@ -12,7 +12,7 @@ from typing import Any
 
 import falcon
 
-from zaqar_lite import validation
+from zaqar_lite.api import inputs
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.clock import iso_utc
@@ -83,7 +83,7 @@ class SubscriptionCollection(SubscriptionResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """List a queue's subscriptions by id, with marker pagination."""
-        limit = validation.page_limit(req.get_param("limit"), self.limits.max_subscriptions_per_page,
+        limit = inputs.page_limit(req.get_param("limit"), self.limits.max_subscriptions_per_page,
                                       self.limits.default_page_size)
         page = self.service.list(req.context.project, queue, marker=req.get_param("marker"), limit=limit)
         now = self.messaging.clock()
