@@ -257,8 +257,8 @@ class Messaging:
         selected: list[tuple[Message, str]] = []
         for page in pages:
             for message in page:
-                target = redrive_policy.target_queue(message, queue, request.destination)
-                if target and not message.is_claimed(now) and redrive_policy.matches(message, wanted):
+                target = redrive_policy.selected_target(message, queue, request, now)
+                if target is not None:
                     selected.append((message, target))
                     if len(selected) == request.limit:
                         return selected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from zaqar_lite.claims import redrive
-from zaqar_lite.models import Message, RedriveFilter
+from zaqar_lite.models import Message, RedriveFilter, RedriveRequest
 
 NOW = 1_700_000_000.0
 DLQ = "orders-dlq"
@@ -173,3 +173,25 @@ def test_a_batch_is_grouped_by_target_keeping_post_order():
 
 def test_a_dry_run_shows_ten_and_moves_go_by_hundreds():
     assert (redrive.SAMPLE_SIZE, redrive.BATCH_SIZE) == (10, 100)
+
+
+# -- what a redrive selects ------------------------------------------------------------------
+
+def test_a_dead_letter_is_selected_for_its_source_queue_or_the_destination():
+    assert redrive.selected_target(dead_letter(), DLQ, RedriveRequest(limit=10), NOW) == "orders"
+    request = RedriveRequest(limit=10, destination="orders-retry")
+    assert redrive.selected_target(dead_letter(), DLQ, request, NOW) == "orders-retry"
+
+
+def test_a_claimed_dead_letter_is_not_selected_until_its_claim_ends():
+    claimed = dead_letter(claim_id="c1", claim_expires=NOW + 30)
+    assert redrive.selected_target(claimed, DLQ, RedriveRequest(limit=10), NOW) is None
+    assert redrive.selected_target(claimed, DLQ, RedriveRequest(limit=10), NOW + 30) == "orders"
+
+
+def test_a_dead_letter_the_filter_refuses_or_with_nowhere_to_go_is_not_selected():
+    wrong_source = RedriveRequest(limit=10, filter=RedriveFilter(source_queue="payments"))
+    assert redrive.selected_target(dead_letter(), DLQ, wrong_source, NOW) is None
+    assert redrive.selected_target(dead_letter(source=DLQ), DLQ, RedriveRequest(limit=10), NOW) is None
+    plain = Message(id="m1", body=1, created=NOW, expires=NOW + 60)
+    assert redrive.selected_target(plain, DLQ, RedriveRequest(limit=10, destination="orders"), NOW) is None

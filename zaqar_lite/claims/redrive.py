@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims.signatures import failure_signature_id
-from zaqar_lite.models import Message, RedriveFilter
+from zaqar_lite.models import Message, RedriveFilter, RedriveRequest
 
 #: messages shown by a dry run
 SAMPLE_SIZE = 10
@@ -67,6 +67,18 @@ def target_queue(message: Message, queue: str, destination: str | None) -> str |
     """
     target = destination or (message.dead_letter or {}).get("source_queue")
     if not isinstance(target, str) or not target or target == queue:
+        return None
+    return target
+
+
+def selected_target(message: Message, queue: str, request: RedriveRequest, now: float) -> str | None:
+    """Return the queue a redrive sends a message of ``queue`` to, or None if it does not select it.
+
+    Selected: an unclaimed dead letter with somewhere to go (:func:`target_queue`)
+    that the request's filter accepts (:func:`matches`).
+    """
+    target = target_queue(message, queue, request.destination)
+    if target is None or message.is_claimed(now) or not matches(message, request.filter):
         return None
     return target
 

@@ -142,8 +142,9 @@ def effective_policy(subscription_options: Mapping[str, Any] | None,
 
     The subscription's policy wins over the queue's, unless either of them sets
     ``ignore_subscription_override``: then only the queue's applies. Keys left
-    out take their defaults. A stored policy that is not valid (queue metadata is
-    not checked on write) counts as absent.
+    out take their defaults. A stored policy that is not valid (one stored before
+    queue metadata was checked on write, or written to the store directly)
+    counts as absent.
     """
     mine = _parsed((subscription_options or {}).get(RETRY_POLICY), "options._retry_policy")
     queue = _parsed((queue_metadata or {}).get(RETRY_POLICY), "metadata._retry_policy")
