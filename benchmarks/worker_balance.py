@@ -43,29 +43,37 @@ from http_load import SESSIONS, call, run_wrk, serving, store_server  # noqa: E4
 
 #: name -> (extra serve arguments of this script, environment)
 MODELS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "gevent (default)": ([], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gevent"}),
     "gthread 2x8": ([], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gthread"}),
     "gthread 2x8 reuse_port": (["--reuse-port"], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gthread"}),
-    "gevent (default)": ([], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gevent"}),
+    # SQLite only: gevent with the store's C calls on the event loop, not on gevent's thread pool
+    "gevent SQLite on the hub": (["--on-the-hub"], {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gevent"}),
 }
+DEFAULT_MODELS = {"redis": ("gevent (default)", "gthread 2x8", "gthread 2x8 reuse_port"),
+                  "sqlite": ("gevent (default)", "gevent SQLite on the hub", "gthread 2x8")}
 
 
 def serve(argv: list[str]) -> None:
     """zaqar-lite's server with gunicorn's ``reuse_port`` on or off (the server of the reuse_port model)."""
     from zaqar_lite.config import load_settings
-    from zaqar_lite.server import Server
+    from zaqar_lite.server import Server, worker_app
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--storage", required=True)
     parser.add_argument("--bind", required=True)
     parser.add_argument("--reuse-port", action="store_true")
+    parser.add_argument("--on-the-hub", action="store_true")
     args = parser.parse_args(argv)
 
-    class ReusePortServer(Server):
+    class VariantServer(Server):
         def load_config(self) -> None:
             super().load_config()
             self.cfg.set("reuse_port", args.reuse_port)
 
-    ReusePortServer(load_settings(None, storage_uri=args.storage, bind=args.bind, workers=2)).run()
+        def load(self) -> Any:
+            return worker_app(self.settings, off_the_hub=not args.on_the_hub)
+
+    VariantServer(load_settings(None, storage_uri=args.storage, bind=args.bind, workers=2)).run()
 
 
 def worker_pids(master: int) -> set[int]:
@@ -90,6 +98,42 @@ def connections_per_worker(port: int, workers: set[int]) -> list[int]:
     return sorted(counts.values(), reverse=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - idle) / hz, sum(ticks) / hz
+
+
+def descendants_cpu() -> float:
+    """CPU seconds used so far by this script and every process below it, living or waited for.
+
+    That is the load itself: the server's master and workers, Redis, wrk (waited
+    children count through ``os.times``) and this script.
+    """
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    ours, frontier = set(), {os.getpid()}
+    while frontier:
+        ours |= frontier
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
+    times = os.times()
+    own = times.user + times.system + times.children_user + times.children_system
+    return own + sum(cpu_seconds(pid) for pid in ours - {os.getpid()})
+
+
 def runs(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run the post load ``args.runs`` times and return each run's figures and split."""
     port = int(url.rsplit(":", 1)[1])
@@ -103,12 +147,27 @@ def runs(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         split: list[int] = []
         counter = threading.Timer(args.seconds / 2,
                                   lambda split=split: split.extend(connections_per_worker(port, workers)))
+        cpu_before = {pid: cpu_seconds(pid) for pid in workers}
+        busy_before, total_before = machine_busy()
+        ours_before = descendants_cpu()
         counter.start()
         figures = run_wrk(args.wrk, url, "post", args, args.seconds)
         counter.join()
+        busy_after, total_after = machine_busy()
+        ours = descendants_cpu() - ours_before
+        cpu = sorted((cpu_seconds(pid) - cpu_before[pid] for pid in workers), reverse=True)
         errors = figures["failures"] + figures["socket_errors"]
+        messages = figures["messages_per_s"] * args.seconds
         results.append({"messages_per_s": figures["messages_per_s"], "split": split,
-                        "p99_ms": figures["p99_ms"], "errors": errors})
+                        "p99_ms": figures["p99_ms"], "errors": errors,
+                        # CPU seconds of each worker during the run, highest first, and per message
+                        "worker_cpu_s": [round(c, 2) for c in cpu],
+                        "worker_cpu_ms_per_msg": round(1000 * sum(cpu) / messages, 3) if messages else None,
+                        # share of the machine's CPUs busy during the run (every process, ours or not)
+                        "machine_busy": round((busy_after - busy_before) / (total_after - total_before), 3),
+                        # CPU seconds used meanwhile by processes that are not part of the load
+                        "others_cpu_s": round(max(0.0, busy_after - busy_before - ours), 2),
+                        "load_average": os.getloadavg()[0]})
     return results
 
 
@@ -117,25 +176,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=5, help="wrk runs per model (5)")
     parser.add_argument("--seconds", type=int, default=5, help="seconds per run (5)")
     parser.add_argument("-c", "--concurrency", type=int, default=8, help="wrk connections (8)")
-    parser.add_argument("--models", default=",".join(MODELS), help="models, comma-separated")
+    parser.add_argument("--store", choices=DEFAULT_MODELS, default="redis",
+                        help="a throwaway Redis (default) or a SQLite file")
+    parser.add_argument("--models", help="models, comma-separated (default: those of the store: "
+                        + "; ".join(f"{store}: {', '.join(names)}" for store, names in DEFAULT_MODELS.items())
+                        + ")")
     parser.add_argument("--wrk", default="wrk", help="the wrk executable")
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     args = parser.parse_args(argv)
     args.queue, args.post_ratio, args.client_id = "bench-balance", 1.0, str(uuid.uuid4())
+    args.models = args.models.split(",") if args.models else list(DEFAULT_MODELS[args.store])
+    unknown = set(args.models) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown models {sorted(unknown)}; known: {', '.join(MODELS)}")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run every model and print each run."""
     args = parse_args(argv)
+    start_load = os.getloadavg()[0]
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="zaqar-lite-balance-") as tmp, contextlib.ExitStack() as stack:
-        storage = stack.enter_context(store_server("redis", Path(tmp, "redis")))
-        for n, name in enumerate(args.models.split(",")):
+        if args.store == "redis":
+            storage = stack.enter_context(store_server("redis", Path(tmp, "redis")))
+        for n, name in enumerate(args.models):
+            if args.store == "sqlite":  # a file of its own per model
+                storage = f"sqlite:///{Path(tmp, f'zaqar{n}.db')}"
             extra, env = MODELS[name]
             command = [sys.executable, "-m", "zaqar_lite", "serve", "--storage", storage]
-            if extra:  # gunicorn's reuse_port is no zaqar-lite setting: this script's own server
+            if extra:  # reuse_port and the store on the hub are no zaqar-lite settings: this script's server
                 command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage,
                            *extra]
             with serving(command, Path(tmp, f"server{n}"), env=env) as url:
@@ -143,8 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps({"cpus": os.cpu_count(), "models": results}, indent=2))
         return
+    print(f"load average at the start {start_load:.2f}")
     print(f"post load, wrk {args.concurrency} connections kept alive, {args.runs} runs of {args.seconds} s "
-          f"per model, 2 workers, Redis")
+          f"per model, 2 workers, {args.store}")
     for name, rows in results.items():
         rates = [row["messages_per_s"] for row in rows]
         cells = "  ".join(f"{row['messages_per_s']:7.0f} ({'/'.join(map(str, row['split']))})"
@@ -153,6 +225,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<24} {cells}  spread {max(rates) / min(rates) - 1:5.1%}"
               + (f"  errors {errors}" if errors else ""))
     print("msgs/s of each run (connections per worker); spread = highest / lowest - 1")
+    print(f"\nper run: CPU s of each worker | worker CPU ms per msg | machine busy | CPU s of "
+          f"other processes (of {args.seconds * (os.cpu_count() or 1)} CPU s)")
+    for name, rows in results.items():
+        cells = "  ".join(f"{'/'.join(f'{c:.1f}' for c in row['worker_cpu_s'])}|"
+                          f"{row['worker_cpu_ms_per_msg']:.2f}|{row['machine_busy']:.0%}|{row['others_cpu_s']:.1f}"
+                          for row in rows)
+        print(f"{name:<24} {cells}")
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -27,14 +27,53 @@ class StorageCheckFailed(Exception):
     """The store cannot be opened; the message says why."""
 
 
-def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App:
-    """Build one worker's app (its own store connection) and start its sweeper thread."""
+#: stores whose calls never yield to gevent: SQLite's are C calls on a file (a commit's
+#: fsync, a wait of up to 30 s for another process's write lock), with no Python socket
+#: gevent could switch on. Under the gevent worker they run on gevent's thread pool.
+BLOCKING_STORES = frozenset({"sqlite"})
+
+
+class OffTheHub:
+    """A store whose every method runs on a thread of gevent's pool, not on the event loop.
+
+    The calling greenlet waits for its answer while the worker's other greenlets
+    (other clients, the read deadlines) go on. Each pool thread keeps its own
+    SQLite connection (the driver's connections are per thread), reused from one
+    request to the next.
+    """
+
+    def __init__(self, storage: Any) -> None:
+        import gevent
+
+        self._storage = storage
+        self._pool = gevent.get_hub().threadpool
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._storage, name)
+        if not callable(attribute):
+            return attribute
+        pool = self._pool
+
+        def off_the_hub(*args: Any, **kwargs: Any) -> Any:
+            return pool.apply(attribute, args, kwargs)
+        return off_the_hub
+
+
+def worker_app(settings: Settings, with_sweeper: bool = True, off_the_hub: bool = True) -> falcon.App:
+    """Build one worker's app (its own store connection) and start its sweeper thread.
+
+    Under the gevent worker a store of :data:`BLOCKING_STORES` is used through
+    :class:`OffTheHub` (unless ``off_the_hub`` is false: a benchmark's comparison).
+    """
     from zaqar_lite.api.app import make_app
     from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_storage
     from zaqar_lite.sweeper import SweeperThread, lock_path
 
-    messaging = Messaging(open_storage(settings.storage_uri, settings.queue_cache_size), settings)
+    storage: Any = open_storage(settings.storage_uri, settings.queue_cache_size)
+    if off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES:
+        storage = OffTheHub(storage)
+    messaging = Messaging(storage, settings)
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
     return make_app(messaging)

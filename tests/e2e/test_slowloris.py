@@ -145,3 +145,46 @@ def test_slow_idle_and_stalled_connections_are_closed_by_the_read_deadlines(
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
     assert answer.endswith(b'{"title": "Request timeout", '
                            b'"description": "The request body did not arrive in time."}'), answer
+
+
+#: seconds the test holds SQLite's write lock from another process
+LOCK_HELD = 4.0
+
+
+def test_a_write_waiting_for_the_sqlite_lock_does_not_stop_the_worker(
+        start_server_for_test: Callable[..., RunningServer], store: Store, tmp_path: Path,
+        queue_name: str) -> None:
+    """SQLite's calls block in C (a wait for another process's write lock lasts up to 30 s):
+    under gevent they run on a thread of the pool, so the one worker keeps answering meanwhile."""
+    if store.name != "sqlite":
+        pytest.skip("SQLite's write lock: the other stores' clients yield on their sockets")
+    import sqlite3
+
+    server = start_server_for_test(store.uri(tmp_path), workers=1)
+    path = store.uri(tmp_path).removeprefix("sqlite:///")
+    with ApiSession(server.url) as api:
+        assert api.put(f"/v2/queues/{queue_name}").status_code == 201
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, until the ROLLBACK below
+        posted: list[int] = []
+        poster = threading.Thread(target=lambda: posted.append(api.post(
+            f"/v2/queues/{queue_name}/messages", json={"messages": [{"body": 1}]}, timeout=30).status_code))
+        locked_at = time.monotonic()
+        try:
+            poster.start()
+            time.sleep(0.5)  # the post is now waiting for the lock
+            started = time.monotonic()
+            with ApiSession(server.url) as other:
+                ping = other.get("/v2/ping", timeout=LOCK_HELD * 2)
+            answered_in = time.monotonic() - started
+            still_waiting = poster.is_alive()
+        finally:
+            time.sleep(max(0.0, LOCK_HELD - (time.monotonic() - locked_at)))
+            holder.execute("ROLLBACK")
+            holder.close()
+            poster.join()
+
+    assert ping.status_code == 204
+    assert still_waiting, "the post did not wait for the lock: the test proves nothing"
+    assert answered_in < LOCK_HELD / 2, f"the ping waited {answered_in:.1f} s behind the locked write"
+    assert posted == [201]
