@@ -161,30 +161,26 @@ def test_a_write_waiting_for_the_sqlite_lock_does_not_stop_the_worker(
     import sqlite3
 
     server = start_server_for_test(store.uri(tmp_path), workers=1)
-    path = store.uri(tmp_path).removeprefix("sqlite:///")
-    with ApiSession(server.url) as api:
+    holder = sqlite3.connect(store.uri(tmp_path).removeprefix("sqlite:///"), isolation_level=None,
+                             check_same_thread=False)
+    with ApiSession(server.url) as api, ApiSession(server.url) as other:
         assert api.put(f"/v2/queues/{queue_name}").status_code == 201
-        holder = sqlite3.connect(path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")  # the write lock, until the ROLLBACK below
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, released LOCK_HELD s later
+        release = threading.Timer(LOCK_HELD, lambda: (holder.execute("ROLLBACK"), holder.close()))
+        release.start()
         posted: list[int] = []
         poster = threading.Thread(target=lambda: posted.append(api.post(
             f"/v2/queues/{queue_name}/messages", json={"messages": [{"body": 1}]}, timeout=30).status_code))
-        locked_at = time.monotonic()
-        try:
-            poster.start()
-            time.sleep(0.5)  # the post is now waiting for the lock
-            started = time.monotonic()
-            with ApiSession(server.url) as other:
-                ping = other.get("/v2/ping", timeout=LOCK_HELD * 2)
-            answered_in = time.monotonic() - started
-            still_waiting = poster.is_alive()
-        finally:
-            time.sleep(max(0.0, LOCK_HELD - (time.monotonic() - locked_at)))
-            holder.execute("ROLLBACK")
-            holder.close()
-            poster.join()
+        poster.start()
+        time.sleep(0.5)  # the post is now waiting for the lock
+        started = time.monotonic()
+        ping = other.get("/v2/ping", timeout=LOCK_HELD * 2)
+        answered_in = time.monotonic() - started
+        still_waiting = poster.is_alive()
+        release.join()
+        poster.join()
 
-    assert ping.status_code == 204
-    assert still_waiting, "the post did not wait for the lock: the test proves nothing"
     assert answered_in < LOCK_HELD / 2, f"the ping waited {answered_in:.1f} s behind the locked write"
+    assert still_waiting, "the post did not wait for the lock: the test proves nothing"
+    assert ping.status_code == 204
     assert posted == [201]
