@@ -8,6 +8,7 @@ standard library they bind to (``socket``, ``ssl``, ``threading``).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import multiprocessing
@@ -34,23 +35,26 @@ BLOCKING_STORES = frozenset({"sqlite"})
 
 
 class OffTheHub:
-    """A store whose every method runs on a thread of gevent's pool, not on the event loop.
+    """An object whose every method runs on a thread of gevent's pool, not on the event loop.
 
-    The calling greenlet waits for its answer while the worker's other greenlets
-    (other clients, the read deadlines) go on. Each pool thread keeps its own
-    SQLite connection (the driver's connections are per thread), reused from one
-    request to the next.
+    The calling greenlet waits for the answer while the worker's other greenlets
+    (other clients, the read deadlines) go on. Only the object's own methods are
+    handed over (``clock``, a plain function attribute, stays a direct call); a
+    call made from a pool thread runs at once on that thread (gevent's rule), so
+    the service wrapped around a wrapped store costs one hand-over per request.
+    Each pool thread keeps its own SQLite connection (the driver's connections are
+    per thread), reused from one request to the next.
     """
 
-    def __init__(self, storage: Any) -> None:
+    def __init__(self, target: Any) -> None:
         import gevent
 
-        self._storage = storage
+        self._target = target
         self._pool = gevent.get_hub().threadpool
 
     def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._storage, name)
-        if not callable(attribute):
+        attribute = getattr(self._target, name)
+        if not inspect.ismethod(attribute):
             return attribute
         pool = self._pool
 
@@ -62,8 +66,9 @@ class OffTheHub:
 def worker_app(settings: Settings, with_sweeper: bool = True, off_the_hub: bool = True) -> falcon.App:
     """Build one worker's app (its own store connection) and start its sweeper thread.
 
-    Under the gevent worker a store of :data:`BLOCKING_STORES` is used through
-    :class:`OffTheHub` (unless ``off_the_hub`` is false: a benchmark's comparison).
+    Under the gevent worker a store of :data:`BLOCKING_STORES`, and the service
+    around it, are used through :class:`OffTheHub` (unless ``off_the_hub`` is
+    false: a benchmark's comparison).
     """
     from zaqar_lite.api.app import make_app
     from zaqar_lite.service import Messaging
@@ -71,9 +76,12 @@ def worker_app(settings: Settings, with_sweeper: bool = True, off_the_hub: bool 
     from zaqar_lite.sweeper import SweeperThread, lock_path
 
     storage: Any = open_storage(settings.storage_uri, settings.queue_cache_size)
-    if off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES:
+    off_the_hub = off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES
+    if off_the_hub:  # the store for the subscriptions' calls, the service for everything else
         storage = OffTheHub(storage)
-    messaging = Messaging(storage, settings)
+    messaging: Any = Messaging(storage, settings)
+    if off_the_hub:
+        messaging = OffTheHub(messaging)
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
     return make_app(messaging)
