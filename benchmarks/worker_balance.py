@@ -1,22 +1,32 @@
 """Worker balance: do a few kept-alive connections spread over the workers, run after run?
 
 For each worker model it starts ``zaqar-lite serve`` (2 workers) on a
-throwaway Redis and runs the ``post`` load of ``wrk/queue_load.lua`` (8
-connections, one per wrk thread, kept alive) ``--runs`` times for
-``--seconds`` each, each run a new wrk process and so new connections, on an emptied queue. Half-way
-through each run it counts, with ``ss``, the established connections of each
-worker process. It prints each run's messages/s and connection split, and the
-spread of the runs (the highest messages/s over the lowest, minus one).
+throwaway Redis (or, with ``--store sqlite``, a SQLite file of its own) and
+runs the ``post`` load of ``wrk/queue_load.lua`` (8 connections, one per wrk
+thread, kept alive) ``--runs`` times for ``--seconds`` each, each run a new wrk
+process and so new connections, on an emptied queue. Half-way through each run
+it counts, with ``ss``, the established connections of each worker process.
+It prints each run's messages/s and connection split, and the spread of the
+runs (the highest messages/s over the lowest, minus one); then, to tell the
+causes of a spread apart, each run's CPU seconds of each worker (from
+``/proc``), the workers' CPU per message, how busy the machine's CPUs were, and
+the CPU seconds taken meanwhile by processes that are not part of the load
+(everything but this script, the server, Redis and wrk: the neighbours).
 
-Models: gunicorn's ``gthread`` as zaqar-lite ran it before (2 x 8 threads),
-the same with gunicorn's ``reuse_port`` (each worker binds its own
-``SO_REUSEPORT`` socket and the kernel spreads connections by a hash of their
-addresses), and the default gevent worker, whose workers balance their accepts
-(``zaqar_lite/gevent_worker.py``).
+Models: ``gevent (default)``, zaqar-lite's worker, whose workers balance their
+accepts (``zaqar_lite/gevent_worker.py``); gunicorn's ``gthread`` as
+``worker_class = gthread`` runs it (2 x 8 threads); the same with gunicorn's
+``reuse_port`` (each worker binds its own ``SO_REUSEPORT`` socket and the
+kernel spreads connections by a hash of their addresses); and, on SQLite,
+``gevent SQLite on the hub``: the gevent worker with the store's C calls on
+the event loop instead of gevent's thread pool (what ``zaqar_lite.server.OffTheHub``
+costs). The last two are variants this script's own server makes
+(``--serve``); they are no zaqar-lite settings.
 
 Usage::
 
-    .venv/bin/python benchmarks/worker_balance.py              # about 3 minutes
+    .venv/bin/python benchmarks/worker_balance.py                  # Redis, about 3 minutes
+    .venv/bin/python benchmarks/worker_balance.py --store sqlite   # SQLite
     .venv/bin/python benchmarks/worker_balance.py --runs 5 --seconds 5 --json
 """
 
