@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any
@@ -125,11 +126,23 @@ def machine_busy() -> tuple[float, float]:
     return (sum(ticks) - idle) / hz, sum(ticks) / hz
 
 
-def descendants_cpu() -> float:
-    """CPU seconds used so far by this script and every process below it, living or waited for.
+def listener_pid(uri: str) -> int | None:
+    """The process listening on the port of a store URI (Redis daemonizes: it is no child of ours)."""
+    port = urllib.parse.urlsplit(uri).port
+    if port is None:
+        return None
+    out = subprocess.run(["ss", "-Hltnp", f"( sport = :{port} )"], capture_output=True, text=True,
+                         check=False).stdout
+    found = re.search(r"pid=(\d+)", out)
+    return int(found.group(1)) if found else None
 
-    That is the load itself: the server's master and workers, Redis, wrk (waited
-    children count through ``os.times``) and this script.
+
+def descendants_cpu(extra: set[int]) -> float:
+    """CPU seconds used so far by this script, every process below it and ``extra``.
+
+    That is the load itself: the server's master and workers, wrk (waited
+    children count through ``os.times``), this script, and the store server
+    (``extra``).
     """
     parents: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -141,12 +154,14 @@ def descendants_cpu() -> float:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
     times = os.times()
     own = times.user + times.system + times.children_user + times.children_system
-    return own + sum(cpu_seconds(pid) for pid in ours - {os.getpid()})
+    return own + sum(cpu_seconds(pid) for pid in (ours | extra) - {os.getpid()})
 
 
-def runs(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def runs(url: str, storage: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run the post load ``args.runs`` times and return each run's figures and split."""
     port = int(url.rsplit(":", 1)[1])
+    store_pid = listener_pid(storage)
+    store = {store_pid} if store_pid else set()
     workers = worker_pids(SESSIONS[url])
     run_wrk(args.wrk, url, "post", args, 2)  # warm-up: every worker has booted and connected to Redis
     results = []
@@ -159,12 +174,12 @@ def runs(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                                   lambda split=split: split.extend(connections_per_worker(port, workers)))
         cpu_before = {pid: cpu_seconds(pid) for pid in workers}
         busy_before, total_before = machine_busy()
-        ours_before = descendants_cpu()
+        ours_before = descendants_cpu(store)
         counter.start()
         figures = run_wrk(args.wrk, url, "post", args, args.seconds)
         counter.join()
         busy_after, total_after = machine_busy()
-        ours = descendants_cpu() - ours_before
+        ours = descendants_cpu(store) - ours_before
         cpu = sorted((cpu_seconds(pid) - cpu_before[pid] for pid in workers), reverse=True)
         errors = figures["failures"] + figures["socket_errors"]
         messages = figures["messages_per_s"] * args.seconds
@@ -220,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
                 command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--storage", storage,
                            *extra]
             with serving(command, Path(tmp, f"server{n}"), env=env) as url:
-                results[name] = runs(url, args)
+                results[name] = runs(url, storage, args)
     if args.json:
         print(json.dumps({"cpus": os.cpu_count(), "models": results}, indent=2))
         return
