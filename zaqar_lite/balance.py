@@ -11,9 +11,9 @@ import multiprocessing
 from typing import Any
 
 #: seconds of accept delay per connection a worker holds more than the least loaded one
-ACCEPT_DELAY_STEP = 0.005
+ACCEPT_DELAY_STEP = 0.02
 #: the longest accept delay, in seconds
-ACCEPT_DELAY_MAX = 0.05
+ACCEPT_DELAY_MAX = 0.1
 
 
 class AcceptBalance:
