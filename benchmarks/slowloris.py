@@ -50,9 +50,9 @@ sys.path.insert(0, str(HERE))
 
 from http_load import serving, store_server  # noqa: E402
 
-#: name -> environment of the server: the worker models compared
-MODELS = {
-    "gevent (default)": {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gevent"},
+#: name -> environment of the server: the worker models compared (the default: no setting at all)
+MODELS: dict[str, dict[str, str]] = {
+    "gevent (default)": {},
     "gthread 2x8": {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gthread", "ZAQAR_LITE_SERVER_THREADS": "8"},
     "gthread 2x128": {"ZAQAR_LITE_SERVER_WORKER_CLASS": "gthread", "ZAQAR_LITE_SERVER_THREADS": "128"},
 }
@@ -182,6 +182,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run every model at every level and print the table."""
     args = parse_args(argv)
+    start_load = os.getloadavg()[0]
     levels = [int(n) for n in args.levels.split(",")]
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     results: dict[str, list[dict[str, Any]]] = {}
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> None:
                 results[name] = [level(host, int(port), count, args) for count in levels]
     settings = {"storage": "redis" if args.server else "sqlite", "probes": args.probes,
                 "interval": args.interval, "probe_timeout": args.probe_timeout, "cpus": os.cpu_count(),
-                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "load_average_start": start_load, "load_average_end": os.getloadavg()[0]}
     if args.json:
         print(json.dumps({"settings": settings, "models": results}, indent=2))
         return
@@ -207,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         for row in rows:
             print(f"{name:<18}{row['slow_connections']:>5}{row['p50_ms']:>10.1f}{row['p99_ms']:>10.1f}"
                   f"{row['failed']:>8}{row['closed_by_server']:>18}")
+    print(f"load average {start_load:.2f} at the start, {settings['load_average_end']:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -140,13 +140,6 @@ def test_a_queue_cache_size_that_is_not_a_whole_number_is_refused(tmp_path, valu
         load_settings(conf)
 
 
-def test_the_gevent_worker_is_refused_with_a_mongodb_store(tmp_path):
-    conf = tmp_path / "bad.conf"
-    conf.write_text("[server]\nworker_class = gevent\n[storage]\nuri = mongodb://127.0.0.1:27999/z\n")
-    with pytest.raises(ValueError, match="gevent does not work with a MongoDB store"):
-        load_settings(conf)
-
-
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("worker_class", "sync", "[server] worker_class must be 'gevent' or 'gthread'"),
     ("threads", "0", "[server] threads must be positive, got 0"),

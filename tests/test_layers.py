@@ -23,7 +23,7 @@ LAYERS: dict[str, int] = {
     "notify": 3,
     "service": 4,
     "api": 5, "sweeper": 5,
-    "server": 6, "gevent_worker": 6, "cli": 6, "__main__": 6,
+    "server": 6, "gevent_worker": 6, "balance": 6, "cli": 6, "__main__": 6,
 }
 
 

@@ -175,8 +175,9 @@ class Settings:
     workers: int = 2
     log_level: str = "INFO"
     sweep_interval: float = 1.0
-    #: gunicorn worker class: "gevent" (a greenlet per connection) or "gthread" (a thread pool)
-    worker_class: str = "gthread"
+    #: the worker model, a key of WORKER_CLASSES: "gevent" (a greenlet per connection, read
+    #: deadlines; the default) or "gthread" (gunicorn's thread pool)
+    worker_class: str = "gevent"
     #: gthread only: request threads per worker
     threads: int = 8
     #: seconds a connection has to send a request's line and headers, from its opening or
@@ -202,12 +203,15 @@ class Settings:
 
 _SERVER_KEYS = {"bind": str, "workers": int, "log_level": str, "sweep_interval": float,
                 "worker_class": str, "threads": int, "header_timeout": float, "body_timeout": float}
-WORKER_CLASSES = ("gevent", "gthread")
+#: ``[server] worker_class`` -> the gunicorn worker class it runs (gevent: see
+#: zaqar_lite/gevent_worker.py; gthread: gunicorn's own thread pool)
+WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
 
 
 def _check_server(values: dict[str, Any]) -> None:
     if values.get("worker_class", Settings.worker_class) not in WORKER_CLASSES:
-        raise ValueError("[server] worker_class must be 'gevent' or 'gthread'")
+        names = " or ".join(f"'{name}'" for name in WORKER_CLASSES)
+        raise ValueError(f"[server] worker_class must be {names}")
     for key in ("threads", "header_timeout", "body_timeout"):
         if key in values and values[key] <= 0:
             raise ValueError(f"[server] {key} must be positive, got {values[key]!r}")
@@ -373,8 +377,4 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})
-    settings = Settings(**values)
-    if settings.worker_class == "gevent" and settings.storage_uri.startswith("mongodb"):
-        raise ValueError("[server] worker_class = gevent does not work with a MongoDB store yet "
-                         "(its workers fail to boot on pymongo's leftovers); use gthread")
-    return settings
+    return Settings(**values)

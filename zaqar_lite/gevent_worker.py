@@ -18,17 +18,16 @@ costs a little memory and no thread: the worker keeps answering everyone else
   connection of a burst) wins again and again, so a client opening a few
   kept-alive connections at once could find them all in one worker while the
   others idle. Here the workers publish how many connections each holds (in
-  memory shared through the fork, see :class:`AcceptBalance`), and a worker
+  memory shared through the fork, see :class:`zaqar_lite.balance.AcceptBalance`), and a worker
   holding ``n`` more than the least loaded one accepts only
-  ``n * ACCEPT_DELAY_STEP`` seconds after it was woken (at most
-  ``ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
+  ``n * balance.ACCEPT_DELAY_STEP`` seconds after it was woken (at most
+  ``balance.ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
   and a busy or stuck one is only passed over, never waited for.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,12 +37,10 @@ from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.workers.ggevent import GeventWorker
 
+from zaqar_lite.balance import AcceptBalance
+
 #: seconds a stopping worker still gives kept-alive connections to start a request (as gthread)
 STOP_KEEPALIVE_LINGER = 2.0
-#: seconds of accept delay per connection a worker holds more than the least loaded one
-ACCEPT_DELAY_STEP = 0.005
-#: the longest accept delay, in seconds
-ACCEPT_DELAY_MAX = 0.05
 _TIMEOUT_BODY = (b'{"title": "Request timeout", '
                  b'"description": "The request body did not arrive in time."}')
 #: what a client whose body stalled reads before the connection closes
@@ -97,35 +94,6 @@ class DeadlineBody:
         if not line:
             raise StopIteration
         return line
-
-
-class AcceptBalance:
-    """The number of open connections of each worker slot, in memory shared by the workers.
-
-    Made in the gunicorn master before the workers fork; the master gives each
-    new worker a free slot (``pre_fork``) and clears a dead worker's slot
-    (``child_exit``); each worker writes its own slot only.
-    """
-
-    def __init__(self, workers: int) -> None:
-        self.counts = multiprocessing.RawArray("l", workers)
-
-    def pre_fork(self, arbiter: Any, worker: Any) -> None:
-        """gunicorn hook (master): give the worker about to fork a slot no live worker holds."""
-        used = {getattr(w, "balance_slot", None) for w in arbiter.WORKERS.values()}
-        worker.balance_slot = min(set(range(len(self.counts))) - used, default=0)
-        self.counts[worker.balance_slot] = 0
-
-    def child_exit(self, arbiter: Any, worker: Any) -> None:
-        """gunicorn hook (master): a dead worker holds no connection."""
-        slot = getattr(worker, "balance_slot", None)
-        if slot is not None:
-            self.counts[slot] = 0
-
-    def delay(self, slot: int) -> float:
-        """Seconds a worker in ``slot`` waits before accepting."""
-        counts: list[int] = list(self.counts)
-        return min((counts[slot] - min(counts)) * ACCEPT_DELAY_STEP, ACCEPT_DELAY_MAX)
 
 
 class BalancedStreamServer(StreamServer):  # type: ignore[misc]

@@ -1,37 +1,136 @@
-"""Running the WSGI app under gunicorn, programmatically."""
+"""Running the WSGI app under gunicorn, programmatically.
+
+The gunicorn master imports this module only: the application, the store
+drivers and their client libraries (requests, redis-py, pymongo, ...) are
+imported in each worker after its fork, once the gevent worker has patched the
+standard library they bind to (``socket``, ``ssl``, ``threading``).
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
+import multiprocessing
+from multiprocessing.connection import Connection
 from typing import Any
 
 import falcon
 from gunicorn.app.base import BaseApplication
 
-from zaqar_lite.api.app import make_app
-from zaqar_lite.config import Settings
-from zaqar_lite.gevent_worker import AcceptBalance
-from zaqar_lite.service import Messaging
-from zaqar_lite.storage import open_storage
-from zaqar_lite.sweeper import SweeperThread, lock_path
+from zaqar_lite.balance import AcceptBalance
+from zaqar_lite.config import WORKER_CLASSES, Settings
 
 LOG = logging.getLogger(__name__)
 
-#: the gunicorn worker class behind each ``[server] worker_class``. gevent serves each
-#: connection on a greenlet, so slow or idle clients hold no thread and many waiting
-#: requests stay cheap; gthread serves ``[server] threads`` requests at a time per worker
-#: and has no read deadline (a client that stops sending mid-request holds a thread).
-#: See zaqar_lite/gevent_worker.py and benchmarks/slowloris.py for the comparison.
-WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
+
+class StorageCheckFailed(Exception):
+    """The store cannot be opened; the message says why."""
 
 
-def worker_app(settings: Settings, with_sweeper: bool = True) -> falcon.App[falcon.Request, falcon.Response]:
-    """Build one worker's app (its own store connection) and start its sweeper thread."""
-    messaging = Messaging(open_storage(settings.storage_uri, settings.queue_cache_size), settings)
+#: stores whose calls never yield to gevent: SQLite's are C calls on a file (a commit's
+#: fsync, a wait of up to 30 s for another process's write lock), with no Python socket
+#: gevent could switch on. Under the gevent worker they run on gevent's thread pool.
+BLOCKING_STORES = frozenset({"sqlite"})
+
+
+class OffTheHub:
+    """An object whose every method runs on a thread of gevent's pool, not on the event loop.
+
+    The calling greenlet waits for the answer while the worker's other greenlets
+    (other clients, the read deadlines) go on. Only the object's own methods are
+    handed over (``clock``, a plain function attribute, stays a direct call); a
+    call made from a pool thread runs at once on that thread (gevent's rule), so
+    the service wrapped around a wrapped store costs one hand-over per request.
+    Each pool thread keeps its own SQLite connection (the driver's connections are
+    per thread), reused from one request to the next.
+    """
+
+    def __init__(self, target: Any) -> None:
+        import gevent
+
+        self._target = target
+        self._pool = gevent.get_hub().threadpool
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not inspect.ismethod(attribute):
+            return attribute
+        pool = self._pool
+
+        def off_the_hub(*args: Any, **kwargs: Any) -> Any:
+            return pool.apply(attribute, args, kwargs)
+        return off_the_hub
+
+
+def worker_app(settings: Settings, with_sweeper: bool = True,
+               off_the_hub: bool = True) -> falcon.App[falcon.Request, falcon.Response]:
+    """Build one worker's app (its own store connection) and start its sweeper thread.
+
+    Under the gevent worker a store of :data:`BLOCKING_STORES`, and the service
+    around it, are used through :class:`OffTheHub` (unless ``off_the_hub`` is
+    false: a benchmark's comparison).
+    """
+    from zaqar_lite.api.app import make_app
+    from zaqar_lite.service import Messaging
+    from zaqar_lite.storage import open_storage
+    from zaqar_lite.sweeper import SweeperThread, lock_path
+
+    storage: Any = open_storage(settings.storage_uri, settings.queue_cache_size)
+    off_the_hub = off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES
+    if off_the_hub:  # the store for the subscriptions' calls, the service for everything else
+        storage = OffTheHub(storage)
+    messaging: Any = Messaging(storage, settings)
+    if off_the_hub:
+        messaging = OffTheHub(messaging)
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
     return make_app(messaging)
+
+
+def _open_and_describe(settings: Settings, answer: Connection) -> None:
+    from zaqar_lite.errors import StorageUnavailable
+    from zaqar_lite.storage import open_storage
+
+    try:
+        storage = open_storage(settings.storage_uri, settings.queue_cache_size)
+        try:
+            answer.send((True, f"{storage.name} ({storage.describe()})"))
+        finally:
+            storage.close()
+    except (ValueError, OSError, StorageUnavailable) as exc:
+        answer.send((False, str(exc)))
+
+
+def check_storage(settings: Settings) -> str:
+    """Open the store once in a child process and return where its data lives.
+
+    The master never opens the store itself: a driver leaves things behind in
+    the process that opened it (pymongo's monitor threads outlive
+    ``close()`` for a moment, and a fork copies them half-dead, which stops
+    gevent's monkey-patching in the workers), and its library would be imported
+    in the master before the workers patch the standard library (whose ``ssl``
+    and ``socket`` it would then have bound unpatched).
+
+    Raises:
+        StorageCheckFailed: the store cannot be opened (unknown scheme, missing
+            client library, unreachable server, unwritable file).
+    """
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_open_and_describe, args=(settings, send), name="zaqar-lite-check")
+    child.start()
+    send.close()
+    try:
+        ok, text = receive.recv()
+    except EOFError:  # the child died; its traceback is on stderr
+        ok, text = False, "the check of the store failed (see above)"
+    finally:
+        receive.close()
+        child.join()
+    if not ok:
+        raise StorageCheckFailed(text)
+    return str(text)
 
 
 class Server(BaseApplication):  # type: ignore[misc]
@@ -75,10 +174,19 @@ class Server(BaseApplication):  # type: ignore[misc]
         return worker_app(self.settings)
 
 
-def run(settings: Settings) -> None:
-    """Check the store, say where the data lives, and serve until stopped."""
-    storage = open_storage(settings.storage_uri, settings.queue_cache_size)
-    LOG.info("zaqar-lite on http://%s with %d workers; storage %s (%s)", settings.bind,
-             settings.workers, storage.name, storage.describe())
-    storage.close()
+def run(settings: Settings, where: str | None = None) -> None:
+    """Say where the data lives and serve until stopped.
+
+    Args:
+        settings: the loaded settings.
+        where: the store's description from :func:`check_storage`, when the
+            caller has checked it already.
+
+    Raises:
+        StorageCheckFailed: the store cannot be opened.
+    """
+    if where is None:
+        where = check_storage(settings)
+    LOG.info("zaqar-lite on http://%s with %d workers (%s); storage %s", settings.bind,
+             settings.workers, settings.worker_class, where)
     Server(settings).run()

@@ -1,14 +1,14 @@
 """Slow and idle clients against a real server: everyone else is still answered, and they are cut off.
 
-With 2 gunicorn workers of 8 threads (``worker_class = gthread``), 16
-connections that sent a part of a request take every thread with no time
-limit. ``worker_class = gevent`` serves each connection on a greenlet and
-closes a connection whose request head or body does not arrive within
-``[server] header_timeout`` / ``body_timeout``.
+The server runs on the default settings (the gevent worker: a greenlet per
+connection, read deadlines), on every store of the suite. Under ``[server]
+worker_class = gthread`` (2 workers of 8 threads) the first test fails: 16
+connections that sent a part of a request take every thread with no time limit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -36,16 +36,16 @@ CLOSED_WITHIN = HEADER_TIMEOUT + BODY_TIMEOUT + 15
 @pytest.fixture
 def server(start_server_for_test: Callable[..., RunningServer], store: Store,
            tmp_path: Path) -> RunningServer:
-    """A server with short read deadlines, so the test sees them at work.
+    """A server on the default settings."""
+    return start_server_for_test(store.uri(tmp_path))
 
-    The worker model does not depend on the store: the test runs in the SQLite and
-    Redis steps of the suite (gevent refuses MongoDB; Swift adds only its settle time).
-    """
-    if store.name not in ("sqlite", "redis"):
-        pytest.skip("the worker model is tested on SQLite and Redis")
+
+@pytest.fixture
+def quick_server(start_server_for_test: Callable[..., RunningServer], store: Store,
+                 tmp_path: Path) -> RunningServer:
+    """A server on the default settings but short read deadlines, so the test sees them at work."""
     config = tmp_path / "zaqar-lite.conf"
-    config.write_text(f"[server]\nworker_class = gevent\nheader_timeout = {HEADER_TIMEOUT}\n"
-                      f"body_timeout = {BODY_TIMEOUT}\n")
+    config.write_text(f"[server]\nheader_timeout = {HEADER_TIMEOUT}\nbody_timeout = {BODY_TIMEOUT}\n")
     return start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
 
 
@@ -95,8 +95,8 @@ class Trickle:
         self.thread.join()
 
 
-@pytest.fixture
-def hostile(server: RunningServer) -> Iterator[dict[str, list[socket.socket]]]:
+@contextlib.contextmanager
+def hostile_connections(server: RunningServer) -> Iterator[dict[str, list[socket.socket]]]:
     """Idle, slow-header and stalled-body connections open on the server."""
     idle = [connect(server) for _ in range(HOSTILE_PER_KIND)]
     slow = []
@@ -110,15 +110,17 @@ def hostile(server: RunningServer) -> Iterator[dict[str, list[socket.socket]]]:
                     b"Content-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
                     b'{"messages": [{"body": "')
     trickle = Trickle(slow)
-    yield {"idle": idle, "slow header": slow, "stalled body": [stalled]}
-    trickle.stop()
-    for sock in [*idle, *slow, stalled]:
-        sock.close()
+    try:
+        yield {"idle": idle, "slow header": slow, "stalled body": [stalled]}
+    finally:
+        trickle.stop()
+        for sock in [*idle, *slow, stalled]:
+            sock.close()
 
 
 def test_ping_and_post_answer_while_slow_and_idle_connections_are_open(
-        server: RunningServer, hostile: dict[str, list[socket.socket]], queue_name: str) -> None:
-    with ApiSession(server.url) as api:
+        server: RunningServer, queue_name: str) -> None:
+    with hostile_connections(server), ApiSession(server.url) as api:
         ping = api.get("/v2/ping", timeout=ANSWER_WITHIN)
         posted = api.post(f"/v2/queues/{queue_name}/messages", json={"messages": [{"body": "still here"}]},
                           timeout=ANSWER_WITHIN)
@@ -128,11 +130,11 @@ def test_ping_and_post_answer_while_slow_and_idle_connections_are_open(
 
 
 def test_slow_idle_and_stalled_connections_are_closed_by_the_read_deadlines(
-        server: RunningServer, hostile: dict[str, list[socket.socket]]) -> None:
-    deadline = time.monotonic() + CLOSED_WITHIN
-
-    received = {kind: [read_until_closed(sock, deadline) for sock in socks]
-                for kind, socks in hostile.items()}
+        quick_server: RunningServer) -> None:
+    with hostile_connections(quick_server) as hostile:
+        deadline = time.monotonic() + CLOSED_WITHIN
+        received = {kind: [read_until_closed(sock, deadline) for sock in socks]
+                    for kind, socks in hostile.items()}
 
     for kind in ("idle", "slow header"):
         still_open = sum(data is None for data in received[kind])
@@ -143,3 +145,42 @@ def test_slow_idle_and_stalled_connections_are_closed_by_the_read_deadlines(
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
     assert answer.endswith(b'{"title": "Request timeout", '
                            b'"description": "The request body did not arrive in time."}'), answer
+
+
+#: seconds the test holds SQLite's write lock from another process
+LOCK_HELD = 4.0
+
+
+def test_a_write_waiting_for_the_sqlite_lock_does_not_stop_the_worker(
+        start_server_for_test: Callable[..., RunningServer], store: Store, tmp_path: Path,
+        queue_name: str) -> None:
+    """SQLite's calls block in C (a wait for another process's write lock lasts up to 30 s):
+    under gevent they run on a thread of the pool, so the one worker keeps answering meanwhile."""
+    if store.name != "sqlite":
+        pytest.skip("SQLite's write lock: the other stores' clients yield on their sockets")
+    import sqlite3
+
+    server = start_server_for_test(store.uri(tmp_path), workers=1)
+    holder = sqlite3.connect(store.uri(tmp_path).removeprefix("sqlite:///"), isolation_level=None,
+                             check_same_thread=False)
+    with ApiSession(server.url) as api, ApiSession(server.url) as other:
+        assert api.put(f"/v2/queues/{queue_name}").status_code == 201
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, released LOCK_HELD s later
+        release = threading.Timer(LOCK_HELD, lambda: (holder.execute("ROLLBACK"), holder.close()))
+        release.start()
+        posted: list[int] = []
+        poster = threading.Thread(target=lambda: posted.append(api.post(
+            f"/v2/queues/{queue_name}/messages", json={"messages": [{"body": 1}]}, timeout=30).status_code))
+        poster.start()
+        time.sleep(0.5)  # the post is now waiting for the lock
+        started = time.monotonic()
+        ping = other.get("/v2/ping", timeout=LOCK_HELD * 2)
+        answered_in = time.monotonic() - started
+        still_waiting = poster.is_alive()
+        release.join()
+        poster.join()
+
+    assert answered_in < LOCK_HELD / 2, f"the ping waited {answered_in:.1f} s behind the locked write"
+    assert still_waiting, "the post did not wait for the lock: the test proves nothing"
+    assert ping.status_code == 204
+    assert posted == [201]
