@@ -86,6 +86,18 @@ def test_startup_log_names_the_storage_and_where_its_data_lives(server: RunningS
     assert f"on {server.url} with 2 workers" in log
 
 
+def test_refused_requests_log_no_traceback(server: RunningServer, api: ApiSession) -> None:
+    # domain errors raised deep in the service (a DLQ that does not exist, a claim rule)
+    refused = api.put("/v2/queues/orders", json={"_max_claim_count": 2, "_dead_letter_queue": "absent"})
+    assert refused.status_code == 400, refused.text
+    posted = api.post("/v2/queues/orders/messages", json={"messages": [{"body": 1}]})
+    message = posted.json()["resources"][0]
+    assert api.delete(message + "?claim_id=" + "0" * 24).status_code in (400, 403)
+
+    assert "Traceback" not in server.log()
+    assert "failed with" not in server.log()
+
+
 def test_the_server_opens_no_gunicorn_control_socket_shared_with_other_servers(server: RunningServer) -> None:
     assert "Control socket" not in server.log()
 
