@@ -182,6 +182,7 @@ def test_the_default_dead_letter_queue_comes_from_the_file_or_the_environment(tm
 def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_up(tmp_path, value):
     conf = tmp_path / "zaqar-lite.conf"
     conf.write_text(f"[queues]\ndefault_dead_letter_queue = {value}\n")
-    with pytest.raises(ValueError, match=r"^\[queues\] default_dead_letter_queue must be a valid queue name "
-                                         r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "):
+    start = r"^\[queues\] default_dead_letter_queue must be a valid queue name "
+    rule = r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "
+    with pytest.raises(ValueError, match=start + rule):
         load_settings(conf)

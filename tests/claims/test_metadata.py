@@ -224,7 +224,8 @@ def test_a_posted_ttl_is_lowered_to_the_queues_max_message_ttl(ttl, stored, capp
 
 def test_the_max_message_ttl_shows_only_when_set():
     assert "_max_message_ttl" not in metadata.with_defaults({}, LIMITS)
-    assert metadata.with_defaults({"_max_message_ttl": 600}, LIMITS) == {**ZAQAR_DEFAULTS, "_max_message_ttl": 600}
+    shown = metadata.with_defaults({"_max_message_ttl": 600}, LIMITS)
+    assert shown == {**ZAQAR_DEFAULTS, "_max_message_ttl": 600}
 
 
 # -- the default dead-letter queue ---------------------------------------------------------
@@ -250,8 +251,9 @@ def test_a_queue_uses_the_default_dlq_when_it_counts_claims_or_expires_into_one_
 def test_the_default_dlq_fills_in_only_a_missing_dead_letter_queue_and_says_so():
     assert metadata.dead_letter_policy({"_max_claim_count": 3}, "dead-letters") == DeadLetterPolicy(
         max_claim_count=3, queue="dead-letters", default_queue=True)
-    assert metadata.dead_letter_policy({"_max_claim_count": 3, "_dead_letter_queue": "own"}, "dead-letters") == (
-        DeadLetterPolicy(max_claim_count=3, queue="own"))
+    own = {"_max_claim_count": 3, "_dead_letter_queue": "own"}
+    assert metadata.dead_letter_policy(own, "dead-letters") == DeadLetterPolicy(
+        max_claim_count=3, queue="own")
     assert metadata.dead_letter_policy({"_max_claim_count": 3}, None) == DeadLetterPolicy(max_claim_count=3)
 
 

@@ -131,8 +131,9 @@ def test_the_provenance_record_of_a_move_into_the_default_dlq_says_so():
         "default_dead_letter_queue": True}
     moved = policy.dead_lettered(message("m1", claim_count=3, claim_id="c-last"), Q, "max_claims", NOW,
                                  dead_letter)
-    assert moved.dead_letter == {"source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW,
-                                 "default_dead_letter_queue": True, "claim_count": 3, "last_claim_id": "c-last"}
+    assert moved.dead_letter == {
+        "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW,
+        "default_dead_letter_queue": True, "claim_count": 3, "last_claim_id": "c-last"}
 
 
 FAILURE = {"at": "2023-11-14T22:12:00Z", "claim_count": 3, "error_type": "E", "error": "boom"}
