@@ -31,6 +31,7 @@ SETTINGS_KEYS = {
     "message_delete_with_claim_id": ("transport", "message_delete_with_claim_id"),
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
+    "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
 }
 
 
@@ -165,3 +166,23 @@ def test_the_server_settings_are_read_from_the_file(tmp_path):
 
     assert (settings.worker_class, settings.threads, settings.header_timeout, settings.body_timeout) == (
         "gthread", 32, 2.5, 4.0)
+
+
+def test_the_default_dead_letter_queue_comes_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[queues]\ndefault_dead_letter_queue = dead-letters\n")
+    assert load_settings(conf).default_dead_letter_queue == "dead-letters"
+    monkeypatch.setenv("ZAQAR_LITE_QUEUES_DEFAULT_DEAD_LETTER_QUEUE", "DEAD_MSG_QUEUE")
+    assert load_settings(conf).default_dead_letter_queue == "DEAD_MSG_QUEUE"
+    monkeypatch.setenv("ZAQAR_LITE_QUEUES_DEFAULT_DEAD_LETTER_QUEUE", "")
+    assert load_settings(conf).default_dead_letter_queue == ""
+
+
+@pytest.mark.parametrize("value", ["#DEAD_MSG_QUEUE", "dead letters", "..", "x" * 65])
+def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_up(tmp_path, value):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text(f"[queues]\ndefault_dead_letter_queue = {value}\n")
+    start = r"^\[queues\] default_dead_letter_queue must be a valid queue name "
+    rule = r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "
+    with pytest.raises(ValueError, match=start + rule):
+        load_settings(conf)

@@ -11,6 +11,7 @@ import configparser
 import dataclasses
 import email.utils
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,18 @@ from typing import Any
 CONFIG_ENV = "ZAQAR_LITE_CONFIG"
 #: queues whose key names and metadata a storage driver may remember, per worker process
 QUEUE_CACHE_SIZE = 10_000
+
+
+#: the queue-name rule (claims/names.py applies it): these characters, 1..max_queue_name_length
+#: of them, and not a dot segment that path-normalising clients turn into another path
+QUEUE_NAME = re.compile(r"[a-zA-Z0-9_.-]+")
+DOT_SEGMENTS = (".", "..")
+
+
+def valid_queue_name(name: Any, max_length: int) -> bool:
+    """Return whether a value is a valid queue name: ``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.``/``..``."""
+    return (isinstance(name, str) and 0 < len(name) <= max_length
+            and QUEUE_NAME.fullmatch(name) is not None and name not in DOT_SEGMENTS)
 
 
 def default_data_dir() -> Path:
@@ -190,6 +203,9 @@ class Settings:
     max_length_client_id: int = 36
     message_delete_with_claim_id: bool = False
     include_dead_letter: bool = False
+    #: the project's queue of this name is the dead-letter queue of queues that count claims or
+    #: dead-letter on expiry without a ``_dead_letter_queue`` of their own ("": none, as Zaqar)
+    default_dead_letter_queue: str = ""
     auth_strategy: str = "noauth"
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
@@ -326,6 +342,19 @@ def _auth_values(get: Callable[[str, str], str | None],
     return values
 
 
+def _queue_values(get: Callable[[str, str], str | None], limits: Limits) -> dict[str, Any]:
+    """Read ``[queues]``."""
+    raw = get("queues", "default_dead_letter_queue")
+    if raw is None or not raw.strip():
+        return {}
+    name = raw.strip()
+    if not valid_queue_name(name, limits.max_queue_name_length):
+        raise ValueError(
+            "[queues] default_dead_letter_queue must be a valid queue name (letters, digits, _ . -, "
+            f"1 to {limits.max_queue_name_length} characters, not . or ..), got {raw!r}")
+    return {"default_dead_letter_queue": name}
+
+
 def _limits(get: Callable[[str, str], str | None]) -> Limits:
     """Read ``[limits]``."""
     limit_values = {}
@@ -374,6 +403,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_transport_values(get))
     values.update(_auth_values(get, parser))
     values["limits"] = _limits(get)
+    values.update(_queue_values(get, values["limits"]))
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})

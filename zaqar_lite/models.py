@@ -76,13 +76,16 @@ class DeadLetterPolicy:
     ``max_claim_count`` ``None`` means messages are never dead-lettered by count;
     ``queue`` ``None`` means there is no dead-letter queue; ``messages_ttl`` is the
     new ttl of a moved message (``None`` keeps its expiry); ``on_expiry`` moves
-    expired messages instead of discarding them.
+    expired messages instead of discarding them; ``default_queue`` says that
+    ``queue`` is the server's default dead-letter queue.
     """
 
     max_claim_count: int | None = None
     queue: str | None = None
     messages_ttl: int | None = None
     on_expiry: bool = False
+    #: ``queue`` is the server's default dead-letter queue (the provenance says so)
+    default_queue: bool = False
 
     @property
     def counts_claims(self) -> bool:

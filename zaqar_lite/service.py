@@ -62,7 +62,7 @@ class Messaging:
     # -- queues ---------------------------------------------------------------
 
     def _validated_metadata(self, project: str, queue: str, metadata: Any) -> dict[str, Any]:
-        stored = meta.validate(metadata, self.limits)
+        stored = meta.validate(metadata, self.limits, self.settings.default_dead_letter_queue)
         meta.check_dead_letter_links(
             queue, stored,
             lambda name: self.storage.get_queue_metadata(project, name),
@@ -154,6 +154,8 @@ class Messaging:
              messages: Sequence[Mapping[str, Any]], body_size: int) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
 
+        A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
+
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
         """
@@ -169,7 +171,7 @@ class Messaging:
             default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
             records = []
             for message_id, item in zip(ids, messages, strict=True):
-                ttl = item["ttl"] if item["ttl"] is not None else default_ttl
+                ttl = meta.capped_ttl(item["ttl"] if item["ttl"] is not None else default_ttl, queue_meta)
                 delay = item["delay"] if item["delay"] is not None else default_delay
                 records.append(Message(
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
@@ -217,15 +219,24 @@ class Messaging:
 
     # -- claims ---------------------------------------------------------------
 
+    def _existing_default_dlq(self, project: str, queue: str) -> str | None:
+        """Return the default dead-letter queue's name when it is set, is not ``queue`` and exists."""
+        name = self.settings.default_dead_letter_queue
+        if not name or name == queue or self.storage.get_queue_metadata(project, name) is None:
+            return None
+        return name
+
     def claim(self, project: str, queue: str, limit: int, ttl: int,
               grace: int) -> tuple[str, list[Message], float]:
         """Claim up to limit messages; exhausted ones are dead-lettered on the way."""
         now = self.clock()
         claim_id = self.ids()
+        default_dlq = self._existing_default_dlq(project, queue)
 
         def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
+            default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
             return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
-                                dead_letter=meta.dead_letter_policy(stored))
+                                dead_letter=meta.dead_letter_policy(stored, default))
 
         return claim_id, self.storage.claim_planned(project, queue, plan), now
 
@@ -321,8 +332,16 @@ class Messaging:
         """Run the expiry and dead-letter rules over every queue once."""
         now = self.clock()
         moved = discarded = 0
+        default_dlqs: dict[str, str | None] = {}
         for project, queue, stored in self.storage.all_queues():
-            result = self.storage.sweep_queue(project, queue, now, meta.dead_letter_policy(stored))
+            policy = meta.dead_letter_policy(stored)
+            if meta.wanted_default_dead_letter_queue(queue, stored, self.settings.default_dead_letter_queue):
+                if project not in default_dlqs:
+                    default_dlqs[project] = self._existing_default_dlq(project, queue)
+                policy = meta.dead_letter_policy(stored, default_dlqs[project])
+                if meta.holds_expired(stored, policy):
+                    continue
+            result = self.storage.sweep_queue(project, queue, now, policy)
             moved += result.dead_lettered
             discarded += result.discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)

@@ -44,7 +44,7 @@ def test_defaults_follow_the_configured_limits():
 
 
 def test_reserved_keys_are_zaqars_and_our_own():
-    assert metadata.reserved_keys(LIMITS) == {*ZAQAR_DEFAULTS, "_dead_letter_on_expiry"}
+    assert metadata.reserved_keys(LIMITS) == {*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl"}
 
 
 def test_unset_metadata_shows_zaqars_defaults_and_not_our_own_keys():
@@ -86,7 +86,8 @@ def test_an_empty_object_and_free_keys_are_stored_as_given():
 
 
 def test_null_reserved_values_mean_unset_and_are_dropped_but_free_nulls_are_kept():
-    given = {key: None for key in (*ZAQAR_DEFAULTS, "_dead_letter_on_expiry")} | {"owner": None}
+    given = {key: None for key in (*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl")} | {
+        "owner": None}
     assert metadata.validate(given, LIMITS) == {"owner": None}
 
 
@@ -104,6 +105,7 @@ INTEGER_BOUNDS = [
     ("_default_message_delay", 0, 900),
     ("_default_message_ttl", 60, 1209600),
     ("_max_messages_post_size", 1, 262144),
+    ("_max_message_ttl", 60, 1209600),
 ]
 
 
@@ -127,6 +129,8 @@ def test_integer_keys_accept_both_bounds(key, low, high):
     ("_default_message_ttl", 1209601, "_default_message_ttl must be between 60 and 1209600, got 1209601."),
     ("_max_messages_post_size", 0, "_max_messages_post_size must be between 1 and 262144, got 0."),
     ("_max_messages_post_size", 262145, "_max_messages_post_size must be between 1 and 262144, got 262145."),
+    ("_max_message_ttl", 59, "_max_message_ttl must be between 60 and 1209600, got 59."),
+    ("_max_message_ttl", 1209601, "_max_message_ttl must be between 60 and 1209600, got 1209601."),
 ])
 def test_integer_keys_out_of_range_are_refused_naming_the_key_and_the_range(key, value, text):
     assert refused({key: value}) == text
@@ -196,6 +200,71 @@ def test_dead_letter_on_expiry_needs_a_dead_letter_queue():
     assert metadata.validate({"_dead_letter_on_expiry": False}, LIMITS) == {"_dead_letter_on_expiry": False}
     both = {"_dead_letter_on_expiry": True, "_dead_letter_queue": "dlq"}
     assert metadata.validate(both, LIMITS) == both
+
+
+def test_with_a_default_dead_letter_queue_dead_letter_on_expiry_may_stand_alone():
+    alone = {"_dead_letter_on_expiry": True}
+    assert metadata.validate(alone, LIMITS, "dead-letters") == alone
+    with pytest.raises(ValidationFailed, match="^_dead_letter_on_expiry needs _dead_letter_queue.$"):
+        metadata.validate(alone, LIMITS, "")
+
+
+# -- the max message ttl -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("ttl", "stored", "capped"), [
+    (3600, {}, 3600),
+    (3600, {"_max_message_ttl": 600}, 600),
+    (600, {"_max_message_ttl": 600}, 600),
+    (120, {"_max_message_ttl": 600}, 120),
+    (1209600, {"_max_message_ttl": 60}, 60),
+])
+def test_a_posted_ttl_is_lowered_to_the_queues_max_message_ttl(ttl, stored, capped):
+    assert metadata.capped_ttl(ttl, stored) == capped
+
+
+def test_the_max_message_ttl_shows_only_when_set():
+    assert "_max_message_ttl" not in metadata.with_defaults({}, LIMITS)
+    shown = metadata.with_defaults({"_max_message_ttl": 600}, LIMITS)
+    assert shown == {**ZAQAR_DEFAULTS, "_max_message_ttl": 600}
+
+
+# -- the default dead-letter queue ---------------------------------------------------------
+
+@pytest.mark.parametrize(("queue", "stored", "default", "wanted"), [
+    ("orders", {"_max_claim_count": 3}, "dead-letters", "dead-letters"),
+    ("orders", {"_dead_letter_on_expiry": True}, "dead-letters", "dead-letters"),
+    ("orders", {"_max_claim_count": 3, "_dead_letter_on_expiry": False}, "dead-letters", "dead-letters"),
+    ("orders", {"_max_claim_count": 3, "_dead_letter_queue": "own-dlq"}, "dead-letters", None),
+    ("orders", {"_dead_letter_on_expiry": False}, "dead-letters", None),
+    ("orders", {"owner": "team-a"}, "dead-letters", None),
+    ("orders", {}, "dead-letters", None),
+    ("orders", None, "dead-letters", None),
+    ("dead-letters", {"_max_claim_count": 3}, "dead-letters", None),
+    ("orders", {"_max_claim_count": 3}, "", None),
+    ("orders", {"_max_claim_count": 3}, None, None),
+])
+def test_a_queue_uses_the_default_dlq_when_it_counts_claims_or_expires_into_one_and_names_none(
+        queue, stored, default, wanted):
+    assert metadata.wanted_default_dead_letter_queue(queue, stored, default) == wanted
+
+
+def test_the_default_dlq_fills_in_only_a_missing_dead_letter_queue_and_says_so():
+    assert metadata.dead_letter_policy({"_max_claim_count": 3}, "dead-letters") == DeadLetterPolicy(
+        max_claim_count=3, queue="dead-letters", default_queue=True)
+    own = {"_max_claim_count": 3, "_dead_letter_queue": "own"}
+    assert metadata.dead_letter_policy(own, "dead-letters") == DeadLetterPolicy(
+        max_claim_count=3, queue="own")
+    assert metadata.dead_letter_policy({"_max_claim_count": 3}, None) == DeadLetterPolicy(max_claim_count=3)
+
+
+@pytest.mark.parametrize(("stored", "default", "holds"), [
+    ({"_dead_letter_on_expiry": True}, None, True),
+    ({"_dead_letter_on_expiry": True}, "dead-letters", False),
+    ({"_max_claim_count": 3}, None, False),
+    ({"_dead_letter_on_expiry": True, "_dead_letter_queue": "own"}, None, False),
+])
+def test_expired_messages_are_held_while_the_default_dlq_they_expire_into_is_missing(stored, default, holds):
+    assert metadata.holds_expired(stored, metadata.dead_letter_policy(stored, default)) is holds
 
 
 # -- the retry policy in queue metadata ----------------------------------------------------

@@ -124,6 +124,18 @@ def test_the_provenance_record_of_a_move_that_resets_the_expiry_records_when():
         "source_queue": "orders", "reason": "expired", "dead_lettered_at": NOW, "ttl_since": NOW}
 
 
+def test_the_provenance_record_of_a_move_into_the_default_dlq_says_so():
+    dead_letter = DeadLetterPolicy(max_claim_count=3, queue="dead-letters", default_queue=True)
+    assert policy.provenance_record(Q, "max_claims", NOW, dead_letter) == {
+        "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW,
+        "default_dead_letter_queue": True}
+    moved = policy.dead_lettered(message("m1", claim_count=3, claim_id="c-last"), Q, "max_claims", NOW,
+                                 dead_letter)
+    assert moved.dead_letter == {
+        "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW,
+        "default_dead_letter_queue": True, "claim_count": 3, "last_claim_id": "c-last"}
+
+
 FAILURE = {"at": "2023-11-14T22:12:00Z", "claim_count": 3, "error_type": "E", "error": "boom"}
 
 
@@ -382,6 +394,16 @@ def test_the_provenance_block_shows_the_record_with_iso_times_and_the_failures()
     assert policy.provenance(moved) == {
         "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW_ISO, "claim_count": 3,
         "first_posted_at": "2023-11-14T22:11:59Z", "last_claim_id": "c-last", "failures": [FAILURE]}
+
+
+def test_the_provenance_block_of_a_move_into_the_default_dlq_says_so_and_others_do_not():
+    moved = message("m1", created=NOW - 81, claim_count=3,
+                    dead_letter={"source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW,
+                                 "default_dead_letter_queue": True, "claim_count": 3, "last_claim_id": "c"})
+    assert policy.provenance(moved) == {
+        "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW_ISO, "claim_count": 3,
+        "first_posted_at": "2023-11-14T22:11:59Z", "last_claim_id": "c", "failures": [],
+        "default_dead_letter_queue": True}
 
 
 def test_the_provenance_block_of_a_message_without_a_record_is_empty_but_shaped():

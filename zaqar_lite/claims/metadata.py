@@ -21,8 +21,9 @@ MAX_POST_SIZE = "_max_messages_post_size"
 ENCRYPT_MESSAGES = "_enable_encrypt_messages"
 DEAD_LETTER_ON_EXPIRY = "_dead_letter_on_expiry"
 RETRY_POLICY = "_retry_policy"
+MAX_MESSAGE_TTL = "_max_message_ttl"
 #: reserved keys of zaqar-lite's own: shown only when set
-OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY,)
+OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL)
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def _int_rule(key: str, value: Any, low: int, high: int | None) -> None:
         raise ValidationFailed(f"{key} must be {bound}, got {value}.")
 
 
-def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
+def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | None = None) -> dict[str, Any]:
     """Check a queue's whole metadata on its own (types, ranges, keys that need another).
 
     ``_max_claim_count``, ``_dead_letter_queue`` and
@@ -84,7 +85,8 @@ def validate(metadata: Any, limits: Limits) -> dict[str, Any]:
             "stored in plaintext, so true is refused. Leave it out or set it to false.")
     if RETRY_POLICY in stored:
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
-    if stored.get(DEAD_LETTER_ON_EXPIRY) and stored.get(DEAD_LETTER_QUEUE) is None:
+    if stored.get(DEAD_LETTER_ON_EXPIRY) and stored.get(DEAD_LETTER_QUEUE) is None \
+            and not default_dead_letter_queue:
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
     return stored
 
@@ -97,6 +99,7 @@ def _check_values(stored: Mapping[str, Any], limits: Limits) -> None:
         DEFAULT_DELAY: (0, limits.max_message_delay),
         DEFAULT_TTL: (limits.min_message_ttl, limits.max_message_ttl),
         MAX_POST_SIZE: (1, limits.max_messages_post_size),
+        MAX_MESSAGE_TTL: (limits.min_message_ttl, limits.max_message_ttl),
     }
     for key, (low, high) in ranges.items():
         if key in stored:
@@ -143,12 +146,56 @@ def check_dead_letter_links(
                 "chains are not supported.")
 
 
-def dead_letter_policy(metadata: Mapping[str, Any] | None) -> DeadLetterPolicy:
-    """Return the dead-letter inputs a claim or a sweep of this queue needs."""
+def capped_ttl(ttl: int, metadata: Mapping[str, Any]) -> int:
+    """Return the ttl a message posted with ``ttl`` gets: at most the queue's ``_max_message_ttl``."""
+    cap = metadata.get(MAX_MESSAGE_TTL)
+    return ttl if cap is None else min(ttl, cap)
+
+
+def wanted_default_dead_letter_queue(queue: str, metadata: Mapping[str, Any] | None,
+                                     default: str | None) -> str | None:
+    """Return the server's default DLQ when this queue would dead-letter into it, else None.
+
+    A queue uses it when it has ``_max_claim_count`` or ``_dead_letter_on_expiry``
+    and no ``_dead_letter_queue`` of its own; the default DLQ itself never
+    dead-letters into itself. The caller uses it only while that queue exists
+    in the project (:func:`dead_letter_policy`).
+    """
+    if not default or metadata is None or queue == default:
+        return None
+    if metadata.get(DEAD_LETTER_QUEUE) is not None:
+        return None
+    if metadata.get(MAX_CLAIM_COUNT) is None and not metadata.get(DEAD_LETTER_ON_EXPIRY):
+        return None
+    return default
+
+
+def holds_expired(metadata: Mapping[str, Any] | None, policy: DeadLetterPolicy) -> bool:
+    """Return whether the sweep must leave a queue's expired messages where they are.
+
+    That is a queue that dead-letters on expiry into the default DLQ while that
+    queue does not exist: its expired messages are kept (not discarded) until
+    the default DLQ is created, and the next sweep then moves them.
+    """
+    return bool((metadata or {}).get(DEAD_LETTER_ON_EXPIRY)) and policy.queue is None
+
+
+def dead_letter_policy(metadata: Mapping[str, Any] | None,
+                       default_queue: str | None = None) -> DeadLetterPolicy:
+    """Return the dead-letter inputs a claim or a sweep of this queue needs.
+
+    Args:
+        metadata: the queue's stored metadata.
+        default_queue: the server's default DLQ, given only when the queue uses
+            it (:func:`wanted_default_dead_letter_queue`) and it exists; it
+            applies when the queue names no ``_dead_letter_queue``.
+    """
     metadata = metadata or {}
+    own = metadata.get(DEAD_LETTER_QUEUE)
     return DeadLetterPolicy(
         max_claim_count=metadata.get(MAX_CLAIM_COUNT),
-        queue=metadata.get(DEAD_LETTER_QUEUE),
+        queue=own if own is not None else default_queue,
         messages_ttl=metadata.get(DEAD_LETTER_TTL),
         on_expiry=bool(metadata.get(DEAD_LETTER_ON_EXPIRY, False)),
+        default_queue=own is None and default_queue is not None,
     )

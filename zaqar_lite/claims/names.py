@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from zaqar_lite.config import Limits
-
-QUEUE_NAME = re.compile(r"[a-zA-Z0-9_.-]+")
-#: names that path-normalising clients (URL libraries, browsers, proxies) turn into another path
-DOT_SEGMENTS = (".", "..")
+from zaqar_lite.config import Limits, valid_queue_name
 
 
 def is_queue_name(name: Any, limits: Limits) -> bool:
-    """Return whether a value is a valid queue name: ``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.``/``..``."""
-    return (isinstance(name, str) and 0 < len(name) <= limits.max_queue_name_length
-            and QUEUE_NAME.fullmatch(name) is not None and name not in DOT_SEGMENTS)
+    """Return whether a value is a valid queue name: ``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.``/``..``.
+
+    The rule is written in ``config`` (which checks the default dead-letter
+    queue's name at start-up, below this layer).
+    """
+    return valid_queue_name(name, limits.max_queue_name_length)

@@ -20,6 +20,8 @@ REASON_MAX_CLAIMS = "max_claims"
 REASON_EXPIRED = "expired"
 #: key of a provenance record: when the move gave the message its current lifetime
 TTL_SINCE = "ttl_since"
+#: key of a provenance record: the move went to the server's default dead-letter queue
+DEFAULT_DLQ = "default_dead_letter_queue"
 
 
 def visible_at(expires: float, claim_expires: float | None, delay_until: float, now: float) -> bool:
@@ -77,11 +79,14 @@ def provenance_record(source_queue: str, reason: str, now: float, policy: DeadLe
     """Return the start of a stored provenance record; the move adds ``claim_count`` and ``last_claim_id``.
 
     ``ttl_since`` (the move's time) is recorded when the move reset the expiry:
-    the message's ``ttl`` then reads the lifetime it was given in the DLQ.
+    the message's ``ttl`` then reads the lifetime it was given in the DLQ;
+    ``default_dead_letter_queue`` (true) when the DLQ is the server's default.
     """
     record: dict[str, Any] = {"source_queue": source_queue, "reason": reason, "dead_lettered_at": now}
     if resets_expiry(reason, policy):
         record[TTL_SINCE] = now
+    if policy.default_queue:
+        record[DEFAULT_DLQ] = True
     return record
 
 
@@ -255,7 +260,7 @@ def released(message: Message, failure: Mapping[str, Any] | None, now: float, hi
 def provenance(message: Message) -> dict[str, Any]:
     """Return the ``dead_letter`` block (SPEC 2.3) shown for a message inside a DLQ."""
     record = message.dead_letter or {}
-    return {
+    block: dict[str, Any] = {
         "source_queue": record.get("source_queue"),
         "reason": record.get("reason"),
         "dead_lettered_at": iso_utc(record.get("dead_lettered_at", 0.0)),
@@ -264,3 +269,6 @@ def provenance(message: Message) -> dict[str, Any]:
         "last_claim_id": record.get("last_claim_id"),
         "failures": list(message.failures),
     }
+    if record.get(DEFAULT_DLQ):
+        block[DEFAULT_DLQ] = True
+    return block
