@@ -12,6 +12,7 @@ import inspect
 import logging
 import math
 import multiprocessing
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -59,8 +60,22 @@ class OffTheHub:
         pool = self._pool
 
         def off_the_hub(*args: Any, **kwargs: Any) -> Any:
-            return pool.apply(attribute, args, kwargs)
+            # an error comes back as a value and is raised here: gevent's pool would print
+            # the traceback of every error a task raises, domain errors (4xx) included
+            failed, outcome = pool.apply(_outcome, (attribute, args, kwargs))
+            if failed:
+                raise outcome
+            return outcome
         return off_the_hub
+
+
+def _outcome(function: Callable[..., Any], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    """Call ``function``; return (False, its result) or (True, the exception it raised)."""
+    try:
+        return False, function(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - handed to the calling greenlet, which raises it
+        return True, exc
 
 
 def worker_app(settings: Settings, with_sweeper: bool = True,
