@@ -51,6 +51,14 @@ class Conflict(ZaqarLiteError):
     """The request conflicts with the resource's current state."""
 
 
+class MessageNotEditable(Conflict):
+    """An edit of a message that is no longer delayed, or is claimed (409)."""
+
+    def __init__(self, message_id: str, why: str) -> None:
+        super().__init__(f"Message {message_id} cannot be edited: {why}. Only a message that is "
+                         "still delayed, unclaimed and unexpired can be edited.")
+
+
 class ClaimRuleViolation(ZaqarLiteError):
     """A message operation broke the claim rules of SPEC 1.4."""
 

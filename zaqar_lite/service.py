@@ -182,6 +182,21 @@ class Messaging:
         self.storage.post_planned(project, queue, plan, now)
         return ids
 
+    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
+                             body_size: int) -> tuple[Message, float]:
+        """Edit a message that is still delayed (``body``, ``ttl``, ``delay``); return it as stored now.
+
+        Raises:
+            InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
+            MessageDoesNotExist, MessageNotEditable: see ``Storage.edit_delayed_message``.
+        """
+        now = self.clock()
+        size_limit = (self.storage.get_queue_metadata(project, queue) or {}).get(
+            meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
+        if body_size > size_limit:
+            raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+        return self.storage.edit_delayed_message(project, queue, message_id, changes, now), now
+
     def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
                       limit: int, echo: bool, include_claimed: bool,
                       include_delayed: bool) -> tuple[list[Message], float]:

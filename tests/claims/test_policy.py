@@ -410,3 +410,44 @@ def test_the_provenance_block_of_a_message_without_a_record_is_empty_but_shaped(
     assert policy.provenance(message("m1", created=NOW, claim_count=2)) == {
         "source_queue": None, "reason": None, "dead_lettered_at": "1970-01-01T00:00:00Z", "claim_count": 2,
         "first_posted_at": NOW_ISO, "last_claim_id": None, "failures": []}
+
+
+# -- editing a delayed message -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("fields", "editable"), [
+    ({"delay_until": NOW + 1}, True),
+    ({"delay_until": NOW}, False),  # the delay ended at this instant: the message is visible
+    ({"delay_until": 0.0}, False),
+    ({"delay_until": NOW + 60, "expires": NOW}, False),
+    ({"delay_until": NOW + 60, "claim_id": "c1", "claim_expires": NOW + 1}, False),
+    ({"delay_until": NOW + 60, "claim_id": "c1", "claim_expires": NOW}, True),  # its claim lapsed
+])
+def test_only_a_delayed_unclaimed_unexpired_message_is_editable(fields, editable):
+    assert policy.is_editable(message(**fields), NOW) is editable
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"delay_until": NOW}, f"its delay ended at {NOW_ISO}"),
+    ({"delay_until": 0.0}, "it was never delayed"),
+    ({"delay_until": NOW + 60, "claim_id": "c1", "claim_expires": NOW + 60}, "it is claimed"),
+])
+def test_an_edit_refused_names_why(fields, reason):
+    with pytest.raises(errors.MessageNotEditable) as refused:
+        policy.check_editable(message(**fields), NOW)
+    assert str(refused.value) == (f"Message m1 cannot be edited: {reason}. Only a message that is still "
+                                  "delayed, unclaimed and unexpired can be edited.")
+
+
+def test_an_edit_replaces_the_body_and_counts_ttl_and_delay_from_now():
+    before = message(delay_until=NOW + 60, marker=7)
+    after = policy.edited(before, {"body": None, "ttl": 600, "delay": 30}, NOW)
+    assert (after.body, after.expires, after.delay_until, after.ttl()) == (None, NOW + 600, NOW + 30, 900)
+    assert (after.id, after.marker, after.created) == ("m1", 7, NOW - 300)
+
+
+def test_an_edit_keeps_what_it_does_not_name_and_a_zero_delay_frees_the_message():
+    before = message(delay_until=NOW + 60)
+    assert policy.edited(before, {"ttl": 60}, NOW) == dataclasses.replace(before, expires=NOW + 60)
+    freed = policy.edited(before, {"delay": 0}, NOW)
+    assert (freed.body, freed.expires, freed.delay_until) == ({"n": 1}, NOW + 3300, 0.0)
+    assert policy.is_visible(freed, NOW)

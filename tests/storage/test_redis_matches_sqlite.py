@@ -1,6 +1,6 @@
 """The Redis scripts against the reference driver: random operation sequences, same outcomes.
 
-Each seed drives the same operations (posts with ttl/delay/eligibility, claims,
+Each seed drives the same operations (posts with ttl/delay/eligibility, claims, edits of delayed messages,
 releases with reasons, renewals, deletes, pops, purges, sweeps, redrives, clock jumps) on
 a SQLite and a Redis store in lockstep, and compares every result and error and
 a full view of both queues after each step. Markers are left out: SQLite's are
@@ -155,6 +155,16 @@ class Walk:
     def get_claim(self) -> None:
         self.twins.both("get_claim", P, *self.known_claim, pick=lambda r: r[:2])
 
+    def edit(self) -> None:
+        rnd = self.rnd
+        keys = rnd.sample(["body", "ttl", "delay"], rnd.randint(1, 3))
+        values = {"body": {"edited": len(self.ids)}, "ttl": rnd.choice([60, 600]),
+                  "delay": rnd.choice([0, 30])}
+        # the latest posts are the likeliest to be still delayed
+        message_id = rnd.choice(self.ids[-3:]) if self.ids else self.message_id
+        self.twins.both("edit_delayed_message", P, self.queue, message_id,
+                        {k: values[k] for k in keys}, 10, pick=lambda r: r[0])
+
     def purge(self) -> None:
         self.twins.both("purge", P, self.queue, ["messages"])
 
@@ -171,7 +181,7 @@ class Walk:
 
 #: (upper bound of the draw, operation): a step runs the first whose bound its draw is under
 OPERATIONS: list[tuple[float, Callable[[Walk], None]]] = [
-    (0.22, Walk.post), (0.42, Walk.claim), (0.5, Walk.advance), (0.55, Walk.sweep),
+    (0.22, Walk.post), (0.35, Walk.claim), (0.42, Walk.edit), (0.5, Walk.advance), (0.55, Walk.sweep),
     (0.62, Walk.delete_message), (0.66, Walk.delete_messages), (0.7, Walk.pop),
     (0.76, Walk.release_claim), (0.83, Walk.release_message), (0.88, Walk.renew_claim),
     (0.93, Walk.get_claim), (0.95, Walk.purge), (0.96, Walk.delete_queue), (1.0, Walk.redrive),

@@ -166,6 +166,21 @@ def _message_post_schema(limits: Limits) -> Schema:
 
 
 @functools.cache
+def _message_edit_schema(limits: Limits) -> Schema:
+    """A message PATCH body: any of a post's ``body``, ``ttl`` and ``delay``, nothing else."""
+    return Schema({
+        "type": "object",
+        "minProperties": 1,
+        "properties": {
+            "body": {},
+            "ttl": {"type": "integer", "minimum": limits.min_message_ttl, "maximum": limits.max_message_ttl},
+            "delay": {"type": "integer", "minimum": 0, "maximum": limits.max_message_delay},
+        },
+        "additionalProperties": False,
+    })
+
+
+@functools.cache
 def _claim_schema(limits: Limits) -> Schema:
     """A claim create or renew body."""
     return Schema({
@@ -265,6 +280,17 @@ def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
         }
         for item in document["messages"]
     ]
+
+
+def message_edit(document: Any, limits: Limits) -> dict[str, Any]:
+    """Check a message PATCH body and return the changes: any of ``body``, ``ttl`` and ``delay``.
+
+    ``ttl`` and ``delay`` follow a post's rules and count from the edit.
+    """
+    if document is None:
+        raise InvalidBody("The request body must hold any of body, ttl and delay: {\"delay\": 0}.")
+    _message_edit_schema(limits).check(document)
+    return {key: int(value) if key in ("ttl", "delay") else value for key, value in document.items()}
 
 
 def claim_options(document: Any, limits: Limits) -> tuple[int, int]:

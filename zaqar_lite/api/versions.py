@@ -39,7 +39,8 @@ HOME = {
             "/v2/queues/{queue_name}/messages{?marker,limit,echo,include_claimed,include_delayed,ids,pop}",
             ["GET", "POST", "DELETE"], queue_name=QUEUE),
         "rel/message": _resource("/v2/queues/{queue_name}/messages/{message_id}{?claim_id}",
-                                 ["GET", "DELETE"], queue_name=QUEUE, message_id="param/message_id"),
+                                 ["GET", "PATCH", "DELETE"], queue_name=QUEUE,
+                                 message_id="param/message_id"),
         "rel/message_release": _resource(
             "/v2/queues/{queue_name}/messages/{message_id}/release{?claim_id}", ["POST"],
             queue_name=QUEUE, message_id="param/message_id"),

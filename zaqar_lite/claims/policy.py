@@ -201,6 +201,63 @@ def still_movable(current: Message, read: Message, now: float) -> bool:
             == (read.claim_id, read.claim_expires, read.claim_count, read.expires))
 
 
+#: the fields an edit of a delayed message may change (``edit_delayed_message``)
+EDITABLE_FIELDS = ("body", "ttl", "delay")
+
+
+def editable_at(expires: float, claim_expires: float | None, delay_until: float, now: float) -> bool:
+    """Return whether a message with these stored times may be edited at ``now``.
+
+    The edit rule itself: still delayed (``delay_until > now``), not held by a
+    live claim, unexpired. Once its delay matures (or a claim takes it) the
+    message belongs to consumers and is no longer edited.
+    """
+    return expires > now and (claim_expires or 0.0) <= now and delay_until > now
+
+
+def is_editable(message: Message, now: float) -> bool:
+    """Return whether a message may be edited at ``now`` (:func:`editable_at`)."""
+    return editable_at(message.expires, message.claim_expires, message.delay_until, now)
+
+
+def check_editable(message: Message, now: float) -> None:
+    """Raise :class:`~zaqar_lite.errors.MessageNotEditable` unless :func:`is_editable` holds.
+
+    An expired message is not found at all; the caller reports that as absent.
+    """
+    if is_editable(message, now):
+        return
+    if message.is_claimed(now):
+        raise errors.MessageNotEditable(message.id, "it is claimed")
+    raise errors.MessageNotEditable(message.id, f"its delay ended at {iso_utc(message.delay_until)}"
+                                    if message.delay_until else "it was never delayed")
+
+
+def edit_times(expires: float, delay_until: float, changes: Mapping[str, Any],
+               now: float) -> tuple[float, float]:
+    """Return the ``expires`` and ``delay_until`` an edit gives a message stored with these.
+
+    A new ``ttl`` counts from ``now`` (the message then lives ``ttl`` more
+    seconds), as does a new ``delay``; a ``delay`` of 0 makes it visible at once.
+    """
+    if "ttl" in changes:
+        expires = now + int(changes["ttl"])
+    if "delay" in changes:
+        delay = int(changes["delay"])
+        delay_until = now + delay if delay else 0.0
+    return expires, delay_until
+
+
+def edited(message: Message, changes: Mapping[str, Any], now: float) -> Message:
+    """Return a delayed message as an edit (``body``, ``ttl``, ``delay``, any of them) leaves it.
+
+    Everything else (id, marker, creation, claim state, failures) is kept.
+    """
+    expires, delay_until = edit_times(message.expires, message.delay_until, changes, now)
+    return dataclasses.replace(message, body=changes.get("body", message.body), expires=expires,
+                               delay_until=delay_until)
+
+
 def check_claim_rules(message: Message, claim_id: str | None, claim_is_live: bool, now: float) -> None:
     """Enforce SPEC 1.4's rules for changing a message, given an optional claim id.
 

@@ -133,6 +133,26 @@ class Storage(QueueStore, RecordStore):
         """
 
     @abc.abstractmethod
+    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
+                             now: float) -> Message:
+        """Change a delayed message's ``body``, ``ttl`` or ``delay`` (``changes`` holds any of them).
+
+        Atomic, under :func:`zaqar_lite.claims.policy.check_editable` (still
+        delayed, unclaimed, unexpired at ``now``): the check and the write of
+        :func:`zaqar_lite.claims.policy.edited` happen in one step, so an edit
+        racing the delay's end, a claim or another edit either lands on the
+        state it was checked on or is refused; it never overwrites a change it
+        did not see (Swift: see its module).
+
+        Returns:
+            The message as stored after the edit.
+
+        Raises:
+            MessageDoesNotExist: absent or expired.
+            MessageNotEditable: no longer delayed, or claimed (409).
+        """
+
+    @abc.abstractmethod
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         """Delete and return up to ``limit`` visible messages, FIFO, atomically."""
 
@@ -320,6 +340,10 @@ class PlannedStorage(Storage):
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
         """Store a released message's claim end and failures if it is still as read; return whether it was."""
 
+    @abc.abstractmethod
+    def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
+        """Store an edited message's body, expiry and delay if it is still as read; return whether it was."""
+
     def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
         """Read sweep candidates, keep those ``policy.is_swept`` holds for, apply ``policy.plan_sweep``."""
         moved = discarded = 0
@@ -376,6 +400,21 @@ class PlannedStorage(Storage):
                                         policy.released(found, failure, now, history_limit)):
                     return
         raise errors.StorageUnavailable(f"message {message_id} kept changing while being released")
+
+
+    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
+                             now: float) -> Message:
+        """Read the message, apply ``policy.check_editable`` and ``policy.edited``, write it if unchanged."""
+        for _ in range(CHANGE_ATTEMPTS):
+            with self._atomic():
+                found, _ = self._message_and_claim(project, queue, message_id, None, now)
+                if found is None:
+                    raise errors.MessageDoesNotExist(message_id, queue)
+                policy.check_editable(found, now)
+                result = policy.edited(found, changes, now)
+                if self._write_edited(project, queue, found, result):
+                    return result
+        raise errors.StorageUnavailable(f"message {message_id} kept changing while being edited")
 
 
 class PlannedClaimStorage(PlannedStorage):

@@ -391,3 +391,12 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         return bool(self._messages.update_one(unchanged(project, queue, read), {"$set": {
             "claim_expires": released.claim_expires, "failures": released.failures}},
             hint=BY_ID).matched_count)
+
+    @translated
+    def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
+        # guarded by the whole state read: claim, expiry, delay and body (another edit changes one)
+        guard = {**unchanged(project, queue, read), "delay_until": read.delay_until,
+                 "body": json.dumps(read.body)}
+        return bool(self._messages.update_one(guard, {"$set": {
+            "body": json.dumps(edited.body), "expires": edited.expires, "purge_at": purge_at(edited.expires),
+            "delay_until": edited.delay_until}}, hint=BY_ID).matched_count)

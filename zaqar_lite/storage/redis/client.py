@@ -25,7 +25,7 @@ from redis.retry import Retry
 from zaqar_lite import errors
 
 SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
-           "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record")
+           "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record", "edit")
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 # unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)

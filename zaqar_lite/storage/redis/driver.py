@@ -294,6 +294,20 @@ class RedisStorage(RedisRecords, Storage):
         if kept:
             raise errors.MessageIsClaimedBy(kept, ",".join(claim_ids or ()))
 
+    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
+                             now: float) -> Message:
+        expires, delay_until = policy.edit_times(0.0, 0.0, changes, now)
+        reply = self._run("edit", project, queue, [
+            stamp(now), queue, message_id, "1" if "body" in changes else "0", json.dumps(changes.get("body")),
+            stamp(expires) if "ttl" in changes else "", stamp(delay_until) if "delay" in changes else ""])
+        if reply[0] == "no_message":
+            raise errors.MessageDoesNotExist(message_id, queue)
+        message = from_reply(reply[1:])
+        if reply[0] == "refused":
+            policy.check_editable(message, now)  # names the reason edit.lua refused for
+            raise errors.MessageNotEditable(message_id, "it changed while being edited")
+        return message
+
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         return [from_reply(r) for r in self._run("pop", project, queue, [stamp(now), str(limit)])]
 

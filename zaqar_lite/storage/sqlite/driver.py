@@ -333,3 +333,9 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         self._connection().execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
             released.claim_expires, json.dumps(released.failures) or None, released.id))
         return True
+
+    def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
+        # the loop's transaction (_atomic) holds the row as read
+        self._connection().execute("UPDATE messages SET body=?, expires=?, delay_until=? WHERE id=?", (
+            json.dumps(edited.body), edited.expires, edited.delay_until, edited.id))
+        return True

@@ -42,6 +42,19 @@ be claimed there); the next redrive of it finds the copy (412) and deletes
 it from the DLQ. A claim of the dead letter landing between that check and
 the delete loses its message to the redrive, as a delete racing a claim.
 
+Edits of a delayed message (``edit_delayed_message``, the loop of
+:class:`~zaqar_lite.storage.base.PlannedStorage`) take the settle protocol
+too: read the object and its ETag, check it is still as the loop read it,
+PUT the edited state with ``If-Match``, wait ``settle``, read back. The edit
+stands only if the read-back shows exactly what it wrote; otherwise a claim
+or another edit landed after it, and the loop reads again (and answers 409
+if the message is now claimed or visible). So an edit never lands unnoticed
+over a claim that read-back saw as won: the later write wins in both
+read-backs. Limits, as for claims: an edit whose read-to-PUT takes longer
+than ``settle`` (logged as a warning) may overwrite a change landing in
+between, and a delete racing an edit may be undone by the edit's PUT (Swift
+has no conditional write).
+
 Expiry: ``X-Delete-At`` at least an hour after the body's expiry, on the
 hour (the sweep may dead-letter first); with no object-expirer running,
 expired objects stay listed, so the body's ``expires`` always decides.
@@ -372,6 +385,32 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
 
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
         self._store(self._container(project), layout.message_object(queue, read.marker, read.id), released)
+        return True
+
+    def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
+        """Write an edit by the settle protocol (the module's "Edits"): PUT, settle, read back."""
+        container = self._container(project)
+        name = layout.message_object(queue, read.marker, read.id)
+        self.objects.connection()  # authenticating is not part of the timed read-to-PUT
+        started = time.monotonic()
+        got = self._load(container, name)
+        if got is None or got[0] != read:
+            return False
+        try:
+            self._store(container, name, edited, {"If-Match": got[1]})
+        except ClientException as exc:
+            if exc.http_status == 412:
+                return False
+            raise
+        written = time.monotonic()
+        self.objects.settle(written)
+        back = self._load(container, name)
+        if back is None or back[0] != edited:
+            return False  # a claim or another edit landed after it: the loop reads again
+        if written - started > self.options.settle:
+            LOG.warning("edit of %s: its read and write took %.2f s, more than settle (%.2f s); "
+                        "a change landing meanwhile may have been overwritten", name,
+                        written - started, self.options.settle)
         return True
 
     def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],

@@ -1,0 +1,78 @@
+"""Editing a delayed message: ``PATCH /v2/queues/{queue}/messages/{message_id}`` (our extension)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.helpers import assert_error, claim, post
+
+
+def test_patch_of_a_delayed_message_answers_it_as_get_shows_it(client, clock):
+    held, = post(client, "q", {"v": 1}, delay=120, ttl=300)
+    clock.advance(20)
+    result = client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"body": {"v": 2}, "ttl": 600})
+    assert result.status_code == 200, result.text
+    shown = client.simulate_get(f"/v2/queues/q/messages/{held}").json
+    assert result.json == shown
+    assert (shown["body"], shown["ttl"], shown["age"], shown["id"]) == ({"v": 2}, 620, 20, held)
+    assert client.simulate_post("/v2/queues/q/claims").status_code == 204
+    clock.advance(100)
+    assert [m["id"] for m in claim(client, "q")[1]] == [held]
+
+
+def test_patch_with_delay_zero_makes_the_message_visible_now(client):
+    held, = post(client, "q", "x", delay=600)
+    result = client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"delay": 0})
+    assert result.status_code == 200, result.text
+    assert [m["id"] for m in claim(client, "q")[1]] == [held]
+
+
+def test_patch_after_the_delay_matured_is_409_and_changes_nothing(client, clock):
+    held, = post(client, "q", "original", delay=30)
+    clock.advance(30)
+    result = client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"body": "changed"})
+    body = assert_error(result, 409, "Resource conflict")
+    assert body["description"].startswith(f"Message {held} cannot be edited: its delay ended at ")
+    assert client.simulate_get(f"/v2/queues/q/messages/{held}").json["body"] == "original"
+
+
+def test_patch_of_a_claimed_message_is_409(client, clock):
+    held, = post(client, "q", "original", delay=30)
+    clock.advance(30)
+    claim(client, "q")
+    result = client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"delay": 60})
+    body = assert_error(result, 409, "Resource conflict")
+    assert body["description"] == (f"Message {held} cannot be edited: it is claimed. Only a message that "
+                                   "is still delayed, unclaimed and unexpired can be edited.")
+
+
+def test_patch_of_an_absent_message_is_404(client):
+    post(client, "q", "x", delay=30)
+    assert_error(client.simulate_patch("/v2/queues/q/messages/no-such-id", json={"body": 1}), 404)
+
+
+@pytest.mark.parametrize(("document", "named"), [
+    ({}, "body: {} should be non-empty"),
+    ({"priority": 1}, "Additional properties are not allowed ('priority' was unexpected)"),
+    ({"ttl": 59}, "ttl: 59 is less than the minimum of 60"),
+    ({"delay": 901}, "delay: 901 is greater than the maximum of 900"),
+    ({"delay": "10"}, "delay: '10' is not of type 'integer'"),
+    ([{"op": "replace"}], "body: [{'op': 'replace'}] is not of type 'object'"),
+])
+def test_patch_bodies_out_of_the_rules_are_400_naming_the_key(client, document, named):
+    held, = post(client, "q", "x", delay=30)
+    body = assert_error(client.simulate_patch(f"/v2/queues/q/messages/{held}", json=document), 400)
+    assert named in body["description"]
+
+
+def test_patch_without_a_body_is_400(client):
+    held, = post(client, "q", "x", delay=30)
+    body = assert_error(client.simulate_patch(f"/v2/queues/q/messages/{held}"), 400)
+    assert "any of body, ttl and delay" in body["description"]
+
+
+def test_patch_larger_than_the_queue_post_size_is_400(client):
+    client.simulate_put("/v2/queues/q", json={"_max_messages_post_size": 64})
+    held, = post(client, "q", "x", delay=30)
+    body = assert_error(client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"body": "y" * 100}), 400)
+    assert "may not exceed 64 bytes" in body["description"]
