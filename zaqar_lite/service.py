@@ -186,15 +186,19 @@ class Messaging:
                              body_size: int) -> tuple[Message, float]:
         """Edit a message that is still delayed (``body``, ``ttl``, ``delay``); return it as stored now.
 
+        A ttl above the queue's ``_max_message_ttl`` is lowered to it, as a post's.
+
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
             MessageDoesNotExist, MessageNotEditable: see ``Storage.edit_delayed_message``.
         """
         now = self.clock()
-        size_limit = (self.storage.get_queue_metadata(project, queue) or {}).get(
-            meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
+        stored = self.storage.get_queue_metadata(project, queue) or {}
+        size_limit = stored.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
         if body_size > size_limit:
             raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+        if "ttl" in changes:  # capped as a post's ttl is
+            changes = {**changes, "ttl": meta.capped_ttl(changes["ttl"], stored)}
         return self.storage.edit_delayed_message(project, queue, message_id, changes, now), now
 
     def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,

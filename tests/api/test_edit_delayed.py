@@ -76,3 +76,13 @@ def test_patch_larger_than_the_queue_post_size_is_400(client):
     held, = post(client, "q", "x", delay=30)
     body = assert_error(client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"body": "y" * 100}), 400)
     assert "may not exceed 64 bytes" in body["description"]
+
+
+def test_patch_ttl_is_capped_by_the_queue_max_message_ttl_as_a_post_is(client, clock):
+    assert client.simulate_put("/v2/queues/q", json={"_max_message_ttl": 300}).status_code == 201
+    held, = post(client, "q", "x", delay=120, ttl=200)
+    clock.advance(20)
+    result = client.simulate_patch(f"/v2/queues/q/messages/{held}", json={"ttl": 900})
+    assert result.status_code == 200, result.text
+    # ttl counts from the edit, capped at 300: age 20 + 300
+    assert result.json["ttl"] == 320
