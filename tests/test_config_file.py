@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from zaqar_lite.config import Limits, Settings, SmtpSettings, load_settings
+from zaqar_lite.models import QueueTemplate
 
 CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
 
@@ -53,7 +54,7 @@ def parsed() -> configparser.ConfigParser:
 
 
 def test_every_settings_field_is_known_to_this_test():
-    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp"}
+    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp", "queue_templates"}
     assert {f.name for f in dataclasses.fields(Settings)} == known
 
 
@@ -186,3 +187,31 @@ def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_u
     rule = r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "
     with pytest.raises(ValueError, match=start + rule):
         load_settings(conf)
+
+
+def test_queue_template_sections_are_read(tmp_path):
+    conf = tmp_path / "templates.conf"
+    conf.write_text("[queue_template:orders]\npattern = orders-*\n"
+                    'metadata = {"_dead_letter_queue": "orders-dlq", "_max_claim_count": 5}\n')
+    assert load_settings(conf).queue_templates == (QueueTemplate(
+        name="orders", pattern="orders-*",
+        metadata={"_dead_letter_queue": "orders-dlq", "_max_claim_count": 5}, source="config"),)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("pattern = a*\n", r"\[queue_template:t\] needs exactly the keys pattern and metadata, got pattern"),
+    ("pattern = a*\nmetadata = {}\ncolor = red\n",
+     r"\[queue_template:t\] needs exactly the keys pattern and metadata, got color, metadata, pattern"),
+    ("pattern = a*\nmetadata = [1]\n", r"\[queue_template:t\] metadata must be a JSON object"),
+    ("pattern = a*\nmetadata = {oops\n", r"\[queue_template:t\] metadata must be a JSON object"),
+])
+def test_a_malformed_queue_template_section_is_refused_naming_it(tmp_path, body, message):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"[queue_template:t]\n{body}")
+    with pytest.raises(ValueError, match=message):
+        load_settings(conf)
+
+
+def test_the_shipped_file_shows_a_queue_template_example():
+    assert re.search(r"^# \[queue_template:\w+\]\n# pattern = .+\n# metadata = \{", CONF.read_text(),
+                     re.MULTILINE)

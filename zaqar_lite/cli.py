@@ -14,8 +14,12 @@ LOG = logging.getLogger("zaqar_lite")
 
 
 def _settings(config: str | None, **overrides: Any) -> Settings:
+    from zaqar_lite.claims.templates import configured
+
     try:
-        return load_settings(config, **overrides)
+        settings = load_settings(config, **overrides)
+        configured(settings)
+        return settings
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import email.utils
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from zaqar_lite.models import QueueTemplate
 
 CONFIG_ENV = "ZAQAR_LITE_CONFIG"
 #: queues whose key names and metadata a storage driver may remember, per worker process
@@ -206,6 +209,9 @@ class Settings:
     #: the project's queue of this name is the dead-letter queue of queues that count claims or
     #: dead-letter on expiry without a ``_dead_letter_queue`` of their own ("": none, as Zaqar)
     default_dead_letter_queue: str = ""
+    #: queue templates of ``[queue_template:NAME]`` sections (their metadata is checked by
+    #: ``claims.templates`` when the server starts)
+    queue_templates: tuple[QueueTemplate, ...] = ()
     auth_strategy: str = "noauth"
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
@@ -355,6 +361,32 @@ def _queue_values(get: Callable[[str, str], str | None], limits: Limits) -> dict
     return {"default_dead_letter_queue": name}
 
 
+#: the section prefix of a queue template in the configuration file
+TEMPLATE_SECTION = "queue_template:"
+
+
+def _queue_templates(parser: configparser.ConfigParser) -> dict[str, Any]:
+    """Read each ``[queue_template:NAME]`` section: a ``pattern`` and a JSON ``metadata`` object."""
+    templates = []
+    for section in parser.sections():
+        if not section.startswith(TEMPLATE_SECTION):
+            continue
+        name = section[len(TEMPLATE_SECTION):].strip()
+        keys = set(parser.options(section))
+        if keys != {"pattern", "metadata"}:
+            raise ValueError(f"[{section}] needs exactly the keys pattern and metadata, "
+                             f"got {', '.join(sorted(keys)) or 'none'}")
+        try:
+            metadata = json.loads(parser.get(section, "metadata"))
+        except ValueError:
+            raise ValueError(f"[{section}] metadata must be a JSON object") from None
+        if not isinstance(metadata, dict):
+            raise ValueError(f"[{section}] metadata must be a JSON object")
+        templates.append(QueueTemplate(name=name, pattern=parser.get(section, "pattern").strip(),
+                                       metadata=metadata, source="config"))
+    return {"queue_templates": tuple(templates)} if templates else {}
+
+
 def _limits(get: Callable[[str, str], str | None]) -> Limits:
     """Read ``[limits]``."""
     limit_values = {}
@@ -404,6 +436,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_auth_values(get, parser))
     values["limits"] = _limits(get)
     values.update(_queue_values(get, values["limits"]))
+    values.update(_queue_templates(parser))
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})

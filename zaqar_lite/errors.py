@@ -47,6 +47,13 @@ class SubscriptionDoesNotExist(NotFound):
     """No such subscription."""
 
 
+class TemplateDoesNotExist(NotFound):
+    """No queue template of this name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Queue template {name} does not exist.")
+
+
 class Conflict(ZaqarLiteError):
     """The request conflicts with the resource's current state."""
 

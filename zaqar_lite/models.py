@@ -198,3 +198,18 @@ class RedriveResult:
     matched: int
     redriven: int
     sample: list[tuple[Message, str]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueTemplate:
+    """A queue template: new queues whose name ``pattern`` matches start with its ``metadata``.
+
+    ``source`` says where an operator defined it: ``"config"`` (a
+    ``[queue_template:NAME]`` section, read-only through the API) or ``"api"``
+    (``/v2/queue_templates``, kept in the store).
+    """
+
+    name: str
+    pattern: str
+    metadata: dict[str, Any]
+    source: str = "api"

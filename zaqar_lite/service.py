@@ -16,6 +16,7 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import redrive as redrive_policy
+from zaqar_lite.claims import templates as template_rules
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import (
@@ -24,12 +25,14 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
+    QueueTemplate,
     RedriveRequest,
     RedriveResult,
     SweepResult,
 )
 from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.templates import QueueTemplates
 
 LOG = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ class Messaging:
         self.clock = clock
         self.ids = ids
         self.sleep = sleep
+        self.templates = QueueTemplates(storage, settings)
 
     # -- queues ---------------------------------------------------------------
 
@@ -80,9 +84,42 @@ class Messaging:
             marker = page[-1][0]
 
     def create_queue(self, project: str, queue: str, metadata: Any) -> bool:
-        """Create a queue; an existing queue keeps its metadata. Returns whether it was created."""
-        stored = self._validated_metadata(project, queue, metadata if metadata is not None else {})
+        """Create a queue; an existing queue keeps its metadata. Returns whether it was created.
+
+        A new queue whose name a queue template matches starts with the
+        template's metadata under the request's (:mod:`zaqar_lite.claims.templates`).
+        """
+        requested = metadata if metadata is not None else {}
+        if isinstance(requested, dict):
+            template_rules.refuse_template_key(requested)
+        template = self.templates.for_queue(queue)
+        if template is None or not isinstance(requested, dict) \
+                or self.storage.get_queue_metadata(project, queue) is not None:
+            stored = self._validated_metadata(project, queue, requested)
+        else:
+            try:
+                stored = self._validated_metadata(project, queue, template_rules.merged(template, requested))
+            except errors.ValidationFailed as exc:
+                raise errors.ValidationFailed(
+                    f"Queue template {template.name} (pattern {template.pattern}) applies to queue "
+                    f"{queue}: {exc}") from None
         return self.storage.create_queue(project, queue, stored, self.clock())
+
+    def list_templates(self) -> list[QueueTemplate]:
+        """Return every queue template by name, those of the configuration file included."""
+        return self.templates.all()
+
+    def get_template(self, name: str) -> QueueTemplate:
+        """Return one queue template (raises TemplateDoesNotExist)."""
+        return self.templates.get(name)
+
+    def put_template(self, name: str, pattern: Any, metadata: Any) -> bool:
+        """Define or replace a queue template; return whether it was new."""
+        return self.templates.put(name, pattern, metadata)
+
+    def delete_template(self, name: str) -> None:
+        """Remove a queue template; queues created from it keep their metadata."""
+        self.templates.delete(name)
 
     def queue_metadata(self, project: str, queue: str) -> dict[str, Any]:
         """Return a queue's metadata with reserved defaults (also for a missing queue, as Zaqar)."""
@@ -99,6 +136,7 @@ class Messaging:
         current = self.storage.get_queue_metadata(project, queue)
         if current is None:
             raise errors.QueueDoesNotExist(queue, project)
+        template_rules.refuse_template_key(key for _, key, _ in operations)
         reserved = meta.reserved_keys(self.limits)
         updated = dict(current)
         for op, key, value in operations:

@@ -7,7 +7,7 @@ from typing import TypeAlias
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, versions
+from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, templates, versions
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext
 from zaqar_lite.clock import Clock, wall_clock
@@ -51,6 +51,8 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging, subs)),
         (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging, subs)),
         ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
+        (templates.COLLECTION, templates.TemplateCollection(messaging)),
+        (templates.COLLECTION + "/{name}", templates.TemplateItem(messaging)),
     ]
 
 

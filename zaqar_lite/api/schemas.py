@@ -329,6 +329,23 @@ def patch_operations(document: Any) -> list[tuple[str, str, Any]]:
     return operations
 
 
+@functools.cache
+def _template_schema() -> Schema:
+    """A queue template PUT body: its name pattern and its reserved metadata."""
+    return Schema({
+        "type": "object",
+        "required": ["pattern", "metadata"],
+        "properties": {"pattern": {"type": "string"}, "metadata": {"type": "object"}},
+        "additionalProperties": False,
+    })
+
+
+def queue_template(document: Any) -> tuple[str, dict[str, Any]]:
+    """Check a queue template body and return its pattern and metadata (checked by the service)."""
+    _template_schema().check(document)
+    return document["pattern"], document["metadata"]
+
+
 def purge_resource_types(document: Any) -> list[str]:
     """Check a purge body and return the resource types to purge."""
     if document is None:
