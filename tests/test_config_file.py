@@ -32,6 +32,7 @@ SETTINGS_KEYS = {
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
+    "console_enabled": ("console", "enabled"),
 }
 
 
@@ -185,4 +186,19 @@ def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_u
     start = r"^\[queues\] default_dead_letter_queue must be a valid queue name "
     rule = r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "
     with pytest.raises(ValueError, match=start + rule):
+        load_settings(conf)
+
+
+def test_the_console_is_enabled_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[console]\nenabled = true\n")
+    assert load_settings(conf).console_enabled is True
+    monkeypatch.setenv("ZAQAR_LITE_CONSOLE_ENABLED", "false")
+    assert load_settings(conf).console_enabled is False
+
+
+def test_a_console_switch_that_is_not_true_or_false_is_refused(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[console]\nenabled = yes\n")
+    with pytest.raises(ValueError, match=r"^\[console\] enabled must be true or false, got 'yes'$"):
         load_settings(conf)

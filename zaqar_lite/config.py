@@ -207,6 +207,8 @@ class Settings:
     #: dead-letter on expiry without a ``_dead_letter_queue`` of their own ("": none, as Zaqar)
     default_dead_letter_queue: str = ""
     auth_strategy: str = "noauth"
+    #: serve the operators' web console at /console (off by default)
+    console_enabled: bool = False
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
@@ -355,6 +357,12 @@ def _queue_values(get: Callable[[str, str], str | None], limits: Limits) -> dict
     return {"default_dead_letter_queue": name}
 
 
+def _console_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[console]``."""
+    raw = get("console", "enabled")
+    return {} if raw is None else {"console_enabled": _boolean(raw.strip(), "[console] enabled")}
+
+
 def _limits(get: Callable[[str, str], str | None]) -> Limits:
     """Read ``[limits]``."""
     limit_values = {}
@@ -402,6 +410,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_server_values(get))
     values.update(_transport_values(get))
     values.update(_auth_values(get, parser))
+    values.update(_console_values(get))
     values["limits"] = _limits(get)
     values.update(_queue_values(get, values["limits"]))
     values["notifier"] = _notifier_settings(get)
