@@ -230,6 +230,7 @@ def test_every_console_answer_forbids_scripts_framing_and_caching(console, path)
     assert response.headers["x-frame-options"] == "DENY"
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["cache-control"] == "no-store"
+    assert response.headers["referrer-policy"] == "same-origin"
 
 
 # -- escaping ------------------------------------------------------------------------------------
@@ -324,7 +325,8 @@ def test_a_redrive_form_must_be_form_encoded(console):
 # -- forged forms ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("forgery", ["no cookie", "other cookie", "no field", "origin", "fetch site"])
+@pytest.mark.parametrize("forgery", ["no cookie", "other cookie", "no field", "origin", "null origin",
+                                     "fetch site"])
 def test_a_forged_redrive_form_is_refused_and_moves_nothing(console, api, forgery):
     two_signatures(api)
     token = csrf_of(console, DLQ_PAGE)
@@ -341,6 +343,8 @@ def test_a_forged_redrive_form_is_refused_and_moves_nothing(console, api, forger
         body = urllib.parse.urlencode(fields)
     elif forgery == "origin":
         kwargs["headers"] = {"Origin": "http://evil.example"}
+    elif forgery == "null origin":
+        kwargs["headers"] = {"Origin": "null"}
     else:
         kwargs["headers"] = {"Sec-Fetch-Site": "cross-site"}
     response = console.simulate_post(DLQ_PAGE + "/redrive", body=body, content_type=FORM, **kwargs)

@@ -17,13 +17,14 @@ from zaqar_lite.api.console import pages
 from zaqar_lite.api.middleware import is_console
 from zaqar_lite.service import Messaging
 
-#: what every console answer carries: no scripts, no framing, nothing cached, no referrer
+#: what every console answer carries: no scripts, no framing, nothing cached, no referrer to other sites
 SECURITY_HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; style-src 'self'; form-action 'self'; "
                                 "frame-ancestors 'none'; base-uri 'none'"),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser posts forms with "Origin: null"
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
