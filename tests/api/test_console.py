@@ -119,7 +119,14 @@ def test_a_chosen_project_is_checked_as_the_api_checks_x_project_id(console):
     response = console.simulate_get("/console", params={"project": "a,b"})
     assert response.status_code == 400
     assert "text/html" in response.headers["content-type"]
-    assert "Send one X-Project-ID header, without commas." in response.text
+    assert ("The project is not a valid project id, which follows the rules of the X-Project-ID header: "
+            "Send one X-Project-ID header, without commas.") in response.text
+
+
+def test_a_project_in_a_console_url_is_checked_as_the_api_checks_x_project_id(console):
+    response = console.simulate_get("/console/projects/a,b/queues")
+    assert response.status_code == 400
+    assert "which follows the rules of the X-Project-ID header: Send one" in response.text
 
 
 def test_the_queue_list_shows_depth_oldest_age_and_dead_letter_queue(console, api, clock):

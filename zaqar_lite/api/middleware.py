@@ -53,6 +53,19 @@ def credentials(settings: Settings, token: str | None, project: str | None) -> t
     return inputs.project_id(project, settings.limits), "admin"
 
 
+def console_project(project: str, limits: Limits) -> str:
+    """Check a project named in a console URL or its chooser, by the rules of ``X-Project-ID``.
+
+    Raises:
+        ValidationFailed: the project breaks one of them (the message says which).
+    """
+    try:
+        return inputs.project_id(project, limits)
+    except errors.ValidationFailed as exc:
+        raise errors.ValidationFailed(f"The project is not a valid project id, which follows the rules "
+                                      f"of the X-Project-ID header: {exc}") from None
+
+
 class RequestContext:
     """Sets ``req.context.project``, ``client_id`` and ``role`` or rejects the request.
 
@@ -94,6 +107,8 @@ class RequestContext:
         project = params.get("project")
         if project is None:
             return
+        if self.settings.auth_strategy != "token":
+            project = console_project(project, self.settings.limits)
         token = req.get_header("X-Auth-Token") or console_token(req)
         req.context.project, req.context.role = credentials(self.settings, token, project)
 

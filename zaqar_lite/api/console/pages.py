@@ -19,9 +19,9 @@ import falcon
 import jinja2
 
 from zaqar_lite import errors
-from zaqar_lite.api import inputs, schemas
+from zaqar_lite.api import schemas
 from zaqar_lite.api.console import forms
-from zaqar_lite.api.middleware import CONSOLE_TOKEN_COOKIE, console_token, credentials
+from zaqar_lite.api.middleware import CONSOLE_TOKEN_COOKIE, console_project, console_token, credentials
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import policy
@@ -107,7 +107,7 @@ class Home(ConsolePage):
             return
         chosen = req.get_param("project")
         if chosen is not None:
-            see_other(resp, project_url(inputs.project_id(chosen, self.limits)))
+            see_other(resp, project_url(console_project(chosen, self.limits)))
             return
         self.render(req, resp, "home.html")
 
