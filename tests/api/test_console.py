@@ -313,6 +313,20 @@ def test_bad_redrive_form_input_is_a_400_page_naming_the_field(console, api, fie
     assert len(listed(api, "dlq")) == 3
 
 
+def test_a_redrive_form_too_large_or_not_utf8_is_a_400_page(console, api):
+    two_signatures(api)
+    token = csrf_of(console, DLQ_PAGE)
+    too_large = submit(console, DLQ_PAGE + "/redrive", [("ids", "x" * 400_000), ("action", "preview")], token)
+    assert too_large.status_code == 400
+    assert "Request body may not exceed 325536 bytes." in too_large.text
+    latin1 = f"signature=caf\xe9&action=preview&csrf_token={token}".encode("latin-1")
+    not_utf8 = console.simulate_post(DLQ_PAGE + "/redrive", body=latin1, content_type=FORM,
+                                     cookies={CSRF: token})
+    assert not_utf8.status_code == 400
+    assert "A console form must be UTF-8." in not_utf8.text
+    assert len(listed(api, "dlq")) == 3
+
+
 def test_a_redrive_from_an_unknown_queue_is_a_404_page(console):
     token = csrf_of(console)
     fields = [("signature", BAD_ID), ("action", "preview")]

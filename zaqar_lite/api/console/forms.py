@@ -23,6 +23,7 @@ import urllib.parse
 import falcon
 
 from zaqar_lite import errors
+from zaqar_lite.api.bodies import refuse_oversized
 
 CSRF_COOKIE = "zaqar_console_csrf"
 CSRF_FIELD = "csrf_token"
@@ -48,10 +49,10 @@ def read_form(req: falcon.Request, max_size: int, max_fields: int) -> dict[str, 
     if (req.content_type or "").split(";")[0].strip().lower() != FORM_TYPE:
         raise falcon.HTTPUnsupportedMediaType(description=f"Console forms are posted as {FORM_TYPE}.")
     if req.content_length is not None and req.content_length > max_size:
-        raise errors.InvalidBody(f"A console form may not exceed {max_size} bytes.")
+        refuse_oversized(req.bounded_stream, max_size)
     raw = req.bounded_stream.read(max_size + 1)
     if len(raw) > max_size:
-        raise errors.InvalidBody(f"A console form may not exceed {max_size} bytes.")
+        refuse_oversized(req.bounded_stream, max_size)
     try:
         return urllib.parse.parse_qs(raw.decode("utf-8"), max_num_fields=max_fields,
                                      errors="strict")
@@ -89,12 +90,12 @@ def csrf_token(req: falcon.Request, resp: falcon.Response) -> str:
     return token
 
 
-def check_not_forged(req: falcon.Request, form: dict[str, list[str]]) -> None:
-    """Refuse a posted form that another site could have made the browser send (403).
+def check_same_site(req: falcon.Request) -> None:
+    """Refuse a post the browser says another site sent (403), before its body is read.
 
     Raises:
-        Forbidden: cross-site by ``Sec-Fetch-Site`` or ``Origin``, or the form's
-            token is missing or differs from the cookie's.
+        Forbidden: ``Sec-Fetch-Site`` names another site, or ``Origin`` is not
+            this server (``null`` included).
     """
     fetch_site = req.get_header("Sec-Fetch-Site")
     if fetch_site is not None and fetch_site.lower() not in SAME_SITE_FETCHES:
@@ -102,6 +103,15 @@ def check_not_forged(req: falcon.Request, form: dict[str, list[str]]) -> None:
     origin = req.get_header("Origin")
     if origin is not None and urllib.parse.urlsplit(origin).netloc != req.get_header("Host"):
         raise errors.Forbidden(FORGED)
+
+
+def check_form_token(req: falcon.Request, form: dict[str, list[str]]) -> None:
+    """Refuse a posted form whose token is missing or differs from the cookie's (403).
+
+    Raises:
+        Forbidden: no valid token cookie, no or several ``csrf_token`` fields,
+            or one that is not the cookie's.
+    """
     cookie = (req.get_cookie_values(CSRF_COOKIE) or [""])[0]
     field = form.get(CSRF_FIELD, [""])
     if len(field) != 1 or not CSRF_TOKEN.fullmatch(cookie) \

@@ -87,8 +87,9 @@ class ConsolePage(Resource):
 
     def posted_form(self, req: falcon.Request) -> dict[str, list[str]]:
         """Read a posted form that this console's own page sent (else 403)."""
+        forms.check_same_site(req)
         form = forms.read_form(req, schemas.redrive_body_size(self.limits), self.limits.max_redrive_ids + 8)
-        forms.check_not_forged(req, form)
+        forms.check_form_token(req, form)
         return form
 
 
@@ -99,10 +100,11 @@ class Home(ConsolePage):
         """Send the browser to a project's queues, or show the chooser."""
         if self.settings.auth_strategy == "token":
             token = req.get_header("X-Auth-Token") or console_token(req)
-            if token is None or token not in self.settings.tokens:
+            try:
+                project, _ = credentials(self.settings, token, None)
+            except errors.Unauthorized:
                 see_other(resp, LOGIN)
                 return
-            project, _ = credentials(self.settings, token, None)
             see_other(resp, project_url(project))
             return
         chosen = req.get_param("project")
@@ -129,9 +131,11 @@ class Login(ConsolePage):
             see_other(resp, HOME)
             return
         token = forms.one_value(form, "token")
-        if token is None or token not in self.settings.tokens:
-            raise errors.Unauthorized("That token is not valid here.")
-        project, _ = credentials(self.settings, token, None)
+        try:
+            project, _ = credentials(self.settings, token, None)
+        except errors.Unauthorized:
+            raise errors.Unauthorized("That token is not valid here.") from None
+        assert token is not None  # credentials accepted it
         forms.set_cookie(req, resp, CONSOLE_TOKEN_COOKIE, token)
         see_other(resp, project_url(project))
 
