@@ -11,6 +11,7 @@ import pytest
 
 from tests.api.helpers import headers, post
 from tests.api.test_redrive import dead_letter, listed
+from zaqar_lite.api.console import pages
 
 CSRF = "zaqar_console_csrf"
 TOKEN = "zaqar_console_token"
@@ -240,6 +241,14 @@ def test_every_console_answer_forbids_scripts_framing_and_caching(console, path)
     assert response.headers["referrer-policy"] == "same-origin"
 
 
+@pytest.mark.parametrize("seconds, reads", [
+    (None, "-"), (0, "0 s"), (59.9, "59 s"), (60, "1 min"), (3599, "59 min"), (3600, "1 h"),
+    (3660, "1 h 1 min"), (86400, "1 d"), (90000, "1 d 1 h"),
+])
+def test_ages_read_as_an_operator_reads_them(seconds, reads):
+    assert pages.duration(seconds) == reads
+
+
 # -- escaping ------------------------------------------------------------------------------------
 
 
@@ -430,6 +439,12 @@ def test_a_token_logs_in_to_its_project_in_an_http_only_cookie(token_console, ap
     assert cookie.http_only and cookie.same_site == "Strict" and cookie.path == "/console"
     assert token_console.simulate_get("/console", cookies={TOKEN: "tok-a"}).headers["location"] == QUEUES
     assert token_console.simulate_get(QUEUES, cookies={TOKEN: "tok-a"}).status_code == 200
+
+
+def test_the_log_out_button_shows_once_logged_in(token_console):
+    assert "Log out" not in token_console.simulate_get("/console/login").text
+    assert '<form class="logout" method="post" action="/console/logout">' in token_console.simulate_get(
+        QUEUES, cookies={TOKEN: "tok-a"}).text
 
 
 def test_a_token_sees_only_its_own_project(token_console):

@@ -69,4 +69,4 @@ class ConsolePages:
             resp.content_type = falcon.MEDIA_HTML
             resp.text = pages.TEMPLATES.get_template("error.html").render(
                 status=resp.status_code, title=body["title"], description=body.get("description", ""),
-                login=resp.status_code == 401, token_auth=True)
+                login=resp.status_code == 401, signed_in=False)

@@ -79,11 +79,12 @@ class ConsolePage(Resource):
     console = True
 
     def render(self, req: falcon.Request, resp: falcon.Response, template: str, **context: Any) -> None:
-        """Answer with a rendered template; every page gets the form token and the auth mode."""
+        """Answer with a rendered template; every page gets the form token and whether one is logged in."""
+        acting = getattr(req.context, "project", None) is not None
         resp.content_type = falcon.MEDIA_HTML
         resp.text = TEMPLATES.get_template(template).render(
             csrf_field=forms.CSRF_FIELD, csrf_token=forms.csrf_token(req, resp),
-            token_auth=self.settings.auth_strategy == "token", **context)
+            signed_in=acting and self.settings.auth_strategy == "token", **context)
 
     def posted_form(self, req: falcon.Request) -> dict[str, list[str]]:
         """Read a posted form that this console's own page sent (else 403)."""
