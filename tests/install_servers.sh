@@ -28,7 +28,8 @@ need redis-server redis-server
 # OpenStack Swift (account/container/object/proxy servers) and the memcached tempauth needs.
 need swift-proxy-server swift swift-proxy swift-account swift-container swift-object memcached
 need memcached memcached
-# Headless Chromium: the DLQ report test renders report.html and takes a screenshot.
+# Headless Chromium: the DLQ report test renders report.html and takes a screenshot, and the
+# console's end-to-end test drives it with Playwright (tests/e2e/test_console_browser.py).
 need chromium chromium
 # Java for PySpark (the DLQ report and its tests).
 need java openjdk-17-jre-headless

@@ -33,6 +33,7 @@ SETTINGS_KEYS = {
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
+    "console_enabled": ("console", "enabled"),
 }
 
 
@@ -215,3 +216,16 @@ def test_a_malformed_queue_template_section_is_refused_naming_it(tmp_path, body,
 def test_the_shipped_file_shows_a_queue_template_example():
     assert re.search(r"^# \[queue_template:\w+\]\n# pattern = .+\n# metadata = \{", CONF.read_text(),
                      re.MULTILINE)
+def test_the_console_is_enabled_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[console]\nenabled = true\n")
+    assert load_settings(conf).console_enabled is True
+    monkeypatch.setenv("ZAQAR_LITE_CONSOLE_ENABLED", "false")
+    assert load_settings(conf).console_enabled is False
+
+
+def test_a_console_switch_that_is_not_true_or_false_is_refused(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[console]\nenabled = yes\n")
+    with pytest.raises(ValueError, match=r"^\[console\] enabled must be true or false, got 'yes'$"):
+        load_settings(conf)

@@ -213,6 +213,8 @@ class Settings:
     #: ``claims.templates`` when the server starts)
     queue_templates: tuple[QueueTemplate, ...] = ()
     auth_strategy: str = "noauth"
+    #: serve the operators' web console at /console (off by default)
+    console_enabled: bool = False
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
@@ -385,6 +387,10 @@ def _queue_templates(parser: configparser.ConfigParser) -> dict[str, Any]:
         templates.append(QueueTemplate(name=name, pattern=parser.get(section, "pattern").strip(),
                                        metadata=metadata, source="config"))
     return {"queue_templates": tuple(templates)} if templates else {}
+def _console_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[console]``."""
+    raw = get("console", "enabled")
+    return {} if raw is None else {"console_enabled": _boolean(raw.strip(), "[console] enabled")}
 
 
 def _limits(get: Callable[[str, str], str | None]) -> Limits:
@@ -434,6 +440,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_server_values(get))
     values.update(_transport_values(get))
     values.update(_auth_values(get, parser))
+    values.update(_console_values(get))
     values["limits"] = _limits(get)
     values.update(_queue_values(get, values["limits"]))
     values.update(_queue_templates(parser))

@@ -416,3 +416,36 @@ class Messaging:
     def ping(self) -> bool:
         """Return whether the store answers."""
         return self.storage.ping()
+
+    # -- the operators' console -------------------------------------------------
+
+    def existing_queue_metadata(self, project: str, queue: str) -> dict[str, Any]:
+        """Return a queue's stored metadata (without the reserved defaults).
+
+        Raises:
+            QueueDoesNotExist: the project has no such queue.
+        """
+        stored = self.storage.get_queue_metadata(project, queue)
+        if stored is None:
+            raise errors.QueueDoesNotExist(queue, project)
+        return stored
+
+    def dead_letters(self, project: str, queue: str, limit: int) -> tuple[list[Message], bool, float]:
+        """Return the first ``limit`` dead letters of a queue, claimed and delayed ones too, FIFO.
+
+        Returns:
+            The dead letters, whether the queue holds more messages than were
+            read (so more dead letters may follow), and the time they were read at.
+        """
+        now = self.clock()
+        found: list[Message] = []
+        marker = None
+        while len(found) < limit:
+            page = self.storage.list_messages(
+                project, queue, now=now, marker=marker, limit=redrive_policy.BATCH_SIZE,
+                include_claimed=True, include_delayed=True, exclude_client_id=None)
+            found.extend(m for m in page if m.dead_letter is not None)
+            if len(page) < redrive_policy.BATCH_SIZE:
+                return found[:limit], len(found) > limit, now
+            marker = page[-1].marker
+        return found[:limit], True, now

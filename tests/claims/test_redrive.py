@@ -195,3 +195,24 @@ def test_a_dead_letter_the_filter_refuses_or_with_nowhere_to_go_is_not_selected(
     assert redrive.selected_target(dead_letter(source=DLQ), DLQ, RedriveRequest(limit=10), NOW) is None
     plain = Message(id="m1", body=1, created=NOW, expires=NOW + 60)
     assert redrive.selected_target(plain, DLQ, RedriveRequest(limit=10, destination="orders"), NOW) is None
+
+
+# -- groups by signature (the console) ----------------------------------------------------------
+
+
+def test_dead_letters_group_by_their_last_signature_largest_group_first():
+    letters = [dead_letter("a", failures=(BAD_ID,)), dead_letter("b", failures=(BAD_ID, TIMEOUT)),
+               dead_letter("c", failures=(TIMEOUT, BAD_ID)), dead_letter("d", failures=())]
+    groups = redrive.by_last_signature(letters)
+    assert [(g.signature_id, g.signature, [m.id for m in g.messages]) for g in groups] == [
+        (BAD_ID_SIGNATURE, "ValueError: bad id <n>", ["a", "c"]),
+        (NO_REASON_SIGNATURE, "(no reason given)", ["d"]),
+        (TIMEOUT_SIGNATURE, "TimeoutError: upstream timed out after <n> s", ["b"]),
+    ]
+
+
+def test_a_group_is_what_a_signature_filter_selects():
+    letters = [dead_letter("a", failures=(BAD_ID,)), dead_letter("b", failures=(BAD_ID, TIMEOUT))]
+    for group in redrive.by_last_signature(letters):
+        wanted = RedriveFilter(signature=group.signature_id)
+        assert [m.id for m in letters if redrive.matches(m, wanted)] == [m.id for m in group.messages]

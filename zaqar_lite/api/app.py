@@ -7,7 +7,17 @@ from typing import TypeAlias
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, templates, versions
+from zaqar_lite.api import (
+    claims,
+    console,
+    health,
+    messages,
+    queues,
+    redrive,
+    subscriptions,
+    templates,
+    versions,
+)
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext
 from zaqar_lite.clock import Clock, wall_clock
@@ -79,15 +89,21 @@ def make_app(messaging: Messaging) -> WsgiApp:
 
     The services are built here, once, and handed to the resources; every
     request passes the header and credential checks and then the queue-name
-    check (``api/middleware.py``) before its responder runs.
+    check (``api/middleware.py``) before its responder runs. The operators'
+    console (``api/console/``, HTML, not the v2 API) is added when
+    ``[console] enabled``.
     """
+    console_on = messaging.settings.console_enabled
     app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings),
-                                          QueueNameCheck(messaging.limits)])
+                                          QueueNameCheck(messaging.limits),
+                                          *([console.ConsolePages()] if console_on else [])])
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
     for template, resource in routes(messaging, subscription_service(messaging)):
         app.add_route(template, resource)
+    for template, page in console.routes(messaging) if console_on else []:
+        app.add_route(template, page)
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)
     app.add_error_handler(errors.ZaqarLiteError, api_errors.handle_domain_error)

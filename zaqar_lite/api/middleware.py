@@ -11,11 +11,59 @@ from zaqar_lite.api import inputs
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+#: the cookie holding the console's token under token auth (HttpOnly, SameSite=Strict, Path=/console)
+CONSOLE_TOKEN_COOKIE = "zaqar_console_token"
 
 
 def is_public(resource: object) -> bool:
     """Return whether a resource answers without headers or credentials (only ``GET /``)."""
     return getattr(resource, "public", False) is True
+
+
+def is_console(resource: object) -> bool:
+    """Return whether a resource is a page of the operators' console (HTML, not the API)."""
+    return getattr(resource, "console", False) is True
+
+
+def console_token(req: falcon.Request) -> str | None:
+    """Return the token of the console's login cookie, if the request carries one."""
+    values = req.get_cookie_values(CONSOLE_TOKEN_COOKIE)
+    return values[0] if values else None
+
+
+def credentials(settings: Settings, token: str | None, project: str | None) -> tuple[str, str]:
+    """Return the ``(project, role)`` a request acts as: the one check of the API and the console.
+
+    Under token auth the token decides the project and the role, and a
+    project named besides (``X-Project-ID``, or the console's URL) must be
+    the token's; under noauth the named project is trusted, as an admin.
+
+    Raises:
+        Unauthorized: token auth, and the token is missing or unknown.
+        Forbidden: the named project is not the token's.
+        ValidationFailed: noauth, and the project is missing or malformed.
+    """
+    if settings.auth_strategy == "token":
+        if not token or token not in settings.tokens:
+            raise errors.Unauthorized("A valid X-Auth-Token header is required.")
+        token_project, role = settings.tokens[token]
+        if project is not None and project != token_project:
+            raise errors.Forbidden("X-Project-ID does not match the project of the token.")
+        return token_project, role
+    return inputs.project_id(project, settings.limits), "admin"
+
+
+def console_project(project: str, limits: Limits) -> str:
+    """Check a project named in a console URL or its chooser, by the rules of ``X-Project-ID``.
+
+    Raises:
+        ValidationFailed: the project breaks one of them (the message says which).
+    """
+    try:
+        return inputs.project_id(project, limits)
+    except errors.ValidationFailed as exc:
+        raise errors.ValidationFailed(f"The project is not a valid project id, which follows the rules "
+                                      f"of the X-Project-ID header: {exc}") from None
 
 
 class RequestContext:
@@ -35,23 +83,34 @@ class RequestContext:
         """Validate headers, content negotiation and credentials before a resource is called."""
         if resource is None or is_public(resource):
             return
+        if is_console(resource):
+            self.console_context(req, params)
+            return
         if not req.client_accepts_json:
             raise falcon.HTTPNotAcceptable(description="This API only answers application/json.")
         if req.content_type and req.content_type.split(";")[0].strip().lower() in FORM_TYPES:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
         req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
-        header_project = req.get_header("X-Project-ID")
-        if self.settings.auth_strategy == "token":
-            token = req.get_header("X-Auth-Token")
-            if not token or token not in self.settings.tokens:
-                raise errors.Unauthorized("A valid X-Auth-Token header is required.")
-            project, role = self.settings.tokens[token]
-            if header_project is not None and header_project != project:
-                raise errors.Forbidden("X-Project-ID does not match the project of the token.")
-            req.context.project, req.context.role = project, role
-        else:
-            req.context.project = inputs.project_id(header_project, self.settings.limits)
-            req.context.role = "admin"
+        req.context.project, req.context.role = credentials(
+            self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"))
+
+    def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:
+        """Check a console page's credentials: the project of its URL, the token of its cookie.
+
+        The console is a browser's, which cannot send ``X-Project-ID``: the
+        project is the ``{project}`` of the page's URL, and under token auth
+        the token is the console's login cookie (or an ``X-Auth-Token`` header
+        a proxy adds). They pass :func:`credentials`, as the API's headers do.
+        Pages without a project (the front page, login, logout, the style
+        sheet) act for nobody and check what they need themselves.
+        """
+        project = params.get("project")
+        if project is None:
+            return
+        if self.settings.auth_strategy != "token":
+            project = console_project(project, self.settings.limits)
+        token = req.get_header("X-Auth-Token") or console_token(req)
+        req.context.project, req.context.role = credentials(self.settings, token, project)
 
 
 class QueueNameCheck:

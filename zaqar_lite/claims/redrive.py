@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from zaqar_lite.claims.signatures import failure_signature_id
+from zaqar_lite.claims.signatures import signature, signature_id
 from zaqar_lite.models import Message, RedriveFilter, RedriveRequest
 
 #: messages shown by a dry run
@@ -29,14 +29,45 @@ def last_failure(message: Message) -> Mapping[str, Any] | None:
     return message.failures[-1] if message.failures else None
 
 
-def last_signature_id(message: Message) -> str:
-    """Return the signature id of a message's last failure, as the DLQ report computes it.
+def last_signature(message: Message) -> str:
+    """Return the signature text of a message's last failure, as the DLQ report computes it.
 
     A message without failures has the signature of a failure without a reason
     (``(no reason given)``), as in the report.
     """
     failure = last_failure(message) or {}
-    return failure_signature_id(failure.get("error_type"), failure.get("error"))
+    return signature(failure.get("error_type"), failure.get("error"))
+
+
+def last_signature_id(message: Message) -> str:
+    """Return the signature id of a message's last failure (what a ``signature`` filter compares)."""
+    return signature_id(last_signature(message))
+
+
+@dataclasses.dataclass(frozen=True)
+class SignatureGroup:
+    """The dead letters whose last failure has one signature: what a ``signature`` filter selects."""
+
+    signature_id: str
+    signature: str
+    messages: tuple[Message, ...]
+
+
+def by_last_signature(messages: Iterable[Message]) -> list[SignatureGroup]:
+    """Group dead letters by the signature of their last failure, largest group first.
+
+    Messages keep their order within a group; groups of the same size are
+    ordered by signature id, so a page lists them the same way every time.
+    """
+    groups: dict[str, list[Message]] = {}
+    texts: dict[str, str] = {}
+    for message in messages:
+        text = last_signature(message)
+        key = signature_id(text)
+        texts[key] = text
+        groups.setdefault(key, []).append(message)
+    ordered = sorted(groups, key=lambda key: (-len(groups[key]), key))
+    return [SignatureGroup(key, texts[key], tuple(groups[key])) for key in ordered]
 
 
 def matches(message: Message, wanted: RedriveFilter) -> bool:
