@@ -134,11 +134,10 @@ class RedisStorage(RedisRecords, Storage):
     # -- queues ---------------------------------------------------------------
 
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        with self._translate_errors(), self.client.pipeline(transaction=True) as multi:
-            self.client.sadd(PROJECTS, project)  # before the queue exists, never after
-            multi.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
-            multi.zadd(project_prefix(project) + "queues", {queue: 0}, nx=True)
-            created, _ = multi.execute()
+        # the project is registered before the queue exists, never after
+        created = self._eval("create_queue", [queue_prefix(project, queue) + "meta",
+                                              project_prefix(project) + "queues"],
+                             [json.dumps(metadata), queue], (PROJECTS, project))
         self._metadata.pop((project, queue))
         return bool(created)
 
@@ -195,8 +194,7 @@ class RedisStorage(RedisRecords, Storage):
         return json.loads(stored) if stored is not None else None
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        with self._translate_errors():
-            updated = self.client.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
+        updated = self._eval("set_metadata", [queue_prefix(project, queue) + "meta"], [json.dumps(metadata)])
         self._metadata.pop((project, queue))
         if not updated:
             raise errors.QueueDoesNotExist(queue, project)
