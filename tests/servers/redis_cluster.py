@@ -45,7 +45,8 @@ class RedisCluster:
         return f"redis+cluster://{hosts}/{tail}"
 
     def _node_options(self, node_dir: Path) -> tuple[str, ...]:
-        return (*self.options, "--cluster-enabled", "yes", "--cluster-config-file", str(node_dir / "nodes.conf"),
+        return (*self.options, "--cluster-enabled", "yes",
+                "--cluster-config-file", str(node_dir / "nodes.conf"),
                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--cluster-port", str(free_port()))
 
     def start(self) -> None:
@@ -82,8 +83,8 @@ class RedisCluster:
         try:
             with server.client() as c:
                 replication = c.info("replication")
-                return ("cluster_state:ok" in c.execute_command("CLUSTER", "INFO")
-                        and (replication["role"] == "master" or replication.get("master_link_status") == "up"))
+                in_sync = replication["role"] == "master" or replication.get("master_link_status") == "up"
+                return in_sync and "cluster_state:ok" in c.execute_command("CLUSTER", "INFO")
         except redis.exceptions.RedisError:
             return False
 
@@ -98,21 +99,24 @@ class RedisCluster:
                     found.append(server)
         return found
 
-    def primary_of(self, key: str) -> RedisServer:
-        """Return the running server that is the primary of a key's slot now."""
+    def serving(self, key: str) -> RedisServer | None:
+        """Return the running primary that serves a key's slot now (the one not answering MOVED),
+        or None while none does (a failover under way)."""
         for server in self.primaries():
             with server.client() as c:
-                slot = c.execute_command("CLUSTER", "KEYSLOT", key)
-                owner = c.execute_command("CLUSTER", "SHARDS")
-            for shard in owner:
-                shard = dict(zip(shard[::2], shard[1::2], strict=True))
-                ranges = shard["slots"]
-                if any(int(lo) <= slot <= int(hi) for lo, hi in zip(ranges[::2], ranges[1::2], strict=True)):
-                    for node in shard["nodes"]:
-                        node = dict(zip(node[::2], node[1::2], strict=True))
-                        if node["role"] == "master" and int(node["port"]) in {s.port for s in self.servers}:
-                            return next(s for s in self.servers if s.port == int(node["port"]))
-        raise RuntimeError(f"no primary serves the slot of {key}")
+                try:
+                    c.execute_command("EXISTS", key)
+                except redis.exceptions.ResponseError:
+                    continue
+                return server
+        return None
+
+    def primary_of(self, key: str) -> RedisServer:
+        """Return the running primary that serves a key's slot now."""
+        server = self.serving(key)
+        if server is None:
+            raise RuntimeError(f"no primary serves the slot of {key}")
+        return server
 
     def flushall(self) -> None:
         """Empty every primary (replicas follow)."""

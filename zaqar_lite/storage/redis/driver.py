@@ -2,7 +2,10 @@
 
 URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
 ``from_url`` query options (``?socket_timeout=2``) override
-:data:`~zaqar_lite.storage.redis.client.DEFAULTS`.
+:data:`~zaqar_lite.storage.redis.client.DEFAULTS`. A Redis Cluster:
+``redis+cluster://host:port,host:port/`` (``rediss+cluster://``), where each script
+runs on the primary of its keys' slot; ``wait_replicas``/``wait_timeout`` make a write
+wait for its replicas (:func:`~zaqar_lite.storage.redis.layout.parse_uri`).
 
 Keys and values are laid out as :mod:`zaqar_lite.storage.redis.layout` says.
 
