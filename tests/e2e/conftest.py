@@ -62,7 +62,7 @@ def networked_store(kind: str, request: pytest.FixtureRequest) -> Store:
         # a cluster has one database: the module's servers share it, emptied when the module starts
         cluster = request.getfixturevalue("redis_cluster_server")
         cluster.flushall()
-        return Store("redis_cluster", lambda d: cluster.uri(), lambda d: "redis cluster at 127.0.0.1:")
+        return Store("redis", lambda d: cluster.uri(), lambda d: "redis cluster at 127.0.0.1:")
     if kind == "mongodb":
         from tests.servers.mongodb import with_database
 
