@@ -40,6 +40,8 @@ READERS = {
     "sqlite": ("spark_jobs.sources.sqlite", "SqliteReader"),
     "redis": ("spark_jobs.sources.redis", "RedisReader"),
     "rediss": ("spark_jobs.sources.redis", "RedisReader"),
+    "redis+cluster": ("spark_jobs.sources.redis", "RedisReader"),
+    "rediss+cluster": ("spark_jobs.sources.redis", "RedisReader"),
     "mongodb": ("spark_jobs.sources.mongodb", "MongoReader"),
     "mongodb+srv": ("spark_jobs.sources.mongodb", "MongoReader"),
     "swift": ("spark_jobs.sources.swift", "SwiftReader"),

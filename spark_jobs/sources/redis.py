@@ -36,9 +36,15 @@ class RedisReader:
     def client(self) -> Any:
         """Return a client (redis-py, responses decoded), made on first use in this process."""
         if self._client is None:
-            import redis
+            target = layout.parse_uri(self.uri)
+            if target.cluster:  # the driver's cluster client: it routes each key to its slot's node
+                from zaqar_lite.storage.redis.client import RedisConnected
 
-            self._client = redis.Redis.from_url(self.uri, decode_responses=True, socket_timeout=30)
+                self._client = RedisConnected(self.uri).client
+            else:
+                import redis
+
+                self._client = redis.Redis.from_url(target.uri, decode_responses=True, socket_timeout=30)
         return self._client
 
     def queues(self) -> Iterator[tuple[str, str, Mapping[str, Any]]]:

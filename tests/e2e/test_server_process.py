@@ -193,7 +193,7 @@ def test_the_sweeper_dead_letters_expired_messages_when_the_queue_asks_for_it(
 
 
 def test_another_worker_takes_over_the_sweeper_when_its_worker_dies(fast_server: RunningServer) -> None:
-    assert wait_until(lambda: len(sweeper_pids(fast_server)) == 1, timeout=5)
+    assert wait_until(lambda: len(sweeper_pids(fast_server)) == 1, timeout=15)
     sweeping = sweeper_pids(fast_server)[0]
 
     os.kill(sweeping, signal.SIGKILL)

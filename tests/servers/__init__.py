@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Protocol
 
-KINDS = ("redis", "mongodb", "swift")
+KINDS = ("redis", "redis_cluster", "mongodb", "swift")
 
 
 def available_kinds() -> list[str]:

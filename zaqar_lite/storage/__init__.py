@@ -13,6 +13,8 @@ DRIVERS: dict[str, tuple[str, str, str | None]] = {
     "sqlite": ("zaqar_lite.storage.sqlite.driver", "SqliteStorage", None),
     "redis": ("zaqar_lite.storage.redis.driver", "RedisStorage", "redis"),
     "rediss": ("zaqar_lite.storage.redis.driver", "RedisStorage", "redis"),
+    "redis+cluster": ("zaqar_lite.storage.redis.driver", "RedisStorage", "redis"),
+    "rediss+cluster": ("zaqar_lite.storage.redis.driver", "RedisStorage", "redis"),
     "mongodb": ("zaqar_lite.storage.mongodb.driver", "MongoStorage", "mongodb"),
     "mongodb+srv": ("zaqar_lite.storage.mongodb.driver", "MongoStorage", "mongodb"),
     "swift": ("zaqar_lite.storage.swift.driver", "SwiftStorage", "swift"),

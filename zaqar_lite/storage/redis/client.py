@@ -13,39 +13,65 @@ import contextlib
 import hashlib
 import os
 import threading
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.retry import Retry
 
 from zaqar_lite import errors
+from zaqar_lite.storage.redis.layout import Target, parse_uri
 
-SCRIPTS = ("post", "claim", "renew", "release_claim", "release_message", "delete", "bulk_delete",
-           "pop", "sweep", "purge", "list", "stats", "redrive", "put_record", "delete_record", "edit")
+SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
+           "delete", "bulk_delete", "pop", "sweep", "purge", "list", "stats", "redrive", "put_record",
+           "delete_record", "edit")
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 # unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
 _UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                 redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
-                redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)
+                redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
+                redis.exceptions.MovedError, redis.exceptions.AskError,
+                redis.exceptions.RedisClusterException)
+
+
+def _cluster_options(target: Target) -> dict[str, Any]:
+    """Return the cluster client's arguments: seed nodes, credentials, TLS, typed query options."""
+    nodes = [ClusterNode(h, p) for h, p in target.nodes]  # type: ignore[no-untyped-call]
+    options: dict[str, Any] = {**DEFAULTS, "startup_nodes": nodes,
+                               "ssl": target.ssl, "username": target.username, "password": target.password}
+    for name, value in target.options.items():
+        if name not in URL_QUERY_ARGUMENT_PARSERS or name == "db":
+            raise ValueError(f"redis cluster URI: unknown option {name}")
+        parse: Any = URL_QUERY_ARGUMENT_PARSERS[name]
+        options[name] = parse(value)
+    return options
 
 
 class RedisConnected:
-    """One connection pool per instance, of which each thread keeps one connection."""
+    """One connection pool per instance, of which each thread keeps one connection.
+
+    On a Redis Cluster (``redis+cluster://``) one cluster client per process
+    routes each command by its keys' hash slot; a script and its ``WAIT`` run
+    on the primary of the slot, over one connection.
+    """
 
     def __init__(self, uri: str) -> None:
-        scheme = urllib.parse.urlsplit(uri).scheme
-        if scheme not in ("redis", "rediss"):
-            raise ValueError(f"not a redis URI: {uri}")
+        self.target = parse_uri(uri)
         # retry only a refused or broken connection (stale after a restart), never a timeout:
         # the script may have run (post is idempotent by id; a claim's messages come back)
         retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
                       supported_errors=(redis.exceptions.ConnectionError,))
-        self._pool = redis.ConnectionPool.from_url(uri, retry=retry, **DEFAULTS)
+        self._pool: redis.ConnectionPool | None = None
+        self._cluster: tuple[int, RedisCluster] | None = None
+        if not self.target.cluster:
+            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS)
+        else:
+            self._cluster_options = _cluster_options(self.target)
         self._local = threading.local()
         lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()
@@ -60,9 +86,17 @@ class RedisConnected:
         """This thread's client, which keeps one connection of the pool for itself.
 
         A command then skips the pool's check-out, check-in and stale-data poll;
-        the connection goes back to the pool when its thread ends.
+        the connection goes back to the pool when its thread ends. On a cluster,
+        the process's cluster client (thread-safe, a pool per node).
         (Any: redis-py types replies as bytes | str; with decode_responses they are str.)
         """
+        if self._pool is None:
+            if self._cluster is None or self._cluster[0] != os.getpid():
+                try:  # it reads the slots from a seed node at once
+                    self._cluster = os.getpid(), RedisCluster(**self._cluster_options)
+                except _UNAVAILABLE as exc:
+                    raise errors.StorageUnavailable(f"redis cluster: {exc}") from exc
+            return self._cluster[1]
         owner, client = getattr(self._local, "client", (None, None))
         if owner != os.getpid():  # none yet, or inherited through fork: never share the parent's socket
             client = redis.Redis(connection_pool=self._pool, single_connection_client=True)
@@ -70,37 +104,85 @@ class RedisConnected:
         return client
 
     def describe(self) -> str:
-        """Return the server and database, without credentials."""
+        """Return the server and database, or the cluster's seed nodes, without credentials."""
+        if self._pool is None:
+            return "redis cluster at " + ",".join(f"{host}:{port}" for host, port in self.target.nodes)
         kwargs = self._pool.connection_kwargs
         return f"redis at {kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
 
     def close(self) -> None:
         """Close every connection of the pool, the threads' own included."""
-        self._pool.disconnect()
+        if self._pool is not None:
+            self._pool.disconnect()
+        elif self._cluster is not None and self._cluster[0] == os.getpid():
+            self._cluster[1].close()
+            self._cluster = None
 
     @contextlib.contextmanager
     def _translate_errors(self) -> Iterator[None]:
         try:
             yield
         except _UNAVAILABLE as exc:
+            if self._pool is None:  # a primary may have failed over: learn the slots again
+                self._refresh_slots()
             raise errors.StorageUnavailable(f"redis: {exc}") from exc
+
+    def _refresh_slots(self) -> None:
+        with contextlib.suppress(*_UNAVAILABLE):
+            self.client.nodes_manager.initialize()
 
     def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
               register: tuple[str, str] | None = None) -> Any:
         """Run a script by SHA, loading it on NOSCRIPT; with ``register=(index, project)``, SADD
-        the project first, in the same round trip."""
+        the project first, in the same round trip (on a cluster, just before: another slot)."""
         sha, text = self._scripts[script]
         with self._translate_errors():
-            for attempt in range(2):
+            for attempt in range(3):
                 try:
-                    if register is None:
-                        return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                    with self.client.pipeline(transaction=False) as pipe:
-                        return pipe.sadd(*register).evalsha(sha, len(keys), *keys, *args).execute()[1]
+                    if self._pool is not None and not self.target.wait_replicas:
+                        if register is None:
+                            return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                        with self.client.pipeline(transaction=False) as pipe:
+                            return pipe.sadd(*register).evalsha(sha, len(keys), *keys, *args).execute()[1]
+                    return self._eval_acknowledged(sha, keys, args, register)
                 except redis.exceptions.NoScriptError:
-                    if attempt:
+                    if attempt == 2:
                         raise
-                    self.client.script_load(text)
+                    self._primary(keys[0]).script_load(text)
+                except (redis.exceptions.MovedError, redis.exceptions.AskError):
+                    if attempt == 2:  # not run: the slot is served elsewhere now
+                        raise
+                    self._refresh_slots()
+
+    def _primary(self, key: str) -> Any:
+        """Return a client of the primary holding a key (on one server: this thread's client)."""
+        if self._pool is not None:
+            return self.client
+        return self.client.get_node_from_key(key).redis_connection
+
+    def _eval_acknowledged(self, sha: str, keys: Sequence[str], args: Sequence[Any],
+                           register: tuple[str, str] | None) -> Any:
+        """Run a script on its keys' primary, then ``WAIT`` on the same connection when asked.
+
+        Raises:
+            StorageUnavailable: fewer replicas than ``wait_replicas`` acknowledged the
+                write in time; it may have been applied, but may not survive a failover.
+        """
+        if register is not None and self._pool is None:
+            self.client.sadd(*register)
+        wanted = self.target.wait_replicas
+        with self._primary(keys[0]).pipeline(transaction=False) as pipe:
+            if register is not None and self._pool is not None:
+                pipe.sadd(*register)
+            pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+            if wanted:
+                pipe.execute_command("WAIT", wanted, int(self.target.wait_timeout * 1000))
+            replies = pipe.execute()
+        if wanted and replies[-1] < wanted:
+            raise errors.StorageUnavailable(
+                f"redis: the write reached {replies[-1]} of {wanted} replicas within "
+                f"{self.target.wait_timeout} s; it may be applied, but may not survive a failover")
+        return replies[-2] if wanted else replies[-1]
 
     def ping(self) -> bool:
         try:

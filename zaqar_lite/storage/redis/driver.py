@@ -2,7 +2,10 @@
 
 URIs: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS); redis-py
 ``from_url`` query options (``?socket_timeout=2``) override
-:data:`~zaqar_lite.storage.redis.client.DEFAULTS`.
+:data:`~zaqar_lite.storage.redis.client.DEFAULTS`. A Redis Cluster:
+``redis+cluster://host:port,host:port/`` (``rediss+cluster://``), where each script
+runs on the primary of its keys' slot; ``wait_replicas``/``wait_timeout`` make a write
+wait for its replicas (:func:`~zaqar_lite.storage.redis.layout.parse_uri`).
 
 Keys and values are laid out as :mod:`zaqar_lite.storage.redis.layout` says.
 
@@ -134,11 +137,10 @@ class RedisStorage(RedisRecords, Storage):
     # -- queues ---------------------------------------------------------------
 
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        with self._translate_errors(), self.client.pipeline(transaction=True) as multi:
-            self.client.sadd(PROJECTS, project)  # before the queue exists, never after
-            multi.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), nx=True)
-            multi.zadd(project_prefix(project) + "queues", {queue: 0}, nx=True)
-            created, _ = multi.execute()
+        # the project is registered before the queue exists, never after
+        created = self._eval("create_queue", [queue_prefix(project, queue) + "meta",
+                                              project_prefix(project) + "queues"],
+                             [json.dumps(metadata), queue], (PROJECTS, project))
         self._metadata.pop((project, queue))
         return bool(created)
 
@@ -195,8 +197,7 @@ class RedisStorage(RedisRecords, Storage):
         return json.loads(stored) if stored is not None else None
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        with self._translate_errors():
-            updated = self.client.set(queue_prefix(project, queue) + "meta", json.dumps(metadata), xx=True)
+        updated = self._eval("set_metadata", [queue_prefix(project, queue) + "meta"], [json.dumps(metadata)])
         self._metadata.pop((project, queue))
         if not updated:
             raise errors.QueueDoesNotExist(queue, project)

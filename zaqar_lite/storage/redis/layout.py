@@ -38,6 +38,7 @@ Times are stored and sent as ``repr(float)`` strings, so no digit is lost
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,80 @@ from zaqar_lite.models import DeadLetterPolicy, Message
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"
 QUEUE_KEYS = ("meta", "marker", "ready", "delayed", "claimed", "all", "expires", "counted", "claims")
+
+
+#: URI schemes of a Redis Cluster (seed nodes, comma-separated) and of one server
+CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
+SERVER_SCHEMES = ("redis", "rediss")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where a Redis store lives and how acknowledged its writes are (:func:`parse_uri`).
+
+    ``wait_replicas`` > 0: a write is answered only once that many replicas
+    hold it (Redis ``WAIT``, at most ``wait_timeout`` seconds), so it survives
+    the failover of its primary.
+    """
+
+    uri: str
+    cluster: bool
+    ssl: bool = False
+    nodes: tuple[tuple[str, int], ...] = ()
+    username: str | None = None
+    password: str | None = None
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    wait_replicas: int = 0
+    wait_timeout: float = 1.0
+
+
+def _wait_options(query: dict[str, str], cluster: bool) -> tuple[int, float]:
+    try:
+        replicas = int(query.pop("wait_replicas", "1" if cluster else "0"))
+        timeout = float(query.pop("wait_timeout", "1.0"))
+    except ValueError:
+        raise ValueError("redis URI: wait_replicas must be an integer and wait_timeout a number "
+                         "of seconds") from None
+    if replicas < 0 or not 0 < timeout <= 60:
+        raise ValueError("redis URI: wait_replicas must be >= 0 and wait_timeout in (0, 60] seconds")
+    return replicas, timeout
+
+
+def parse_uri(uri: str) -> Target:
+    """Read a Redis URI: ``redis[s]://[[user]:password@]host:port/db`` or a cluster's
+    ``redis[s]+cluster://[[user]:password@]host:port,host:port/``, each with query options.
+
+    ``wait_replicas`` (0 on one server, 1 on a cluster) and ``wait_timeout`` (1 s)
+    are zaqar-lite's; the other options go to redis-py.
+
+    Raises:
+        ValueError: not a Redis URI, a cluster URI without a node, or a bad option.
+    """
+    parts = urllib.parse.urlsplit(uri)
+    query = dict(urllib.parse.parse_qsl(parts.query))
+    if parts.scheme in SERVER_SCHEMES:
+        replicas, timeout = _wait_options(query, cluster=False)
+        plain = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+        return Target(plain, cluster=False, wait_replicas=replicas, wait_timeout=timeout)
+    if parts.scheme not in CLUSTER_SCHEMES:
+        raise ValueError(f"not a redis URI: {uri}")
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    user, _, password = credentials.partition(":")
+    nodes = []
+    for node in filter(None, hosts.split(",")):
+        host, _, port = node.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"redis cluster URI: a node is host:port, got {node!r}")
+        nodes.append((host.strip("[]"), int(port)))
+    if not nodes:
+        raise ValueError(f"redis cluster URI names no node: {uri}")
+    if parts.path.strip("/") not in ("", "0"):
+        raise ValueError("redis cluster URI: a cluster has only database 0")
+    replicas, timeout = _wait_options(query, cluster=True)
+    return Target(uri, cluster=True, ssl=CLUSTER_SCHEMES[parts.scheme], nodes=tuple(nodes),
+                  username=urllib.parse.unquote(user) or None,
+                  password=urllib.parse.unquote(password) or None, options=query,
+                  wait_replicas=replicas, wait_timeout=timeout)
 
 
 def stamp(value: float) -> str:

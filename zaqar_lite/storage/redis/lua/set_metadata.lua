@@ -1,0 +1,7 @@
+-- set_metadata.lua: replace the metadata of an existing queue (set_queue_metadata).
+--
+-- KEYS[1] zl:{P}:q:Q:meta   STRING queue metadata JSON; the queue exists while this does
+-- ARGV[1] metadata JSON
+-- Returns: 1 if replaced, 0 if the queue does not exist (nothing changed).
+if redis.call('SET', KEYS[1], ARGV[1], 'XX') then return 1 end
+return 0
