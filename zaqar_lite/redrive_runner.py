@@ -111,15 +111,6 @@ class RedriveRunner:
         except (LeaseLost, StorageUnavailable) as exc:
             LOG.warning("redrive task %s could not be marked failed: %s", held.lease.key, exc)
 
-    def release_all(self) -> None:
-        """Give every held lease up, so that another server resumes the tasks at once."""
-        for held in self.held.values():
-            try:
-                held.lease.release(to_anyone=True)
-            except StorageUnavailable:
-                pass
-        self.held.clear()
-
 
 class RedriveRunnerThread(threading.Thread):
     """A daemon thread that runs redrive tasks while its worker holds the machine's lock."""
