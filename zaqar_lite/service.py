@@ -470,8 +470,7 @@ class Messaging:
             return None
         request = RedriveRequest(limit=0, destination=task.destination, filter=task.filter)
         if task.to_move is None:
-            selected = sum(1 for _ in self._selected(lease.project, task.queue, request, self.clock(),
-                                                     task.cursor, task.until_marker))
+            selected = self._count_for_task(lease, request)
             task = lease.write(lambda t: redrive_policy.counted(t, selected + t.moved))
         size = redrive_policy.batch_size(task.max_per_second)
         left = redrive_policy.left_to_move(task)
@@ -493,6 +492,17 @@ class Messaging:
             self._end_redrive_task(lease, task.status)
             return None
         return len(batch)
+
+    def _count_for_task(self, lease: RecordLease[RedriveTask], request: RedriveRequest) -> int:
+        """Count what a task selects, renewing its lease as the count goes (a long queue takes long)."""
+        task = lease.state
+        selected = 0
+        for _ in self._selected(lease.project, task.queue, request, self.clock(), task.cursor,
+                                task.until_marker):
+            selected += 1
+            if selected % redrive_policy.BATCH_SIZE == 0:
+                lease.ensure(lease.seconds / 2)
+        return selected
 
     def fail_redrive_task(self, lease: RecordLease[RedriveTask], error: str) -> None:
         """End a task whose step failed with an error that trying again would not mend."""
