@@ -181,6 +181,16 @@ def test_tasks_are_listed_newest_first_per_queue(client, runner, worker, clock):
     assert all(set(t) == TASK_FIELDS for t in tasks)
 
 
+def test_the_projects_tasks_of_every_queue_are_listed_newest_first(client, project_b, clock):
+    dead_letter(client, 1)
+    on_dlq = start(client).json
+    clock.advance(1)
+    on_src = start(client, queue="src").json
+    tasks = client.simulate_get("/v2/redrive/tasks").json["tasks"]
+    assert [(t["queue"], t["id"]) for t in tasks] == [("src", on_src["id"]), ("dlq", on_dlq["id"])]
+    assert project_b.simulate_get("/v2/redrive/tasks").json == {"tasks": []}
+
+
 def test_a_queue_without_tasks_lists_none(client):
     assert client.simulate_get("/v2/queues/never/redrive/tasks").json == {"tasks": []}
 

@@ -54,6 +54,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging, subs)),
         (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging, subs)),
         ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
+        ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),
     ]
 
 

@@ -94,6 +94,15 @@ class RedriveTaskCollection(Resource):
         resp.media = {"tasks": [task_body(task) for task in tasks]}
 
 
+class ProjectRedriveTasks(Resource):
+    """``GET /v2/redrive/tasks``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """List the redrive tasks of every queue of the project, newest first."""
+        tasks = self.messaging.redrive_tasks(req.context.project)
+        resp.media = {"tasks": [task_body(task) for task in tasks]}
+
+
 class RedriveTaskItem(Resource):
     """``GET /v2/queues/{queue}/redrive/tasks/{task_id}``."""
 

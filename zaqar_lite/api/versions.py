@@ -35,6 +35,7 @@ HOME = {
         "rel/queue_stats": _resource("/v2/queues/{queue_name}/stats", ["GET"], queue_name=QUEUE),
         "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", ["POST"], queue_name=QUEUE),
         "rel/queue_redrive": _resource("/v2/queues/{queue_name}/redrive", ["POST"], queue_name=QUEUE),
+        "rel/redrive_tasks": _resource("/v2/redrive/tasks", ["GET"]),
         "rel/queue_redrive_tasks": _resource("/v2/queues/{queue_name}/redrive/tasks", ["GET"],
                                              queue_name=QUEUE),
         "rel/queue_redrive_task": _resource("/v2/queues/{queue_name}/redrive/tasks/{task_id}", ["GET"],
