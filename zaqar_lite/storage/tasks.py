@@ -25,13 +25,12 @@ from __future__ import annotations
 import abc
 
 from zaqar_lite import errors
+from zaqar_lite.claims.redrive import RUNNING as RUNNING_STATUS
 from zaqar_lite.models import RedriveTask
 from zaqar_lite.storage.records import RecordStore
 
 TASK = "redrive_task"
 RUNNING = "redrive_running"
-#: statuses of a task that has ended
-FINISHED = frozenset({"completed", "cancelled", "failed"})
 #: how often a start tries again after removing a finished task's ``redrive_running`` record
 START_ATTEMPTS = 5
 PAGE = 1000
@@ -74,7 +73,7 @@ class RedriveTaskStore(RecordStore, abc.ABC):
         if found is None:  # its start stopped between its two writes: finish it
             self._write_first(project, RedriveTask.from_record(lock.value["task"]))
             raise errors.RedriveTaskRunning(queue, lock.value["task_id"])
-        if RedriveTask.from_record(found.value).status not in FINISHED:
+        if RedriveTask.from_record(found.value).status == RUNNING_STATUS:
             raise errors.RedriveTaskRunning(queue, lock.value["task_id"])
         self.delete_record(project, RUNNING, queue, lock.version)
 
