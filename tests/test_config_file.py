@@ -26,6 +26,7 @@ SETTINGS_KEYS = {
     "threads": ("server", "threads"),
     "header_timeout": ("server", "header_timeout"),
     "body_timeout": ("server", "body_timeout"),
+    "redrive_task_lease": ("server", "redrive_task_lease"),
     "client_id_uuid_safe": ("transport", "client_id_uuid_safe"),
     "min_length_client_id": ("transport", "min_length_client_id"),
     "max_length_client_id": ("transport", "max_length_client_id"),
@@ -148,6 +149,7 @@ def test_a_queue_cache_size_that_is_not_a_whole_number_is_refused(tmp_path, valu
     ("threads", "0", "[server] threads must be positive, got 0"),
     ("header_timeout", "-1", "[server] header_timeout must be positive, got -1.0"),
     ("body_timeout", "soon", "[server] body_timeout must be a number, got 'soon'"),
+    ("redrive_task_lease", "0", "[server] redrive_task_lease must be positive, got 0.0"),
 ])
 def test_a_bad_server_setting_is_refused_with_its_name(tmp_path, key, value, message):
     conf = tmp_path / "bad.conf"

@@ -80,6 +80,10 @@ class Limits:
     max_redrive_messages: int = 1000
     max_redrive_ids: int = 1000
     max_redrive_seconds: int = 20
+    #: most messages a second a redrive task moves (its ``max_per_second``, and its rate without one)
+    max_redrive_rate: int = 500
+    #: ended redrive tasks remembered per queue (the most recent)
+    redrive_tasks_kept: int = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +195,9 @@ class Settings:
     workers: int = 2
     log_level: str = "INFO"
     sweep_interval: float = 1.0
+    #: seconds a server holds a redrive task without renewing its lease: how long a task whose
+    #: server died waits before another server (or the restarted one) resumes it
+    redrive_task_lease: float = 30.0
     #: the worker model, a key of WORKER_CLASSES: "gevent" (a greenlet per connection, read
     #: deadlines; the default) or "gthread" (gunicorn's thread pool)
     worker_class: str = "gevent"
@@ -226,7 +233,8 @@ class Settings:
 
 
 _SERVER_KEYS = {"bind": str, "workers": int, "log_level": str, "sweep_interval": float,
-                "worker_class": str, "threads": int, "header_timeout": float, "body_timeout": float}
+                "worker_class": str, "threads": int, "header_timeout": float, "body_timeout": float,
+                "redrive_task_lease": float}
 #: ``[server] worker_class`` -> the gunicorn worker class it runs (gevent: see
 #: zaqar_lite/gevent_worker.py; gthread: gunicorn's own thread pool)
 WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
@@ -236,7 +244,7 @@ def _check_server(values: dict[str, Any]) -> None:
     if values.get("worker_class", Settings.worker_class) not in WORKER_CLASSES:
         names = " or ".join(f"'{name}'" for name in WORKER_CLASSES)
         raise ValueError(f"[server] worker_class must be {names}")
-    for key in ("threads", "header_timeout", "body_timeout"):
+    for key in ("threads", "header_timeout", "body_timeout", "redrive_task_lease"):
         if key in values and values[key] <= 0:
             raise ValueError(f"[server] {key} must be positive, got {values[key]!r}")
 

@@ -110,3 +110,25 @@ class Unauthorized(ZaqarLiteError):
 
 class Forbidden(ZaqarLiteError):
     """The credentials do not allow this request (403)."""
+
+
+class RedriveTaskDoesNotExist(NotFound):
+    """No such redrive task on this queue (404)."""
+
+    def __init__(self, task_id: str, queue: str) -> None:
+        super().__init__(f"Redrive task {task_id} does not exist on queue {queue}.")
+
+
+class RedriveTaskRunning(Conflict):
+    """A redrive task already runs on the queue; one at a time (409)."""
+
+    def __init__(self, queue: str, task_id: str) -> None:
+        super().__init__(f"Redrive task {task_id} is still running on queue {queue}; only one task "
+                         "runs per queue at a time: wait for it to finish, or cancel it.")
+
+
+class RedriveTaskFinished(Conflict):
+    """A cancel of a redrive task that is no longer running (409)."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        super().__init__(f"Redrive task {task_id} is {status}; only a running task can be cancelled.")

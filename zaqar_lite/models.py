@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -176,7 +177,9 @@ class RedriveRequest:
     """A validated redrive call (SPEC 1.8).
 
     ``destination`` None sends each message back to its source queue;
-    ``max_per_second`` None moves as fast as the store allows.
+    ``max_per_second`` None moves as fast as the store allows. ``as_task``
+    (the body's ``async``) asks for a :class:`RedriveTask` instead of a
+    blocking call; its ``limit`` 0 means none.
     """
 
     limit: int
@@ -184,6 +187,7 @@ class RedriveRequest:
     filter: RedriveFilter = RedriveFilter()
     dry_run: bool = False
     max_per_second: float | None = None
+    as_task: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,3 +217,60 @@ class QueueTemplate:
     pattern: str
     metadata: dict[str, Any]
     source: str = "api"
+
+
+@dataclasses.dataclass(frozen=True)
+class RedriveTask:
+    """An asynchronous redrive of one dead-letter queue (SPEC 1.8), as its record stores it.
+
+    ``status`` is ``running``, ``completed``, ``cancelled`` or ``failed``.
+    ``to_move`` is how many dead letters it selected when it counted them
+    (None until then), ``moved`` how many it has moved. It moves the dead
+    letters of ``queue`` with markers up to ``until_marker`` (the newest message
+    when it started), FIFO; ``cursor`` is the marker of the last message it
+    moved (every earlier one was examined) and ``pending`` the ids of the
+    batch being moved. ``owner``/``lease_expires`` is the lease of the server
+    running it (:class:`zaqar_lite.notify.lease.RecordLease`).
+    """
+
+    id: str
+    queue: str
+    status: str
+    created: float
+    destination: str | None = None
+    filter: RedriveFilter = RedriveFilter()
+    limit: int | None = None
+    max_per_second: float = 1.0
+    finished: float | None = None
+    moved: int = 0
+    to_move: int | None = None
+    error: str | None = None
+    until_marker: int | None = None
+    cursor: int | None = None
+    pending: tuple[str, ...] = ()
+    owner: str | None = None
+    lease_expires: float = 0.0
+
+    def lease_is_free(self, now: float) -> bool:
+        """Return whether no server holds a live lease on the task at ``now``."""
+        return self.owner is None or self.lease_expires <= now
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the record value (JSON)."""
+        value = dataclasses.asdict(self)
+        ids = self.filter.ids
+        value["filter"]["ids"] = sorted(ids) if ids is not None else None
+        value["pending"] = list(self.pending)
+        return value
+
+    @classmethod
+    def from_record(cls, value: Mapping[str, Any]) -> RedriveTask:
+        """Build a task from its record value."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        known = {k: v for k, v in value.items() if k in names}
+        wanted = dict(known.get("filter") or {})
+        if wanted.get("ids") is not None:
+            wanted["ids"] = frozenset(wanted["ids"])
+        known["filter"] = RedriveFilter(**wanted)
+        known["pending"] = tuple(known.get("pending") or ())
+        return cls(**known)

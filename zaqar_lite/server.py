@@ -80,13 +80,14 @@ def _outcome(function: Callable[..., Any], args: tuple[Any, ...],
 
 def worker_app(settings: Settings, with_sweeper: bool = True,
                off_the_hub: bool = True) -> falcon.App[falcon.Request, falcon.Response]:
-    """Build one worker's app (its own store connection) and start its sweeper thread.
+    """Build one worker's app (its own store connection) and start its sweeper and redrive runner threads.
 
     Under the gevent worker a store of :data:`BLOCKING_STORES`, and the service
     around it, are used through :class:`OffTheHub` (unless ``off_the_hub`` is
     false: a benchmark's comparison).
     """
     from zaqar_lite.api.app import make_app
+    from zaqar_lite.redrive_runner import RedriveRunnerThread
     from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_storage
     from zaqar_lite.sweeper import SweeperThread, lock_path
@@ -100,6 +101,8 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
         messaging = OffTheHub(messaging)
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
+        RedriveRunnerThread(messaging, settings.sweep_interval,
+                            lock_path(settings.storage_uri, "redrive")).start()
     return make_app(messaging)
 
 

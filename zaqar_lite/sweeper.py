@@ -22,10 +22,36 @@ from zaqar_lite.service import Messaging
 LOG = logging.getLogger(__name__)
 
 
-def lock_path(storage_uri: str) -> str:
-    """Return the lock file shared by the workers serving one store."""
+def lock_path(storage_uri: str, duty: str = "sweep") -> str:
+    """Return the lock file shared by the workers serving one store, for one duty."""
     digest = hashlib.sha1(storage_uri.encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"zaqar-lite-sweep-{digest}.lock")
+    return os.path.join(tempfile.gettempdir(), f"zaqar-lite-{duty}-{digest}.lock")
+
+
+class MachineLock:
+    """An exclusive lock on a file, taken without waiting and held until the process ends.
+
+    It makes one worker of a machine do a duty (sweeping, running redrive
+    tasks); when that worker dies, the lock is free and another takes it.
+    """
+
+    def __init__(self, path: str, duty: str) -> None:
+        self.path = path
+        self.duty = duty
+        self._handle: IO[str] | None = None
+
+    def held(self) -> bool:
+        """Return whether this process holds the lock, taking it if it is free."""
+        if self._handle is None:
+            handle = open(self.path, "a")  # noqa: SIM115 - held for the process's life
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                return False
+            self._handle = handle
+            LOG.info("this worker (pid %d) runs the %s", os.getpid(), self.duty)
+        return True
 
 
 def sweep_once(messaging: Messaging) -> None:
@@ -48,19 +74,10 @@ class SweeperThread(threading.Thread):
         self.interval = interval
         self.lock_file = lock_file
         self.stopped = threading.Event()
-        self._lock: IO[str] | None = None
+        self._lock = MachineLock(lock_file, "sweeper")
 
     def _holds_lock(self) -> bool:
-        if self._lock is None:
-            handle = open(self.lock_file, "a")  # noqa: SIM115 - held for the thread's life
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                handle.close()
-                return False
-            self._lock = handle
-            LOG.info("this worker (pid %d) runs the sweeper", os.getpid())
-        return True
+        return self._lock.held()
 
     def run(self) -> None:
         """Sweep until stopped; never let an exception end the thread."""

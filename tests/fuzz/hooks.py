@@ -37,6 +37,10 @@ INEXPRESSIBLE_REFUSALS = [
     # a field compared with another field, or with the path
     ("Invalid API request", re.compile(r"_retry_policy\.minimum_delay \(\d+\) may not be greater than")),
     ("Invalid API request", re.compile(r"^destination cannot be the queue redriven from")),
+    # a redrive's limit and rate depend on its async field (docs/api.rst, "Redrive tasks")
+    ("Invalid request body", re.compile(r"^limit: \d+ is greater than the maximum of \d+\.$")),
+    ("Invalid API request", re.compile(r"^dry_run and async exclude each other")),
+    ("Invalid API request", re.compile(r"^max_per_second may be at most \d+ \(max_redrive_rate\)")),
     # a queue's own stored _max_messages_post_size caps its posts; every body has a size in
     # bytes (docs/api.rst, "Request bodies"), which a schema of its JSON value cannot state
     ("Invalid request body", re.compile(r"^Request body may not exceed \d+ bytes on queue ")),

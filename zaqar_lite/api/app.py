@@ -51,6 +51,9 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (q + "/stats", queues.QueueStatsResource(messaging)),
         (q + "/purge", queues.QueuePurge(messaging)),
         (q + "/redrive", redrive.QueueRedrive(messaging)),
+        (q + "/redrive/tasks", redrive.RedriveTaskCollection(messaging)),
+        (q + "/redrive/tasks/{task_id}", redrive.RedriveTaskItem(messaging)),
+        (q + "/redrive/tasks/{task_id}/cancel", redrive.RedriveTaskCancel(messaging)),
         (q + "/messages", messages.MessageCollection(messaging)),
         (q + "/messages/{message_id}", messages.MessageItem(messaging)),
         (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
@@ -63,6 +66,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
         (templates.COLLECTION, templates.TemplateCollection(messaging)),
         (templates.COLLECTION + "/{name}", templates.TemplateItem(messaging)),
+        ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),
     ]
 
 

@@ -35,6 +35,14 @@ HOME = {
         "rel/queue_stats": _resource("/v2/queues/{queue_name}/stats", ["GET"], queue_name=QUEUE),
         "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", ["POST"], queue_name=QUEUE),
         "rel/queue_redrive": _resource("/v2/queues/{queue_name}/redrive", ["POST"], queue_name=QUEUE),
+        "rel/redrive_tasks": _resource("/v2/redrive/tasks", ["GET"]),
+        "rel/queue_redrive_tasks": _resource("/v2/queues/{queue_name}/redrive/tasks", ["GET"],
+                                             queue_name=QUEUE),
+        "rel/queue_redrive_task": _resource("/v2/queues/{queue_name}/redrive/tasks/{task_id}", ["GET"],
+                                            queue_name=QUEUE, task_id="param/task_id"),
+        "rel/queue_redrive_task_cancel": _resource(
+            "/v2/queues/{queue_name}/redrive/tasks/{task_id}/cancel", ["POST"],
+            queue_name=QUEUE, task_id="param/task_id"),
         "rel/messages": _resource(
             "/v2/queues/{queue_name}/messages{?marker,limit,echo,include_claimed,include_delayed,ids,pop}",
             ["GET", "POST", "DELETE"], queue_name=QUEUE),

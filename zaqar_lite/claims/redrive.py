@@ -6,6 +6,12 @@ unexpired dead letters of one queue that match its filter, in post order, up
 to its limit, and moves each to its ``destination`` or else back to its
 ``source_queue``. Drivers only store the result
 (:meth:`~zaqar_lite.storage.base.Storage.move_messages`).
+
+A redrive task (:class:`~zaqar_lite.models.RedriveTask`) does the same a batch
+at a time in the background; the rules at the end of this module say how its
+record changes: progress is recorded after each move, with the ids of the
+batch about to move, so a task resumed after a crash counts what that batch
+moved (:func:`reconciled`) and selects again whatever is still there.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims.signatures import signature, signature_id
-from zaqar_lite.models import Message, RedriveFilter, RedriveRequest
+from zaqar_lite.errors import RedriveTaskFinished
+from zaqar_lite.models import Message, RedriveFilter, RedriveRequest, RedriveTask
 
 #: messages shown by a dry run
 SAMPLE_SIZE = 10
@@ -133,10 +140,15 @@ def redriven(message: Message, now: float, min_ttl: int) -> Message:
     )
 
 
+def batch_size(max_per_second: float | None) -> int:
+    """Return how many messages one storage call moves: at most one second's worth when throttled."""
+    return BATCH_SIZE if max_per_second is None else max(1, min(BATCH_SIZE, math.floor(max_per_second)))
+
+
 def batches(selected: Sequence[tuple[Message, str]],
             max_per_second: float | None) -> Iterator[list[tuple[Message, str]]]:
-    """Cut the selected messages into storage calls: at most one second's worth each when throttled."""
-    size = BATCH_SIZE if max_per_second is None else max(1, min(BATCH_SIZE, math.floor(max_per_second)))
+    """Cut the selected messages into storage calls (:func:`batch_size`)."""
+    size = batch_size(max_per_second)
     for start in range(0, len(selected), size):
         yield list(selected[start:start + size])
 
@@ -154,3 +166,71 @@ def by_target(batch: Sequence[tuple[Message, str]]) -> dict[str, list[Message]]:
     for message, target in batch:
         groups.setdefault(target, []).append(message)
     return groups
+
+
+# -- redrive tasks ---------------------------------------------------------------
+
+RUNNING, COMPLETED, CANCELLED, FAILED = "running", "completed", "cancelled", "failed"
+
+
+def left_to_move(task: RedriveTask) -> int | None:
+    """Return how many more messages the task may move under its limit (None: no limit)."""
+    return None if task.limit is None else max(0, task.limit - task.moved)
+
+
+def remaining(task: RedriveTask) -> int | None:
+    """Return how many selected dead letters the task has still to move (None: not counted yet).
+
+    A completed task has none left; a cancelled or failed one leaves what it
+    counted and did not move.
+    """
+    if task.status == COMPLETED:
+        return 0
+    if task.to_move is None:
+        return None
+    return max(0, task.to_move - task.moved)
+
+
+def counted(task: RedriveTask, selected: int) -> RedriveTask:
+    """Return the task with the number of dead letters it selected at its start, within its limit."""
+    limit = task.limit if task.limit is not None else selected
+    return dataclasses.replace(task, to_move=min(selected, limit))
+
+
+def progressed(task: RedriveTask, moved: int, cursor: int | None, pending: Sequence[str]) -> RedriveTask:
+    """Return the task after a batch: ``moved`` more moved, examined up to ``cursor``, ``pending`` next."""
+    return dataclasses.replace(task, moved=task.moved + moved, cursor=cursor, pending=tuple(pending))
+
+
+def reconciled(task: RedriveTask, still_there: Sequence[str]) -> RedriveTask:
+    """Return the task with its pending batch settled after a crash: what left the queue was moved.
+
+    ``still_there`` are the pending ids the queue still holds; they will be
+    selected again.
+    """
+    gone = set(task.pending) - set(still_there)
+    return dataclasses.replace(task, moved=task.moved + len(gone), pending=())
+
+
+def ended(task: RedriveTask, status: str, now: float, error: str | None = None) -> RedriveTask:
+    """Return a running task ended with ``status`` at ``now`` (a task that ended already is kept)."""
+    if task.status != RUNNING:
+        return task
+    return dataclasses.replace(task, status=status, finished=now, error=error)
+
+
+def cancelled(task: RedriveTask, now: float) -> RedriveTask:
+    """Return the task cancelled at ``now``.
+
+    Raises:
+        RedriveTaskFinished: it is not running.
+    """
+    if task.status != RUNNING:
+        raise RedriveTaskFinished(task.id, task.status)
+    return ended(task, CANCELLED, now)
+
+
+def forgotten(tasks: Sequence[RedriveTask], keep: int) -> list[RedriveTask]:
+    """Return the ended tasks of a queue beyond the ``keep`` most recent: those to forget."""
+    done = sorted((t for t in tasks if t.status != RUNNING), key=lambda t: (t.created, t.id), reverse=True)
+    return done[keep:]

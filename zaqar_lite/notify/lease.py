@@ -1,4 +1,9 @@
-"""A notifier's lease on one subscription: the ``delivery`` record, written only by compare-and-set.
+"""A lease on one versioned record, written only by compare-and-set: a notifier's on a subscription.
+
+The record holds the work's state and its lease (``owner``, ``lease_expires``):
+:class:`RecordLease` works on any such record (the redrive tasks of
+:mod:`zaqar_lite.service` use it on their task records); :class:`Lease` is
+the notifier's, on a subscription's ``delivery`` record.
 
 Every write a notifier makes to a delivery record (take the lease, renew it,
 advance the cursor, record a failure, suspend, release) names the version it
@@ -12,7 +17,8 @@ cursor that only moves forward.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from zaqar_lite import errors
 from zaqar_lite.clock import Clock
@@ -25,29 +31,55 @@ MERGE_ATTEMPTS = 10
 
 
 class LeaseLost(Exception):
-    """Another notifier holds the subscription now, or it was deleted."""
+    """Another holder has the lease now (another notifier the subscription), or the record was deleted."""
 
 
-class Lease:
-    """One notifier's hold on one subscription's delivery record."""
+class Leased(Protocol):
+    """The state of a leased record: a dataclass with a lease holder and its end."""
 
-    def __init__(self, storage: Storage, project: str, record_key: str, owner: str,
-                 seconds: float, clock: Clock) -> None:
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def owner(self) -> str | None:
+        """Return who holds the lease (None: nobody)."""
+
+    @property
+    def lease_expires(self) -> float:
+        """Return when the lease ends unless renewed."""
+
+    def lease_is_free(self, now: float) -> bool:
+        """Return whether nobody holds a live lease at ``now``."""
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the record value."""
+
+
+StateT = TypeVar("StateT", bound=Leased)
+
+
+class RecordLease(Generic[StateT]):
+    """One holder's hold on one versioned record (``kind``, ``key``) whose state carries its lease."""
+
+    def __init__(self, storage: Storage, project: str, kind: str, record_key: str, owner: str,
+                 seconds: float, clock: Clock, decode: Callable[[Mapping[str, Any]], StateT],
+                 initial: StateT) -> None:
         self.storage = storage
         self.project = project
+        self.kind = kind
         self.key = record_key
         self.owner = owner
         self.seconds = seconds
         self.clock = clock
-        self.delivery = Delivery()
+        self.decode = decode
+        self.state = initial
         self.version = 0
 
-    def _read(self) -> Delivery:
-        record = self.storage.get_record(self.project, state.DELIVERY, self.key)
+    def _read(self) -> StateT:
+        record = self.storage.get_record(self.project, self.kind, self.key)
         if record is None:
-            raise LeaseLost(f"{self.key} has no delivery record")
-        self.delivery, self.version = Delivery.from_record(record.value), record.version
-        return self.delivery
+            raise LeaseLost(f"{self.key} has no {self.kind} record")
+        self.state, self.version = self.decode(record.value), record.version
+        return self.state
 
     def acquire(self) -> bool:
         """Take the lease if it is free, or renew ours if half of it has run; return whether we hold it."""
@@ -66,8 +98,8 @@ class Lease:
             return False
         return True
 
-    def write(self, change: Callable[[Delivery], Delivery], take: bool = False) -> Delivery:
-        """Apply a change to the delivery record and extend the lease, by compare-and-set.
+    def write(self, change: Callable[[StateT], StateT], take: bool = False) -> StateT:
+        """Apply a change to the record and extend the lease, by compare-and-set.
 
         If the API wrote in between (a resume), the change is applied again to
         the fresh record.
@@ -76,14 +108,14 @@ class Lease:
             LeaseLost: another notifier took the lease, or the record is gone.
         """
         for _ in range(MERGE_ATTEMPTS):
-            if not take and self.delivery.owner != self.owner:
-                raise LeaseLost(f"{self.key} is held by {self.delivery.owner}")
-            updated = dataclasses.replace(change(self.delivery), owner=self.owner,
+            if not take and self.state.owner != self.owner:
+                raise LeaseLost(f"{self.key} is held by {self.state.owner}")
+            updated = dataclasses.replace(change(self.state), owner=self.owner,
                                           lease_expires=self.clock() + self.seconds)
             try:
-                self.version = self.storage.put_record(self.project, state.DELIVERY, self.key,
+                self.version = self.storage.put_record(self.project, self.kind, self.key,
                                                        updated.to_record(), self.version)
-                self.delivery = updated
+                self.state = updated
                 return updated
             except errors.Conflict:
                 fresh = self._read()
@@ -93,10 +125,10 @@ class Lease:
 
     def ensure(self, seconds_left: float) -> None:
         """Renew the lease unless it has at least ``seconds_left`` to run."""
-        if self.delivery.lease_expires - self.clock() < seconds_left:
+        if self.state.lease_expires - self.clock() < seconds_left:
             self.write(lambda d: d)
 
-    def release(self, change: Callable[[Delivery], Delivery] = lambda d: d, to_anyone: bool = False) -> None:
+    def release(self, change: Callable[[StateT], StateT] = lambda d: d, to_anyone: bool = False) -> None:
         """Apply a last change and give the lease up.
 
         Args:
@@ -105,17 +137,31 @@ class Lease:
                 shutdown); otherwise the one that hashing prefers takes it.
         """
         for _ in range(MERGE_ATTEMPTS):
-            if self.delivery.owner != self.owner:
+            if self.state.owner != self.owner:
                 return
-            released = dataclasses.replace(change(self.delivery), owner=None,
+            released = dataclasses.replace(change(self.state), owner=None,
                                            lease_expires=0.0 if to_anyone else self.clock())
             try:
-                self.version = self.storage.put_record(self.project, state.DELIVERY, self.key,
+                self.version = self.storage.put_record(self.project, self.kind, self.key,
                                                        released.to_record(), self.version)
-                self.delivery = released
+                self.state = released
                 return
             except errors.Conflict:
                 try:
                     self._read()
                 except LeaseLost:
                     return
+
+
+class Lease(RecordLease[Delivery]):
+    """One notifier's hold on one subscription's delivery record."""
+
+    def __init__(self, storage: Storage, project: str, record_key: str, owner: str,
+                 seconds: float, clock: Clock) -> None:
+        super().__init__(storage, project, state.DELIVERY, record_key, owner, seconds, clock,
+                         Delivery.from_record, Delivery())
+
+    @property
+    def delivery(self) -> Delivery:
+        """Return the delivery state as last read or written."""
+        return self.state

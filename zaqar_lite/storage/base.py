@@ -1,7 +1,8 @@
 """The storage contract every driver implements, and the loops most drivers share.
 
 :class:`Storage` is the contract (its queue and record parts:
-:mod:`~zaqar_lite.storage.queues`, :mod:`~zaqar_lite.storage.records`).
+:mod:`~zaqar_lite.storage.queues`, :mod:`~zaqar_lite.storage.records`, and the
+redrive tasks built on the records, :mod:`~zaqar_lite.storage.tasks`).
 Drivers only store and atomically move; every decision is made by
 :mod:`zaqar_lite.claims.policy`. :class:`PlannedStorage` and
 :class:`PlannedClaimStorage` implement the sweep, delete, release and claim
@@ -46,7 +47,7 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.queues import QueueStore
-from zaqar_lite.storage.records import RecordStore
+from zaqar_lite.storage.tasks import RedriveTaskStore
 
 #: makes the messages of a post from the queue's stored metadata (None: no such queue)
 PostPlan = Callable[[Mapping[str, Any] | None], Sequence[Message]]
@@ -56,7 +57,7 @@ ClaimPlan = Callable[[Mapping[str, Any] | None], ClaimRequest]
 CHANGE_ATTEMPTS = 10
 
 
-class Storage(QueueStore, RecordStore):
+class Storage(QueueStore, RedriveTaskStore):
     """Abstract storage driver; one instance per process, safe across processes."""
 
     #: short name shown in logs and health (``sqlite``, ``redis``, ...)

@@ -1,0 +1,165 @@
+"""The redrive-task part of the storage contract, on every driver; and a task resumed after a crash.
+
+The task primitives (``storage/tasks.py``) are written once over each
+driver's versioned records: these tests hold every driver to them, and run
+the service's task steps on every driver, a server dying between the move of
+a batch and the record of its progress included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from zaqar_lite import errors
+from zaqar_lite.claims import redrive as redrive_policy
+from zaqar_lite.models import RedriveFilter, RedriveRequest, RedriveTask
+from zaqar_lite.storage import tasks
+
+P = "project-a"
+T0 = 4_102_444_800.0
+
+
+def task(task_id: str = "11111111-1111-4111-8111-111111111111", queue: str = "dlq", **fields) -> RedriveTask:
+    return RedriveTask(id=task_id, queue=queue, status="running", created=T0, **fields)
+
+
+def ended(driver, project: str, queue: str, task_id: str, status: str = "completed") -> None:
+    stored, version = driver.get_redrive_task(project, queue, task_id)
+    driver.update_redrive_task(project, dataclasses.replace(stored, status=status, finished=T0 + 1), version)
+
+
+def test_a_task_is_stored_and_read_back_whole(driver):
+    made = task(destination="replay", limit=7, max_per_second=2.5, until_marker=42,
+                filter=RedriveFilter(source_queue="src", error_type="E", signature="0123456789ab",
+                                     ids=frozenset({"b", "a"})),
+                pending=("a", "b"), cursor=3, to_move=5, moved=1)
+    driver.create_redrive_task(P, made)
+    stored, version = driver.get_redrive_task(P, "dlq", made.id)
+    assert stored == made
+    assert version == 1
+    assert driver.get_redrive_task(P, "other", made.id) is None
+    assert driver.get_redrive_task("project-b", "dlq", made.id) is None
+
+
+def test_one_task_runs_per_queue_of_a_project(driver):
+    driver.create_redrive_task(P, task("11111111-1111-4111-8111-111111111111"))
+    with pytest.raises(errors.RedriveTaskRunning, match="11111111-1111-4111-8111-111111111111"):
+        driver.create_redrive_task(P, task("22222222-2222-4222-8222-222222222222"))
+    assert driver.get_redrive_task(P, "dlq", "22222222-2222-4222-8222-222222222222") is None
+    driver.create_redrive_task(P, task("33333333-3333-4333-8333-333333333333", queue="other"))
+    driver.create_redrive_task("project-b", task("44444444-4444-4444-8444-444444444444"))
+
+
+def test_a_task_that_ended_frees_its_queue_even_if_its_runner_did_not_say_so(driver):
+    driver.create_redrive_task(P, task("11111111-1111-4111-8111-111111111111"))
+    ended(driver, P, "dlq", "11111111-1111-4111-8111-111111111111", "failed")
+    driver.create_redrive_task(P, task("22222222-2222-4222-8222-222222222222"))
+    assert driver.running_redrive_tasks() == [(P, "dlq", "22222222-2222-4222-8222-222222222222")]
+
+
+def test_a_start_that_stopped_half_way_is_finished_by_the_next_one(driver):
+    half = task("11111111-1111-4111-8111-111111111111")
+    driver.put_record(P, tasks.RUNNING, "dlq", {"task_id": half.id, "task": half.to_record()}, None)
+    with pytest.raises(errors.RedriveTaskRunning):
+        driver.create_redrive_task(P, task("22222222-2222-4222-8222-222222222222"))
+    assert driver.get_redrive_task(P, "dlq", half.id)[0] == half
+
+
+def test_a_task_is_updated_by_compare_and_set_only(driver):
+    made = task()
+    driver.create_redrive_task(P, made)
+    assert driver.update_redrive_task(P, dataclasses.replace(made, moved=3), 1) == 2
+    with pytest.raises(errors.Conflict):
+        driver.update_redrive_task(P, dataclasses.replace(made, moved=9), 1)
+    assert driver.get_redrive_task(P, "dlq", made.id) == (dataclasses.replace(made, moved=3), 2)
+
+
+def test_tasks_are_listed_per_queue_or_per_project_and_forgotten(driver):
+    ids = ["11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"]
+    driver.create_redrive_task(P, task(ids[0]))
+    ended(driver, P, "dlq", ids[0])
+    driver.create_redrive_task(P, task(ids[1]))
+    driver.create_redrive_task(P, task("33333333-3333-4333-8333-333333333333", queue="dlq2"))
+    assert [t.id for t in driver.list_redrive_tasks(P, "dlq")] == ids
+    assert [(t.queue, t.id) for t in driver.list_redrive_tasks(P)] == [
+        ("dlq", ids[0]), ("dlq", ids[1]), ("dlq2", "33333333-3333-4333-8333-333333333333")]
+    assert driver.list_redrive_tasks("project-b") == []
+    assert driver.delete_redrive_task(P, "dlq", ids[0]) is True
+    assert driver.delete_redrive_task(P, "dlq", ids[0]) is False
+    assert [t.id for t in driver.list_redrive_tasks(P, "dlq")] == ids[1:]
+
+
+def test_the_running_mark_is_released_only_for_its_own_task(driver):
+    driver.create_redrive_task(P, task("11111111-1111-4111-8111-111111111111"))
+    driver.create_redrive_task("project-b", task("22222222-2222-4222-8222-222222222222", queue="dlq9"))
+    driver.release_redrive_queue(P, "dlq", "99999999-9999-4999-8999-999999999999")
+    assert sorted(driver.running_redrive_tasks()) == [
+        (P, "dlq", "11111111-1111-4111-8111-111111111111"),
+        ("project-b", "dlq9", "22222222-2222-4222-8222-222222222222")]
+    driver.release_redrive_queue(P, "dlq", "11111111-1111-4111-8111-111111111111")
+    assert driver.running_redrive_tasks() == [("project-b", "dlq9", "22222222-2222-4222-8222-222222222222")]
+
+
+# -- the service's task steps on every driver ---------------------------------------
+
+def dead_letters(messaging, clock, count: int) -> list[str]:
+    """Post ``count`` messages to ``src`` and dead-letter them into ``dlq`` by one claim each; return ids."""
+    messaging.create_queue(P, "dlq", {})
+    messaging.create_queue(P, "src", {"_max_claim_count": 1, "_dead_letter_queue": "dlq"})
+    ids = messaging.post(P, "src", "client-1", [{"body": n, "ttl": 3600, "delay": None, "dlq_eligible": True}
+                                                for n in range(count)], body_size=10)
+    claim_id, held, _ = messaging.claim(P, "src", count, 60, 60)
+    assert len(held) == count
+    messaging.release_claim(P, "src", claim_id)
+    assert messaging.claim(P, "src", count, 60, 60)[1] == []  # each one exhausted: dead-lettered
+    return ids
+
+
+def ids_in(messaging, queue: str) -> list[str]:
+    found, _ = messaging.list_messages(P, queue, client_id="reader", marker=None, limit=20, echo=True,
+                                       include_claimed=True, include_delayed=True)
+    return [m.id for m in found]
+
+
+def test_a_task_killed_between_a_move_and_its_record_resumes_and_moves_each_message_once(
+        messaging, other_worker, clock):
+    ids = dead_letters(messaging, clock, 5)
+    assert ids_in(messaging, "dlq") == ids
+    started = messaging.start_redrive_task(P, "dlq", RedriveRequest(limit=0, max_per_second=2, as_task=True))
+    crashed = messaging.redrive_task_lease(P, "dlq", started.id, "server-that-dies")
+    assert crashed.acquire()
+    assert messaging.advance_redrive_task(crashed) == 2  # counts 5, moves 2, records them
+    # the next step's batch is recorded as pending and moved, then the server dies
+    batch = [(m, "src") for m in messaging.storage.get_messages(P, "dlq", ids[2:4], clock())]
+    crashed.write(lambda t: dataclasses.replace(t, pending=tuple(ids[2:4])))
+    messaging._move_batch(P, "dlq", batch)
+    resumed = other_worker.redrive_task_lease(P, "dlq", started.id, "server-after")
+    assert not resumed.acquire()  # the dead server's lease still runs
+    clock.advance(31)
+    assert resumed.acquire()
+    while other_worker.advance_redrive_task(resumed) is not None:
+        pass
+    done = other_worker.redrive_task(P, "dlq", started.id)
+    assert (done.status, done.moved, done.to_move, done.pending) == ("completed", 5, 5, ())
+    assert redrive_policy.remaining(done) == 0
+    assert ids_in(messaging, "src") == ids
+    assert ids_in(messaging, "dlq") == []
+    assert messaging.running_redrive_tasks() == []
+
+
+def test_a_cancelled_task_stops_before_its_next_batch_on_every_driver(messaging, clock):
+    ids = dead_letters(messaging, clock, 3)
+    started = messaging.start_redrive_task(P, "dlq", RedriveRequest(limit=0, max_per_second=1, as_task=True))
+    lease = messaging.redrive_task_lease(P, "dlq", started.id, "server-1")
+    assert lease.acquire()
+    assert messaging.advance_redrive_task(lease) == 1
+    assert messaging.cancel_redrive_task(P, "dlq", started.id).status == "cancelled"
+    assert messaging.advance_redrive_task(lease) is None
+    stored = messaging.redrive_task(P, "dlq", started.id)
+    assert (stored.status, stored.moved, stored.owner) == ("cancelled", 1, None)
+    assert ids_in(messaging, "dlq") == ids[1:]
+    with pytest.raises(errors.RedriveTaskFinished):
+        messaging.cancel_redrive_task(P, "dlq", started.id)
+
