@@ -194,12 +194,27 @@ def test_a_dead_letter_shows_its_provenance_and_failure_history(console, api):
     assert '<pre class="body">{\n  &#34;n&#34;: 1\n}</pre>' in page.text
 
 
+def test_a_queue_page_shows_its_redrive_tasks_and_their_progress(console, api):
+    two_signatures(api)
+    assert "No redrive task." in console.simulate_get(DLQ_PAGE).text
+    started = api.simulate_post("/v2/queues/dlq/redrive",
+                                json={"async": True, "filter": {"signature": BAD_ID}})
+    assert started.status_code == 202, started.text
+    task = started.json
+    rows = table(console.simulate_get(DLQ_PAGE).text, "redrive-task-list")
+    assert rows[1:] == [[task["id"], "running", "0", "counting", "source queues", task["started"], ""]]
+    cancelled = api.simulate_post(f"/v2/queues/dlq/redrive/tasks/{task['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    rows = table(console.simulate_get(DLQ_PAGE).text, "redrive-task-list")
+    assert [row[1] for row in rows[1:]] == ["cancelled"]
+
+
 def test_a_queue_without_dead_letters_says_so(console, api):
     post(api, "plain", 1)
     page = console.simulate_get(QUEUES + "/plain")
     assert page.status_code == 200
     assert "No dead letters in this queue." in page.text
-    assert 'id="redrive-tasks"' not in page.text
+    assert "No redrive task." in page.text
 
 
 def test_an_unknown_queue_is_a_404_page(console):

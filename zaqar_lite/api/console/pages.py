@@ -22,6 +22,7 @@ from zaqar_lite import errors
 from zaqar_lite.api import schemas
 from zaqar_lite.api.console import forms
 from zaqar_lite.api.middleware import CONSOLE_TOKEN_COOKIE, console_project, console_token, credentials
+from zaqar_lite.api.redrive import task_body
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import policy
@@ -232,14 +233,10 @@ class QueuePage(ConsolePage):
                     project_url=project_url(project), queue_url=queue_url(project, queue),
                     redrive_tasks=self.redrive_tasks(project, queue))
 
-    def redrive_tasks(self, project: str, queue: str) -> list[dict[str, Any]] | None:
-        """Return the redrive tasks of a DLQ to show in its "Redrive tasks" section; None hides it.
-
-        Redrives are one blocking call for now; once redrive tasks are
-        stored, this returns them (status, moved and remaining counts) and
-        ``templates/redrive_tasks.html`` lists them.
-        """
-        return None
+    def redrive_tasks(self, project: str, queue: str) -> list[dict[str, Any]]:
+        """Return the redrive tasks of a queue, newest first, as the API shows them (status,
+        moved and remaining counts, times): its "Redrive tasks" section lists them."""
+        return [task_body(task) for task in self.messaging.redrive_tasks(project, queue)]
 
 
 def redrive_document(form: dict[str, list[str]]) -> dict[str, Any]:
