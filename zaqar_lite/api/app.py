@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import claims, health, messages, queues, redrive, subscriptions, versions
 from zaqar_lite.api import errors as api_errors
+from zaqar_lite.api import metrics as metrics_api
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
@@ -79,13 +80,17 @@ def make_app(messaging: Messaging) -> WsgiApp:
     request passes the header and credential checks and then the queue-name
     check (``api/middleware.py``) before its responder runs.
     """
-    app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings),
-                                          QueueNameCheck(messaging.limits)])
+    middleware: list[Any] = [RequestContext(messaging.settings), QueueNameCheck(messaging.limits)]
+    if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
+        middleware.insert(0, metrics_api.RequestMetrics(messaging.storage.name))
+    app: WsgiApp = falcon.App(middleware=middleware)
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
     for template, resource in routes(messaging, subscription_service(messaging)):
         app.add_route(template, resource)
+    if messaging.settings.metrics.enabled:
+        app.add_route("/metrics", metrics_api.Metrics(messaging))
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)
     app.add_error_handler(errors.ZaqarLiteError, api_errors.handle_domain_error)
