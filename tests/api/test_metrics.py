@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.helpers import assert_error, claim, headers, post
+from zaqar_lite import errors
 from zaqar_lite.config import MetricsSettings
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
@@ -195,3 +196,27 @@ def test_a_required_token_must_be_an_admins(make_client, sent, status):
         assert result.status_code == 200
     else:
         assert_error(result, status)
+
+
+def test_an_unreachable_store_leaves_the_queue_gauges_out_and_is_counted_against_its_driver(
+        store_client, storage, monkeypatch):
+    post(store_client, "orders", {"n": 1})
+    assert value(scrape(store_client), "zaqar_lite_storage_reachable") == 1
+    before = scrape(store_client)
+
+    def down(*args, **kwargs):
+        raise errors.StorageUnavailable("connection refused")
+
+    monkeypatch.setattr(storage, "queue_stats", down)
+    monkeypatch.setattr(storage, "get_queue_metadata", down)
+    assert store_client.simulate_get("/v2/queues/orders").status_code == 503
+    during = scrape(store_client)
+    assert value(during, "zaqar_lite_storage_reachable") == 0
+    assert not [name for name, _ in during if name.startswith("zaqar_lite_queue_")]
+    assert value(during, "zaqar_lite_messages_posted_total") >= 1  # the counters are still served
+    after = scrape(store_client)
+    driver = storage.name
+    # the 503 answer and the first scrape that could not read the queues (the second
+    # scrape has served the counters by the time it finds the store down in its turn)
+    assert value(after, "zaqar_lite_storage_errors_total", driver=driver) \
+        - value(before, "zaqar_lite_storage_errors_total", driver=driver) == 2

@@ -52,6 +52,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging, subs)),
         (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging, subs)),
         ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
+        *([("/metrics", metrics_api.Metrics(messaging))] if messaging.settings.metrics.enabled else []),
     ]
 
 
@@ -89,8 +90,6 @@ def make_app(messaging: Messaging) -> WsgiApp:
     app.req_options.keep_blank_qs_values = False
     for template, resource in routes(messaging, subscription_service(messaging)):
         app.add_route(template, resource)
-    if messaging.settings.metrics.enabled:
-        app.add_route("/metrics", metrics_api.Metrics(messaging))
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)
     app.add_error_handler(errors.ZaqarLiteError, api_errors.handle_domain_error)

@@ -12,6 +12,7 @@ age is their maximum).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -28,6 +29,9 @@ from zaqar_lite.config import Settings
 from zaqar_lite.models import QueueStats
 from zaqar_lite.service import Messaging
 
+LOG = logging.getLogger(__name__)
+REACHABLE = "zaqar_lite_storage_reachable"
+REACHABLE_HELP = "1 when the store answered this scrape's queue reads, 0 when it did not."
 #: the labels of the queues beyond ``[metrics] max_labelled_queues`` (no queue is named so)
 OTHER = "(other)"
 LABELS = ("project", "queue")
@@ -85,9 +89,19 @@ class QueueCollector:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """Yield the queue gauges and how long reading them took."""
+        """Yield the queue gauges and how long reading them took; only a 0 when the store is down.
+
+        The counters are served all the same: a store outage is when they matter.
+        """
         started = time.monotonic()
-        census, now = self.messaging.queue_census()
+        try:
+            census, now = self.messaging.queue_census()
+        except errors.StorageUnavailable as exc:
+            LOG.warning("queue gauges left out of /metrics, storage unavailable: %s", exc)
+            counted.STORAGE_ERRORS.labels(self.messaging.storage.name).inc()
+            yield GaugeMetricFamily(REACHABLE, REACHABLE_HELP, value=0)
+            return
+        yield GaugeMetricFamily(REACHABLE, REACHABLE_HELP, value=1)
         labelled, rest = labelled_first(census, self.max_labelled)
         messages = GaugeMetricFamily("zaqar_lite_queue_messages",
                                      "Unexpired messages of a queue, by state (ready, delayed, claimed).",
