@@ -61,5 +61,5 @@ def test_schemathesis_finds_no_difference_between_the_document_and_the_server(se
     # every phase ran and passed, the stateful one included, on every operation
     for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
         assert f"\u2705 {phase}" in output, output[-4000:]
-    assert "Tested: 32" in output, output[-4000:]
+    assert "Tested: 33" in output, output[-4000:]
     assert "Traceback" not in server.log(), server.log_tail(100)
