@@ -220,3 +220,11 @@ def test_an_unreachable_store_leaves_the_queue_gauges_out_and_is_counted_against
     # scrape has served the counters by the time it finds the store down in its turn)
     assert value(after, "zaqar_lite_storage_errors_total", driver=driver) \
         - value(before, "zaqar_lite_storage_errors_total", driver=driver) == 2
+
+
+@pytest.mark.parametrize(("spelling", "status"), [
+    ("/metrics/", 401), ("//metrics", 401), ("//metrics//", 404),
+    ("/./metrics", 404), ("/v2/../metrics", 404)])
+def test_no_spelling_of_metrics_skips_a_required_token(make_client, spelling, status):
+    client = make_client(auth_strategy="token", tokens=TOKENS, metrics=MetricsSettings(require_token=True))
+    assert_error(client.simulate_get(spelling), status)
