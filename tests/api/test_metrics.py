@@ -42,7 +42,7 @@ def value(samples, name: str, **labels: str) -> float:
 def test_metrics_answers_the_prometheus_text_format_without_any_header(bare):
     result = bare.simulate_get("/metrics")
     assert result.status_code == 200
-    assert result.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"
+    assert result.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert "# TYPE zaqar_lite_messages_posted_total counter" in result.text
     assert "# TYPE zaqar_lite_http_request_duration_seconds histogram" in result.text
 
