@@ -2,8 +2,9 @@
 
 ``GET /metrics`` (:mod:`zaqar_lite.api.metrics`) exposes them with the queue
 gauges it computes at scrape time. Each is counted in one place: messages by the
-service (``service.py``) and the sweep results it gets, requests and storage
-errors by the API's middleware (and the sweeper), deliveries by the notifier.
+service (``service.py``) and the sweep results it gets, requests and 503s by
+the API's first middleware, other storage errors where they are caught (the
+sweeper, a scrape, the notifier), deliveries by the notifier.
 
 Under ``zaqar-lite serve`` prometheus-client runs in multiprocess mode: the
 server gives its processes a fresh directory in ``PROMETHEUS_MULTIPROC_DIR``
@@ -53,7 +54,8 @@ HTTP_DURATION = Histogram("zaqar_lite_http_request_duration_seconds",
                           buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                    2.5, 5.0, 10.0, 30.0))
 STORAGE_ERRORS = Counter("zaqar_lite_storage_errors_total",
-                         "Operations that found the store unreachable (answered 503, or a sweep skipped).",
+                         "Operations that found the store unreachable: 503 answers, skipped sweeps, "
+                         "scrapes without queue gauges, notifier rounds.",
                          ["driver"])
 
 NOTIFIER_DELIVERIES = Counter("zaqar_lite_notifier_deliveries_total",

@@ -16,6 +16,7 @@ from zaqar_lite import errors
 from zaqar_lite.config import MetricsSettings
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
+from zaqar_lite.sweeper import sweep_once
 
 TOKENS = {"admin-token": ("project-a", "admin"), "member-token": ("project-a", "member")}
 
@@ -228,3 +229,17 @@ def test_an_unreachable_store_leaves_the_queue_gauges_out_and_is_counted_against
 def test_no_spelling_of_metrics_skips_a_required_token(make_client, spelling, status):
     client = make_client(auth_strategy="token", tokens=TOKENS, metrics=MetricsSettings(require_token=True))
     assert_error(client.simulate_get(spelling), status)
+
+
+def test_a_sweep_skipped_for_an_unreachable_store_is_counted_against_its_driver(client, settings, clock):
+    storage = open_storage(settings.storage_uri)
+
+    def down():
+        raise errors.StorageUnavailable("connection refused")
+
+    storage.all_queues = down
+    before = scrape(client)
+    sweep_once(Messaging(storage, settings, clock))
+    after = scrape(client)
+    assert value(after, "zaqar_lite_storage_errors_total", driver=storage.name) \
+        - value(before, "zaqar_lite_storage_errors_total", driver=storage.name) == 1
