@@ -49,8 +49,8 @@ HTTP_REQUESTS = Counter("zaqar_lite_http_requests_total",
                         "HTTP requests answered, by method, route template and status.",
                         ["method", "route", "status"])
 HTTP_DURATION = Histogram("zaqar_lite_http_request_duration_seconds",
-                          "Time from a request's head to its answer, by method and route template.",
-                          ["method", "route"],
+                          "Time from a request's head to its answer, by method, route template and status.",
+                          ["method", "route", "status"],
                           buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                    2.5, 5.0, 10.0, 30.0))
 STORAGE_ERRORS = Counter("zaqar_lite_storage_errors_total",

@@ -96,8 +96,8 @@ def test_prometheus_finds_the_counts_of_both_workers_and_the_queue_gauges(
         'status="201"})': 1.0,
         'sum(zaqar_lite_http_requests_total{method="DELETE",route="/v2/queues/{queue}/messages/{message_id}",'
         'status="204"})': 2.0,
-        'sum(zaqar_lite_http_request_duration_seconds_count{method="POST",route="/v2/queues/{queue}/claims"})':
-            1.0,
+        'sum(zaqar_lite_http_request_duration_seconds_count{method="POST",route="/v2/queues/{queue}/claims",'
+        'status="201"})': 1.0,
     }
     assert settled(scraper, expected) == expected, scraper.log_tail()
     # the series carry route templates only, never a raw path

@@ -230,8 +230,9 @@ class RequestMetrics:
         started = getattr(req.context, "metrics_started", None)
         route = req.uri_template if resource is not None and req.uri_template else counted.UNMATCHED_ROUTE
         status = resp.status_code
-        counted.HTTP_REQUESTS.labels(req.method, route, str(status)).inc()
+        labels = (req.method, route, str(status))
+        counted.HTTP_REQUESTS.labels(*labels).inc()
         if started is not None:
-            counted.HTTP_DURATION.labels(req.method, route).observe(time.perf_counter() - started)
+            counted.HTTP_DURATION.labels(*labels).observe(time.perf_counter() - started)
         if status == 503:
             counted.STORAGE_ERRORS.labels(self.driver).inc()
