@@ -33,3 +33,6 @@ need memcached memcached
 need chromium chromium
 # Java for PySpark (the DLQ report and its tests).
 need java openjdk-17-jre-headless
+# Prometheus and promtool: the /metrics end-to-end test scrapes a real server; promtool checks
+# and unit-tests the example alert rules of etc/prometheus (about 19 MB to download, 96 MB installed).
+need prometheus prometheus

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zaqar_lite.config import Limits, Settings, SmtpSettings, load_settings
+from zaqar_lite.config import Limits, MetricsSettings, Settings, SmtpSettings, load_settings
 from zaqar_lite.models import QueueTemplate
 
 CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
@@ -56,7 +56,7 @@ def parsed() -> configparser.ConfigParser:
 
 
 def test_every_settings_field_is_known_to_this_test():
-    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp", "queue_templates"}
+    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp", "metrics", "queue_templates"}
     assert {f.name for f in dataclasses.fields(Settings)} == known
 
 
@@ -99,6 +99,38 @@ def test_each_smtp_setting_is_in_the_smtp_section_with_its_default(parsed, field
     default = getattr(SmtpSettings(), field)
     text = default if isinstance(default, str) else str(default).lower()
     assert parsed.get("smtp", field) == text
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(MetricsSettings)])
+def test_each_metrics_setting_is_in_the_metrics_section_with_its_default(parsed, field):
+    default = getattr(MetricsSettings(), field)
+    written = str(default).lower() if isinstance(default, bool) else str(default)
+    assert parsed.get("metrics", field) == written
+
+
+def test_the_metrics_settings_come_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "z.conf"
+    conf.write_text("[metrics]\nenabled = false\nrequire_token = true\nmax_labelled_queues = 20\n")
+    assert load_settings(conf).metrics == MetricsSettings(enabled=False, require_token=True,
+                                                          max_labelled_queues=20)
+    monkeypatch.setenv("ZAQAR_LITE_METRICS_MAX_LABELLED_QUEUES", "0")
+    assert load_settings(conf).metrics.max_labelled_queues == 0
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("enabled", "yes", "[metrics] enabled must be true or false, got 'yes'"),
+    ("require_token", "1", "[metrics] require_token must be true or false, got '1'"),
+    ("max_labelled_queues", "-1",
+     "[metrics] max_labelled_queues must be a whole number (0 or more), got '-1'"),
+    ("max_labelled_queues", "many",
+     "[metrics] max_labelled_queues must be a whole number (0 or more), got 'many'"),
+])
+def test_a_bad_metrics_setting_is_refused_naming_it(tmp_path, key, value, message):
+    conf = tmp_path / "z.conf"
+    conf.write_text(f"[metrics]\n{key} = {value}\n")
+    with pytest.raises(ValueError) as refused:
+        load_settings(conf)
+    assert str(refused.value) == message
 
 
 def test_the_token_file_setting_is_documented():

@@ -62,7 +62,7 @@ storage_option = click.option("--storage", "storage_uri",
 def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None,
           with_notifier: bool) -> None:
     """Run the API under gunicorn, with the sweeper in one worker (and a notifier beside it)."""
-    from zaqar_lite.server import StorageCheckFailed, check_storage, run
+    from zaqar_lite.server import StorageCheckFailed, check_storage, metrics_directory, run
 
     settings = _settings(config, storage_uri=storage_uri, bind=bind, workers=workers)
     _logging(settings.log_level)
@@ -70,17 +70,18 @@ def serve(config: str | None, storage_uri: str | None, bind: str | None, workers
         where = check_storage(settings)
     except StorageCheckFailed as exc:
         raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
-    if not with_notifier:
-        run(settings, where)
-        return
-    from zaqar_lite.notify.process import NotifierPool
+    with metrics_directory(settings):
+        if not with_notifier:
+            run(settings, where)
+            return
+        from zaqar_lite.notify.process import NotifierPool
 
-    notifiers = NotifierPool(settings, 1)
-    notifiers.start()
-    try:
-        run(settings, where)
-    finally:
-        notifiers.stop()
+        notifiers = NotifierPool(settings, 1)
+        notifiers.start()
+        try:
+            run(settings, where)
+        finally:
+            notifiers.stop()
 
 
 @main.command()

@@ -186,6 +186,34 @@ def _smtp_settings(get: Callable[[str, str], str | None]) -> SmtpSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class MetricsSettings:
+    """``GET /metrics`` (Prometheus); configurable in ``[metrics]``."""
+
+    #: serve ``GET /metrics`` (and keep the counts it needs)
+    enabled: bool = True
+    #: under token auth, ask ``/metrics`` for an admin token (``Authorization: Bearer`` or
+    #: ``X-Auth-Token``); by Prometheus's convention it is open by default
+    require_token: bool = False
+    #: queues that get series of their own (dead-letter queues first, then by project and
+    #: name); the others are added up under ``project="(other)", queue="(other)"``
+    max_labelled_queues: int = 1000
+
+
+def _metrics_settings(get: Callable[[str, str], str | None]) -> MetricsSettings:
+    values: dict[str, Any] = {}
+    for key in ("enabled", "require_token"):
+        raw = get("metrics", key)
+        if raw is not None:
+            values[key] = _boolean(raw.strip(), f"[metrics] {key}")
+    raw = get("metrics", "max_labelled_queues")
+    if raw is not None:
+        if not (raw.strip().isascii() and raw.strip().isdigit()):
+            raise ValueError(f"[metrics] max_labelled_queues must be a whole number (0 or more), got {raw!r}")
+        values["max_labelled_queues"] = int(raw)
+    return MetricsSettings(**values)
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     """Every setting of zaqar-lite, loaded once and never mutated."""
 
@@ -226,6 +254,7 @@ class Settings:
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
+    metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
 
     def replace(self, **changes: Any) -> Settings:
         """Return a copy with the given fields changed."""
@@ -454,5 +483,6 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_queue_templates(parser))
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
+    values["metrics"] = _metrics_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)

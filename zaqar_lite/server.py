@@ -8,11 +8,14 @@ standard library they bind to (``socket``, ``ssl``, ``threading``).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
 import multiprocessing
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -151,6 +154,43 @@ def check_storage(settings: Settings) -> str:
     return str(text)
 
 
+#: prometheus-client's multiprocess directory (zaqar_lite.metrics.MULTIPROC_ENV; the master
+#: does not import that module: its workers must import prometheus-client after this is set)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@contextlib.contextmanager
+def metrics_directory(settings: Settings) -> Iterator[str | None]:
+    """Give the processes this server starts a fresh, empty directory for their metric files.
+
+    Set before the workers fork (and before a notifier beside the server
+    starts), so every process counts into it and a scrape of any worker adds
+    them all up; removed when the server stops, so a restart starts from zero
+    (as Prometheus expects of a restarted target). Yields None when metrics are off.
+    """
+    if not settings.metrics.enabled:
+        yield None
+        return
+    previous = os.environ.get(MULTIPROC_ENV)
+    with tempfile.TemporaryDirectory(prefix="zaqar-lite-metrics-") as path:
+        os.environ[MULTIPROC_ENV] = path
+        try:
+            yield path
+        finally:
+            if previous is None:
+                os.environ.pop(MULTIPROC_ENV, None)
+            else:
+                os.environ[MULTIPROC_ENV] = previous
+
+
+def mark_worker_dead(arbiter: Any, worker: Any) -> None:
+    """gunicorn hook (master): drop a dead worker's live gauge files, keep its counts."""
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
 class Server(BaseApplication):  # type: ignore[misc]
     """gunicorn application whose workers each build their own app after the fork."""
 
@@ -177,15 +217,20 @@ class Server(BaseApplication):  # type: ignore[misc]
             "graceful_timeout": 10,
             "proc_name": "zaqar-lite",
         }
+        options["child_exit"] = mark_worker_dead
         if settings.worker_class == "gevent":
             options["pre_fork"] = self.balance.pre_fork
-            options["child_exit"] = self.balance.child_exit
+            options["child_exit"] = self._gevent_child_exit
         # gunicorn >= 25 opens a control socket at one fixed per-user path, so a second
         # server on the machine would take it over and the first to stop would delete it.
         if "control_socket_disable" in self.cfg.settings:
             options["control_socket_disable"] = True
         for key, value in options.items():
             self.cfg.set(key, value)
+
+    def _gevent_child_exit(self, arbiter: Any, worker: Any) -> None:
+        self.balance.child_exit(arbiter, worker)
+        mark_worker_dead(arbiter, worker)
 
     def load(self) -> falcon.App[falcon.Request, falcon.Response]:
         """Build the app inside a worker."""

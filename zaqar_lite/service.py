@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite import metrics as counted
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.claims import templates as template_rules
@@ -225,6 +226,7 @@ class Messaging:
             return records
 
         self.storage.post_planned(project, queue, plan, now)
+        counted.MESSAGES_POSTED.inc(len(ids))
         return ids
 
     def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
@@ -264,22 +266,27 @@ class Messaging:
     def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None) -> None:
         """Delete one message under the claim rules."""
         self.storage.delete_message(project, queue, message_id, claim_id, self.clock())
+        counted.MESSAGES_DELETED.inc()
 
     def delete_messages(self, project: str, queue: str, ids: Sequence[str],
                         claim_ids: Sequence[str] | None) -> None:
         """Delete messages by id."""
         self.storage.delete_messages(project, queue, ids, claim_ids, self.clock())
+        counted.MESSAGES_DELETED.inc(len(ids))
 
     def pop(self, project: str, queue: str, limit: int) -> tuple[list[Message], float]:
         """Delete and return up to limit visible messages."""
         now = self.clock()
-        return self.storage.pop_messages(project, queue, limit, now), now
+        popped = self.storage.pop_messages(project, queue, limit, now)
+        counted.MESSAGES_DELETED.inc(len(popped))
+        return popped, now
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str,
                         reason: Mapping[str, Any] | None) -> None:
         """Release one claimed message at once, recording the reason in its failure history."""
         self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
                                      self.limits.failure_history_length)
+        counted.MESSAGES_RELEASED.inc()
 
     # -- claims ---------------------------------------------------------------
 
@@ -302,7 +309,9 @@ class Messaging:
             return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
                                 dead_letter=meta.dead_letter_policy(stored, default))
 
-        return claim_id, self.storage.claim_planned(project, queue, plan), now
+        claimed = self.storage.claim_planned(project, queue, plan)
+        counted.MESSAGES_CLAIMED.inc(len(claimed))
+        return claim_id, claimed, now
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
         """Return a live claim and its messages."""
@@ -317,6 +326,7 @@ class Messaging:
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         """Release a claim; its messages become claimable at once."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
+        counted.CLAIMS_RELEASED.inc()
 
     # -- redrive --------------------------------------------------------------
 
@@ -373,6 +383,7 @@ class Messaging:
         for target, messages in redrive_policy.by_target(batch).items():
             moves = [Move(m, redrive_policy.redriven(m, at, min_ttl)) for m in messages]
             moved += len(self.storage.move_messages(project, queue, moves, target, at))
+        counted.MESSAGES_REDRIVEN.inc(moved)
         return moved
 
     def redrive(self, project: str, queue: str, request: RedriveRequest) -> tuple[RedriveResult, float]:
@@ -570,6 +581,10 @@ class Messaging:
                 if meta.holds_expired(stored, policy):
                     continue
             result = self.storage.sweep_queue(project, queue, now, policy)
+            counted.MESSAGES_DISCARDED.inc(result.discarded)
+            if result.dead_lettered:
+                reason = counted.dead_letter_reason(policy.on_expiry, policy.counts_claims)
+                counted.MESSAGES_DEAD_LETTERED.labels(reason).inc(result.dead_lettered)
             moved += result.dead_lettered
             discarded += result.discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
@@ -583,6 +598,22 @@ class Messaging:
             for key in volume:
                 volume[key] += getattr(stats, key)
         return volume
+
+    def queue_census(self) -> tuple[list[counted.QueueCensus], float]:
+        """Return every queue's message counts at one instant, each marked when it is a dead-letter queue.
+
+        A queue is a dead-letter queue when another queue of its project names it in
+        ``_dead_letter_queue``, or it is the server's default dead-letter queue.
+        One read of the queue list, then one ``queue_stats`` per queue.
+        """
+        now = self.clock()
+        queues = list(self.storage.all_queues())
+        targets = {(project, meta.dead_letter_policy(stored).queue) for project, _, stored in queues}
+        default = self.settings.default_dead_letter_queue
+        census = [counted.QueueCensus(project, queue, self.storage.queue_stats(project, queue, now),
+                                      (project, queue) in targets or queue == default)
+                  for project, queue, _ in queues]
+        return census, now
 
     def ping(self) -> bool:
         """Return whether the store answers."""

@@ -16,6 +16,7 @@ import tempfile
 import threading
 from typing import IO
 
+from zaqar_lite import metrics
 from zaqar_lite.errors import StorageUnavailable
 from zaqar_lite.service import Messaging
 
@@ -60,6 +61,7 @@ def sweep_once(messaging: Messaging) -> None:
         result = messaging.sweep()
     except StorageUnavailable as exc:
         LOG.warning("sweep skipped, storage unavailable: %s", exc)
+        metrics.STORAGE_ERRORS.labels(messaging.storage.name).inc()
         return
     if result.dead_lettered or result.discarded:
         LOG.info("sweep: %d dead-lettered, %d discarded", result.dead_lettered, result.discarded)

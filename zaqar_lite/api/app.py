@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import falcon
 
@@ -19,6 +19,7 @@ from zaqar_lite.api import (
     versions,
 )
 from zaqar_lite.api import errors as api_errors
+from zaqar_lite.api import metrics as metrics_api
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
@@ -67,6 +68,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (templates.COLLECTION, templates.TemplateCollection(messaging)),
         (templates.COLLECTION + "/{name}", templates.TemplateItem(messaging)),
         ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),
+        *([("/metrics", metrics_api.Metrics(messaging))] if messaging.settings.metrics.enabled else []),
     ]
 
 
@@ -97,16 +99,18 @@ def make_app(messaging: Messaging) -> WsgiApp:
     console (``api/console/``, HTML, not the v2 API) is added when
     ``[console] enabled``.
     """
-    console_on = messaging.settings.console_enabled
-    app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings),
-                                          QueueNameCheck(messaging.limits),
-                                          *([console.ConsolePages()] if console_on else [])])
+    middleware: list[Any] = [RequestContext(messaging.settings), QueueNameCheck(messaging.limits)]
+    if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
+        middleware.insert(0, metrics_api.RequestMetrics(messaging.storage.name))
+    if messaging.settings.console_enabled:
+        middleware.append(console.ConsolePages())
+    app: WsgiApp = falcon.App(middleware=middleware)
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
     for template, resource in routes(messaging, subscription_service(messaging)):
         app.add_route(template, resource)
-    for template, page in console.routes(messaging) if console_on else []:
+    for template, page in console.routes(messaging) if messaging.settings.console_enabled else []:
         app.add_route(template, page)
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from zaqar_lite import metrics
 from zaqar_lite.claims import retry
 from zaqar_lite.clock import Clock
 from zaqar_lite.models import Message
@@ -143,7 +144,9 @@ class Courier:
                 return dataclasses.replace(d, cursor=message.marker, attempts=0, attempt_marker=None,
                                            retry_at=0.0, delivered=d.delivered + 1, last_delivered_at=now)
             lease.write(advance)
+            metrics.NOTIFIER_DELIVERIES.labels(metrics.scheme_of(subscription.subscriber)).inc()
             return True
+        metrics.NOTIFIER_FAILURES.labels(metrics.scheme_of(subscription.subscriber)).inc()
         self._record_failure(project, subscription, lease, message, policy, outcome.error or "failed", now)
         return False
 
@@ -159,6 +162,7 @@ class Courier:
             lease.release(lambda d: dataclasses.replace(
                 d, attempts=0, attempt_marker=None, retry_at=0.0, last_error=error, last_error_at=now,
                 suspended_at=now))
+            metrics.NOTIFIER_SUSPENSIONS.labels(metrics.scheme_of(subscription.subscriber)).inc()
             return
         wait = delays[failures - 1]
         LOG.info("subscription %s: attempt %d on message %s failed (%s); next in %g s",

@@ -30,7 +30,7 @@ import uuid
 
 import requests
 
-from zaqar_lite import errors
+from zaqar_lite import errors, metrics
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import Record
@@ -90,6 +90,7 @@ class Notifier:
                     self.tick(pool)
                 except errors.StorageUnavailable as exc:
                     LOG.warning("notifier: storage unavailable: %s", exc)
+                    metrics.STORAGE_ERRORS.labels(self.storage.name).inc()
                 except Exception:  # noqa: BLE001 - the notifier must outlive any single failure
                     LOG.exception("notifier: scheduling failed")
                 self.stopping.wait(self.config.poll_interval)
@@ -225,6 +226,7 @@ class Notifier:
             self._held.pop(slot, None)
         except errors.StorageUnavailable as exc:
             LOG.warning("notifier: storage unavailable while serving %s: %s", subscription.key, exc)
+            metrics.STORAGE_ERRORS.labels(self.storage.name).inc()
         except Exception:  # noqa: BLE001 - one subscription's failure must not stop the others
             LOG.exception("notifier: delivery to %s/%s failed", project, subscription.key)
         finally:

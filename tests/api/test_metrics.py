@@ -1,0 +1,246 @@
+"""``GET /metrics``: the Prometheus text format, the queue gauges, the counters and who may read them.
+
+The counters are the process's own (these tests run the app in this process),
+so the tests compare them before and after a workload; the queue gauges are
+read from the test's own store, so they are compared as they are.
+"""
+
+from __future__ import annotations
+
+import falcon.testing
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.api.helpers import assert_error, claim, headers, post
+from zaqar_lite import errors
+from zaqar_lite.config import MetricsSettings
+from zaqar_lite.service import Messaging
+from zaqar_lite.storage import open_storage
+from zaqar_lite.sweeper import sweep_once
+
+TOKENS = {"admin-token": ("project-a", "admin"), "member-token": ("project-a", "member")}
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(client: falcon.testing.TestClient, **kwargs) -> Samples:
+    """GET /metrics and return every sample as {(name, sorted labels): value}."""
+    result = client.simulate_get("/metrics", **kwargs)
+    assert result.status_code == 200, result.text
+    samples = {}
+    for family in text_string_to_metric_families(result.text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels: str) -> float:
+    """Return one sample's value, 0 when the series is absent (a counter not yet counted)."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_answers_the_prometheus_text_format_without_any_header(bare):
+    result = bare.simulate_get("/metrics")
+    assert result.status_code == 200
+    assert result.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE zaqar_lite_messages_posted_total counter" in result.text
+    assert "# TYPE zaqar_lite_http_request_duration_seconds histogram" in result.text
+
+
+def test_queue_gauges_count_ready_delayed_and_claimed_messages_and_the_oldest_age(client, clock):
+    post(client, "orders", {"n": 1}, {"n": 2})
+    post(client, "orders", {"n": 3}, delay=300)
+    clock.advance(30)
+    claim(client, "orders", limit=1)
+    samples = scrape(client)
+    where = {"project": "project-a", "queue": "orders"}
+    assert value(samples, "zaqar_lite_queue_messages", state="ready", **where) == 1
+    assert value(samples, "zaqar_lite_queue_messages", state="delayed", **where) == 1
+    assert value(samples, "zaqar_lite_queue_messages", state="claimed", **where) == 1
+    assert value(samples, "zaqar_lite_queue_depth", **where) == 3
+    assert value(samples, "zaqar_lite_queue_oldest_message_age_seconds", **where) == 30
+    assert value(samples, "zaqar_lite_queues") == 1
+
+
+def test_a_dead_letter_queue_has_a_depth_series_and_its_source_has_none(client):
+    assert client.simulate_put("/v2/queues/orders-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/orders", json={
+        "_dead_letter_queue": "orders-dlq", "_max_claim_count": 2}).status_code == 201
+    post(client, "orders-dlq", {"n": 1}, {"n": 2})
+    samples = scrape(client)
+    assert value(samples, "zaqar_lite_dead_letter_queue_depth", project="project-a", queue="orders-dlq") == 2
+    assert ("zaqar_lite_dead_letter_queue_depth",
+            (("project", "project-a"), ("queue", "orders"))) not in samples
+
+
+def test_an_empty_queue_reads_zero_everywhere(client):
+    assert client.simulate_put("/v2/queues/empty", json={}).status_code == 201
+    samples = scrape(client)
+    for state in ("ready", "delayed", "claimed"):
+        assert value(samples, "zaqar_lite_queue_messages", project="project-a", queue="empty",
+                     state=state) == 0
+    assert samples[("zaqar_lite_queue_oldest_message_age_seconds",
+                    (("project", "project-a"), ("queue", "empty")))] == 0
+
+
+def test_queues_beyond_max_labelled_queues_are_added_up_dead_letter_queues_first(make_client):
+    client = make_client(headers("project-a"), metrics=MetricsSettings(max_labelled_queues=2))
+    # the dead-letter queue z-dlq sorts last by name and is labelled first all the same
+    for name, metadata in (("z-dlq", {}), ("a", {"_dead_letter_queue": "z-dlq"}), ("c", {}), ("d", {})):
+        assert client.simulate_put(f"/v2/queues/{name}", json=metadata).status_code == 201
+    post(client, "c", {"n": 1})
+    post(client, "d", {"n": 2}, {"n": 3})
+    samples = scrape(client)
+    labelled = {dict(labels)["queue"] for name, labels in samples if name == "zaqar_lite_queue_depth"}
+    assert labelled == {"z-dlq", "a", "(other)"}
+    assert value(samples, "zaqar_lite_queue_depth", project="(other)", queue="(other)") == 3
+    assert value(samples, "zaqar_lite_queue_messages", project="(other)", queue="(other)", state="ready") == 3
+    assert value(samples, "zaqar_lite_queues") == 4
+
+
+def test_messages_are_counted_as_posted_claimed_released_and_deleted(client):
+    before = scrape(client)
+    ids = post(client, "orders", {"n": 1}, {"n": 2}, {"n": 3}, {"n": 4})
+    claim_id, claimed = claim(client, "orders", limit=2)
+    released = client.simulate_post(f"/v2/queues/orders/messages/{claimed[0]['id']}/release",
+                                    params={"claim_id": claim_id}, json={})
+    assert released.status_code == 204, released.text
+    deleted = client.simulate_delete(f"/v2/queues/orders/messages/{claimed[1]['id']}",
+                                     params={"claim_id": claim_id})
+    assert deleted.status_code == 204
+    assert client.simulate_delete("/v2/queues/orders/messages", params={"ids": ids[2]}).status_code == 204
+    popped = client.simulate_delete("/v2/queues/orders/messages", params={"pop": 1})
+    assert popped.status_code == 200
+    assert client.simulate_delete(f"/v2/queues/orders/claims/{claim_id}").status_code == 204
+    after = scrape(client)
+    for name, grown in (("zaqar_lite_messages_posted_total", 4), ("zaqar_lite_messages_claimed_total", 2),
+                        ("zaqar_lite_messages_released_total", 1), ("zaqar_lite_messages_deleted_total", 3),
+                        ("zaqar_lite_claims_released_total", 1)):
+        assert value(after, name) - value(before, name) == grown, name
+
+
+def test_requests_are_counted_by_route_template_and_status_never_by_raw_path(client):
+    before = scrape(client)
+    assert client.simulate_get("/v2/queues/alpha/stats").status_code == 200
+    assert client.simulate_get("/v2/queues/beta/stats").status_code == 200
+    assert client.simulate_get("/v2/no-such-thing").status_code == 404
+    after = scrape(client)
+    route = "/v2/queues/{queue}/stats"
+    assert value(after, "zaqar_lite_http_requests_total", method="GET", route=route, status="200") \
+        - value(before, "zaqar_lite_http_requests_total", method="GET", route=route, status="200") == 2
+    assert value(after, "zaqar_lite_http_requests_total", method="GET", route="unmatched", status="404") \
+        - value(before, "zaqar_lite_http_requests_total", method="GET", route="unmatched", status="404") == 1
+    duration = {"method": "GET", "route": route, "status": "200"}
+    assert value(after, "zaqar_lite_http_request_duration_seconds_count", **duration) \
+        - value(before, "zaqar_lite_http_request_duration_seconds_count", **duration) == 2
+    assert not any("alpha" in dict(labels).get("route", "") for _, labels in after)
+
+
+def test_the_sweep_counts_dead_letters_by_reason_and_discarded_messages(client, settings, clock):
+    assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/jobs", json={
+        "_dead_letter_queue": "jobs-dlq", "_max_claim_count": 1}).status_code == 201
+    post(client, "jobs", {"n": 1})
+    post(client, "other", {"n": 2}, ttl=60)
+    claim_id, _ = claim(client, "jobs", limit=1)
+    assert client.simulate_delete(f"/v2/queues/jobs/claims/{claim_id}").status_code == 204
+    clock.advance(61)
+    before = scrape(client)
+    result = Messaging(open_storage(settings.storage_uri), settings, clock).sweep()
+    assert (result.dead_lettered, result.discarded) == (1, 1)
+    after = scrape(client)
+    assert value(after, "zaqar_lite_messages_dead_lettered_total", reason="max_claims") \
+        - value(before, "zaqar_lite_messages_dead_lettered_total", reason="max_claims") == 1
+    assert value(after, "zaqar_lite_messages_discarded_total") \
+        - value(before, "zaqar_lite_messages_discarded_total") == 1
+    assert value(after, "zaqar_lite_dead_letter_queue_depth", project="project-a", queue="jobs-dlq") == 1
+
+
+def test_redriven_messages_are_counted(client):
+    assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/jobs", json={
+        "_dead_letter_queue": "jobs-dlq", "_max_claim_count": 1}).status_code == 201
+    post(client, "jobs", {"n": 1}, {"n": 2})
+    claim_id, _ = claim(client, "jobs", limit=2)
+    assert client.simulate_delete(f"/v2/queues/jobs/claims/{claim_id}").status_code == 204
+    assert client.simulate_post("/v2/queues/jobs/claims", json={}).status_code == 204  # both dead-lettered
+    before = scrape(client)
+    result = client.simulate_post("/v2/queues/jobs-dlq/redrive", json={})
+    assert result.json == {"redriven": 2}
+    after = scrape(client)
+    assert value(after, "zaqar_lite_messages_redriven_total") \
+        - value(before, "zaqar_lite_messages_redriven_total") == 2
+
+
+def test_metrics_can_be_turned_off(make_client):
+    client = make_client(metrics=MetricsSettings(enabled=False))
+    assert_error(client.simulate_get("/metrics"), 404)
+
+
+def test_under_token_auth_metrics_is_open_unless_a_token_is_required(make_client):
+    client = make_client(auth_strategy="token", tokens=TOKENS)
+    assert client.simulate_get("/metrics").status_code == 200
+
+
+@pytest.mark.parametrize(("sent", "status"), [
+    ({}, 401),
+    ({"Authorization": "Bearer wrong"}, 401),
+    ({"Authorization": "Bearer member-token"}, 403),
+    ({"Authorization": "Bearer admin-token"}, 200),
+    ({"X-Auth-Token": "admin-token"}, 200),
+])
+def test_a_required_token_must_be_an_admins(make_client, sent, status):
+    client = make_client(auth_strategy="token", tokens=TOKENS,
+                         metrics=MetricsSettings(require_token=True))
+    result = client.simulate_get("/metrics", headers=sent)
+    if status == 200:
+        assert result.status_code == 200
+    else:
+        assert_error(result, status)
+
+
+def test_an_unreachable_store_leaves_the_queue_gauges_out_and_is_counted_against_its_driver(
+        store_client, storage, monkeypatch):
+    post(store_client, "orders", {"n": 1})
+    assert value(scrape(store_client), "zaqar_lite_storage_reachable") == 1
+    before = scrape(store_client)
+
+    def down(*args, **kwargs):
+        raise errors.StorageUnavailable("connection refused")
+
+    monkeypatch.setattr(storage, "queue_stats", down)
+    monkeypatch.setattr(storage, "get_queue_metadata", down)
+    assert store_client.simulate_get("/v2/queues/orders").status_code == 503
+    during = scrape(store_client)
+    assert value(during, "zaqar_lite_storage_reachable") == 0
+    assert not [name for name, _ in during if name.startswith("zaqar_lite_queue_")]
+    assert value(during, "zaqar_lite_messages_posted_total") >= 1  # the counters are still served
+    after = scrape(store_client)
+    driver = storage.name
+    # the 503 answer and the first scrape that could not read the queues (the second
+    # scrape has served the counters by the time it finds the store down in its turn)
+    assert value(after, "zaqar_lite_storage_errors_total", driver=driver) \
+        - value(before, "zaqar_lite_storage_errors_total", driver=driver) == 2
+
+
+@pytest.mark.parametrize(("spelling", "status"), [
+    ("/metrics/", 401), ("//metrics", 401), ("//metrics//", 404),
+    ("/./metrics", 404), ("/v2/../metrics", 404)])
+def test_no_spelling_of_metrics_skips_a_required_token(make_client, spelling, status):
+    client = make_client(auth_strategy="token", tokens=TOKENS, metrics=MetricsSettings(require_token=True))
+    assert_error(client.simulate_get(spelling), status)
+
+
+def test_a_sweep_skipped_for_an_unreachable_store_is_counted_against_its_driver(client, settings, clock):
+    storage = open_storage(settings.storage_uri)
+
+    def down():
+        raise errors.StorageUnavailable("connection refused")
+
+    storage.all_queues = down
+    before = scrape(client)
+    sweep_once(Messaging(storage, settings, clock))
+    after = scrape(client)
+    assert value(after, "zaqar_lite_storage_errors_total", driver=storage.name) \
+        - value(before, "zaqar_lite_storage_errors_total", driver=storage.name) == 1

@@ -1,0 +1,93 @@
+"""``GET /metrics`` of a real gunicorn server: every worker's counts, across worker deaths and restarts.
+
+The server gives its processes a fresh prometheus-client multiprocess
+directory at each start (``PROMETHEUS_MULTIPROC_DIR``, a temporary directory:
+found here as the one holding the workers' files) and removes it at stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e.harness import ApiSession, RunningServer, stop_server
+
+WAIT = 30.0
+
+
+def metrics_directory(server: RunningServer) -> Path:
+    """Return the server's multiprocess directory: the one holding its workers' counter files."""
+    workers = {f"counter_{pid}.db" for pid in server.worker_pids()}
+    found = [d for d in Path(tempfile.gettempdir()).glob("zaqar-lite-metrics-*")
+             if workers & {p.name for p in d.glob("counter_*.db")}]
+    assert len(found) == 1, f"no single metrics directory holds the files of workers {sorted(workers)}"
+    return found[0]
+
+
+def posted_total(session: ApiSession) -> float:
+    """Return ``zaqar_lite_messages_posted_total`` as the worker answering ``session`` reports it."""
+    for family in text_string_to_metric_families(session.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == "zaqar_lite_messages_posted_total":
+                return sample.value
+    raise AssertionError("no zaqar_lite_messages_posted_total")
+
+
+def post(session: ApiSession, count: int) -> None:
+    """Post ``count`` messages to queue ``jobs``, one request."""
+    answer = session.post("/v2/queues/jobs/messages", json={"messages": [{"body": n} for n in range(count)]})
+    assert answer.status_code == 201, answer.text
+
+
+def test_every_worker_reports_the_counts_of_all_and_a_killed_workers_counts_stay(
+        store, start_server_for_test, tmp_path):
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2)
+    directory = metrics_directory(server)
+    assert directory.is_dir() and directory.name.startswith("zaqar-lite-metrics-")
+    # two connections held open at once: the accept balance gives them to different workers
+    with ApiSession(server.url, project="p") as first, ApiSession(server.url, project="p") as second:
+        assert first.get("/v2/ping").status_code == second.get("/v2/ping").status_code == 204
+        post(first, 3)
+        post(second, 4)
+        assert (posted_total(first), posted_total(second)) == (7.0, 7.0)
+    killed = server.worker_pids()
+    assert {f"counter_{pid}.db" for pid in killed} <= {p.name for p in directory.glob("counter_*.db")}
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + WAIT
+    while server.worker_pids() & killed or len(server.worker_pids()) < 2:
+        assert time.monotonic() < deadline, "gunicorn did not replace its killed workers"
+        time.sleep(0.2)
+    with ApiSession(server.url, project="p") as again:
+        deadline = time.monotonic() + WAIT
+        while True:
+            try:
+                answer = posted_total(again)
+                break
+            except Exception:  # noqa: BLE001 - the new workers may still be booting
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert answer == 7.0
+    stop_server(server)
+    assert not directory.exists(), "the multiprocess directory outlived the server"
+
+
+def test_a_restarted_server_counts_from_zero(store, start_server_for_test, tmp_path):
+    uri = store.uri(tmp_path / "data")
+    first = start_server_for_test(uri, workers=1)
+    with ApiSession(first.url, project="p") as session:
+        post(session, 2)
+        assert posted_total(session) == 2.0
+    old_directory = metrics_directory(first)
+    stop_server(first)
+    second = start_server_for_test(uri, workers=1)
+    assert metrics_directory(second) != old_directory
+    with ApiSession(second.url, project="p") as session:
+        assert posted_total(session) == 0.0
+        post(session, 1)
+        assert posted_total(session) == 1.0

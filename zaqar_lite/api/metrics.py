@@ -1,0 +1,238 @@
+"""``GET /metrics``: the counters of every process and the queue gauges, in Prometheus's text format.
+
+The queue gauges are computed at scrape time by :class:`QueueCollector`, in the
+worker that answers the scrape: one read of the queue list and one
+``queue_stats`` per queue through the service (``Messaging.queue_census``), so
+nothing is kept between scrapes and no write path pays for them. Label
+cardinality is bounded by ``[metrics] max_labelled_queues``: dead-letter
+queues first, then the others by project and name, get series of their own;
+the rest are added up under ``project="(other)", queue="(other)"`` (the oldest
+age is their maximum).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import falcon
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from zaqar_lite import errors
+from zaqar_lite import metrics as counted
+from zaqar_lite.config import Settings
+from zaqar_lite.models import QueueStats
+from zaqar_lite.service import Messaging
+
+LOG = logging.getLogger(__name__)
+#: the text format every Prometheus 2 and 3 reads (our names need none of 1.0.0's escaping)
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+REACHABLE = "zaqar_lite_storage_reachable"
+REACHABLE_HELP = "1 when the store answered this scrape's queue reads, 0 when it did not."
+#: the labels of the queues beyond ``[metrics] max_labelled_queues`` (no queue is named so)
+OTHER = "(other)"
+LABELS = ("project", "queue")
+STATES = ("ready", "delayed", "claimed")
+
+
+class _Totals:
+    """The summed counts of the queues that get no series of their own."""
+
+    def __init__(self) -> None:
+        self.ready = self.delayed = self.claimed = 0
+        self.oldest: float | None = None
+        self.queues = 0
+
+    def add(self, stats: QueueStats) -> None:
+        """Add one queue's counts."""
+        self.ready += stats.free
+        self.delayed += stats.delayed
+        self.claimed += stats.claimed
+        self.queues += 1
+        if stats.oldest is not None:
+            created = stats.oldest.created
+            self.oldest = created if self.oldest is None else min(self.oldest, created)
+
+    @property
+    def messages(self) -> int:
+        """Return the summed messages in any state."""
+        return self.ready + self.delayed + self.claimed
+
+    def as_stats(self) -> tuple[int, int, int, float | None]:
+        """Return the summed ready, delayed and claimed counts and the oldest creation time."""
+        return self.ready, self.delayed, self.claimed, self.oldest
+
+
+def labelled_first(census: Sequence[counted.QueueCensus], limit: int) -> tuple[list[counted.QueueCensus],
+                                                                              list[counted.QueueCensus]]:
+    """Split the queues into those with series of their own (at most ``limit``) and the rest.
+
+    Dead-letter queues come first, then every queue by project and name, so the
+    labelled set only changes when queues are created or deleted.
+    """
+    ordered = sorted(census, key=lambda c: (not c.dead_letter_queue, c.project, c.queue))
+    return ordered[:limit], ordered[limit:]
+
+
+class QueueCollector:
+    """A prometheus-client collector of the queue gauges, read from the store at each scrape."""
+
+    def __init__(self, messaging: Messaging, max_labelled: int) -> None:
+        self.messaging = messaging
+        self.max_labelled = max_labelled
+
+    def describe(self) -> list[Metric]:
+        """Return nothing: the registry must not call :meth:`collect` when it is registered."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the queue gauges and how long reading them took; only a 0 when the store is down.
+
+        The counters are served all the same: a store outage is when they matter.
+        """
+        started = time.monotonic()
+        try:
+            census, now = self.messaging.queue_census()
+        except errors.StorageUnavailable as exc:
+            LOG.warning("queue gauges left out of /metrics, storage unavailable: %s", exc)
+            counted.STORAGE_ERRORS.labels(self.messaging.storage.name).inc()
+            yield GaugeMetricFamily(REACHABLE, REACHABLE_HELP, value=0)
+            return
+        yield GaugeMetricFamily(REACHABLE, REACHABLE_HELP, value=1)
+        labelled, rest = labelled_first(census, self.max_labelled)
+        messages = GaugeMetricFamily("zaqar_lite_queue_messages",
+                                     "Unexpired messages of a queue, by state (ready, delayed, claimed).",
+                                     labels=[*LABELS, "state"])
+        depth = GaugeMetricFamily("zaqar_lite_queue_depth", "Unexpired messages of a queue, in any state.",
+                                  labels=LABELS)
+        oldest = GaugeMetricFamily("zaqar_lite_queue_oldest_message_age_seconds",
+                                   "Age of a queue's oldest unexpired message (0 when it is empty).",
+                                   labels=LABELS)
+        dead = GaugeMetricFamily("zaqar_lite_dead_letter_queue_depth",
+                                 "Unexpired messages of a dead-letter queue.", labels=LABELS)
+
+        def add(labels: list[str], ready: int, delayed: int, claimed: int, created: float | None,
+                is_dead_letter_queue: bool) -> None:
+            for state, value in zip(STATES, (ready, delayed, claimed), strict=True):
+                messages.add_metric([*labels, state], value)
+            depth.add_metric(labels, ready + delayed + claimed)
+            oldest.add_metric(labels, max(0.0, now - created) if created is not None else 0.0)
+            if is_dead_letter_queue:
+                dead.add_metric(labels, ready + delayed + claimed)
+
+        for entry in labelled:
+            stats = entry.stats
+            add([entry.project, entry.queue], stats.free, stats.delayed, stats.claimed,
+                stats.oldest.created if stats.oldest else None, entry.dead_letter_queue)
+        if rest:
+            others, other_dead = _Totals(), _Totals()
+            for entry in rest:
+                others.add(entry.stats)
+                if entry.dead_letter_queue:
+                    other_dead.add(entry.stats)
+            add([OTHER, OTHER], *others.as_stats(), False)
+            if other_dead.queues:
+                dead.add_metric([OTHER, OTHER], other_dead.messages)
+        yield from (messages, depth, oldest, dead)
+        yield GaugeMetricFamily("zaqar_lite_queues", "Queues in the store, every project.", value=len(census))
+        yield GaugeMetricFamily("zaqar_lite_queue_scrape_duration_seconds",
+                                "Time this scrape took to read the queue gauges from the store.",
+                                value=time.monotonic() - started)
+
+
+class _ThisProcess:
+    """A collector of the counters of this process (when the server is not in multiprocess mode)."""
+
+    def describe(self) -> list[Metric]:
+        """Return nothing (see :meth:`QueueCollector.describe`)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield this process's counters and histograms."""
+        for collector in (counted.MESSAGES_POSTED, counted.MESSAGES_CLAIMED, counted.MESSAGES_DELETED,
+                          counted.MESSAGES_RELEASED, counted.CLAIMS_RELEASED, counted.MESSAGES_DISCARDED,
+                          counted.MESSAGES_DEAD_LETTERED, counted.MESSAGES_REDRIVEN,
+                          counted.HTTP_REQUESTS, counted.HTTP_DURATION, counted.STORAGE_ERRORS,
+                          counted.NOTIFIER_DELIVERIES, counted.NOTIFIER_FAILURES,
+                          counted.NOTIFIER_SUSPENSIONS):
+            yield from collector.collect()
+
+
+def scrape_registry(messaging: Messaging, settings: Settings) -> CollectorRegistry:
+    """Return the registry a scrape reads: every process's counters (or this one's) and the queue gauges."""
+    registry = CollectorRegistry(auto_describe=False)
+    if os.environ.get(counted.MULTIPROC_ENV):
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        registry.register(_ThisProcess())
+    registry.register(QueueCollector(messaging, settings.metrics.max_labelled_queues))
+    return registry
+
+
+def _token(req: falcon.Request) -> str | None:
+    bearer = req.get_header("Authorization") or ""
+    scheme, _, value = bearer.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return req.get_header("X-Auth-Token")
+
+
+class Metrics:
+    """``GET /metrics``: the Prometheus text format.
+
+    Open, as Prometheus endpoints are by convention, unless ``[metrics]
+    require_token`` is true under token auth: then an admin token must come in
+    ``Authorization: Bearer`` (what Prometheus's ``authorization`` setting
+    sends) or ``X-Auth-Token``.
+    """
+
+    #: answered without Client-ID or project (Prometheus sends neither); see on_get for tokens
+    public = True
+
+    def __init__(self, messaging: Messaging) -> None:
+        self.settings = messaging.settings
+        self.registry = scrape_registry(messaging, messaging.settings)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Answer the current metrics."""
+        if self.settings.auth_strategy == "token" and self.settings.metrics.require_token:
+            token = _token(req)
+            if not token or token not in self.settings.tokens:
+                raise errors.Unauthorized("/metrics needs an admin token (Authorization: Bearer TOKEN).")
+            if self.settings.tokens[token][1] != "admin":
+                raise errors.Forbidden("/metrics needs the admin role.")
+        resp.content_type = TEXT_FORMAT
+        resp.data = generate_latest(self.registry)
+
+
+class RequestMetrics:
+    """Counts every answered request and its time, by route template (never the raw path) and status.
+
+    It also counts an unreachable store (a 503) against the driver. It is the
+    first middleware, so requests the other checks refuse are counted too.
+    """
+
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Note when the request started."""
+        req.context.metrics_started = time.perf_counter()
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:
+        """Count the answer."""
+        started = getattr(req.context, "metrics_started", None)
+        route = req.uri_template if resource is not None and req.uri_template else counted.UNMATCHED_ROUTE
+        status = resp.status_code
+        labels = (req.method, route, str(status))
+        counted.HTTP_REQUESTS.labels(*labels).inc()
+        if started is not None:
+            counted.HTTP_DURATION.labels(*labels).observe(time.perf_counter() - started)
+        if status == 503:
+            counted.STORAGE_ERRORS.labels(self.driver).inc()

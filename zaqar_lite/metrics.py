@@ -1,0 +1,97 @@
+"""The counters and histograms of zaqar-lite, defined once and counted where each event happens.
+
+``GET /metrics`` (:mod:`zaqar_lite.api.metrics`) exposes them with the queue
+gauges it computes at scrape time. Each is counted in one place: messages by the
+service (``service.py``) and the sweep results it gets, requests and 503s by
+the API's first middleware, other storage errors where they are caught (the
+sweeper, a scrape, the notifier), deliveries by the notifier.
+
+Under ``zaqar-lite serve`` prometheus-client runs in multiprocess mode: the
+server gives its processes a fresh directory in ``PROMETHEUS_MULTIPROC_DIR``
+before the workers fork (:func:`zaqar_lite.server.metrics_directory`), every
+process writes its counts there, and a scrape of any worker adds them all up.
+This module must therefore be imported after that variable is set, which the
+workers do (they import the application after the fork).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from prometheus_client import Counter, Histogram
+
+from zaqar_lite.models import QueueStats
+
+#: the environment variable prometheus-client's multiprocess mode reads
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+MESSAGES_POSTED = Counter("zaqar_lite_messages_posted_total", "Messages stored by posts.")
+MESSAGES_CLAIMED = Counter("zaqar_lite_messages_claimed_total", "Messages handed out by claims.")
+MESSAGES_DELETED = Counter(
+    "zaqar_lite_messages_deleted_total",
+    "Messages deleted by clients: the ids of acknowledged deletes, and popped messages.")
+MESSAGES_RELEASED = Counter("zaqar_lite_messages_released_total",
+                            "Claimed messages released one by one (with a failure reason or none).")
+CLAIMS_RELEASED = Counter("zaqar_lite_claims_released_total",
+                          "Claims released (DELETE of a claim); their messages are claimable again.")
+MESSAGES_DISCARDED = Counter(
+    "zaqar_lite_messages_discarded_total",
+    "Messages the sweep removed: expired ones not moved to a dead-letter queue, and exhausted "
+    "ones that are not DLQ-eligible.")
+MESSAGES_DEAD_LETTERED = Counter(
+    "zaqar_lite_messages_dead_lettered_total",
+    "Messages the sweep moved to a dead-letter queue, by reason: expired, max_claims, or "
+    "expired_or_max_claims for a queue whose policy allows both.", ["reason"])
+MESSAGES_REDRIVEN = Counter("zaqar_lite_messages_redriven_total",
+                            "Dead letters moved back to a queue by redrives.")
+
+HTTP_REQUESTS = Counter("zaqar_lite_http_requests_total",
+                        "HTTP requests answered, by method, route template and status.",
+                        ["method", "route", "status"])
+HTTP_DURATION = Histogram("zaqar_lite_http_request_duration_seconds",
+                          "Time from a request's head to its answer, by method, route template and status.",
+                          ["method", "route", "status"],
+                          buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                                   2.5, 5.0, 10.0, 30.0))
+STORAGE_ERRORS = Counter("zaqar_lite_storage_errors_total",
+                         "Operations that found the store unreachable: 503 answers, skipped sweeps, "
+                         "scrapes without queue gauges, notifier rounds.",
+                         ["driver"])
+
+NOTIFIER_DELIVERIES = Counter("zaqar_lite_notifier_deliveries_total",
+                              "Notifications the subscriber acknowledged, by subscriber scheme.", ["scheme"])
+NOTIFIER_FAILURES = Counter("zaqar_lite_notifier_delivery_failures_total",
+                            "Delivery attempts that failed, by subscriber scheme.", ["scheme"])
+NOTIFIER_SUSPENSIONS = Counter("zaqar_lite_notifier_suspensions_total",
+                               "Subscriptions suspended after their retry policy was used up, "
+                               "by subscriber scheme.", ["scheme"])
+
+#: the route label of a request no route matched
+UNMATCHED_ROUTE = "unmatched"
+
+
+def dead_letter_reason(on_expiry: bool, counts_claims: bool) -> str:
+    """Return the reason label of the sweep's dead-letter moves under a queue's policy.
+
+    The store reports how many messages one sweep of a queue moved, not why;
+    the policy says which reasons are possible.
+    """
+    if on_expiry and counts_claims:
+        return "expired_or_max_claims"
+    return "expired" if on_expiry else "max_claims"
+
+
+def scheme_of(subscriber: str) -> str:
+    """Return the scheme label of a subscriber URI (``http``, ``mailto``, ...)."""
+    scheme, _, _ = subscriber.partition(":")
+    return scheme.lower() or "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueCensus:
+    """One queue's message counts at a scrape, and whether it is a dead-letter queue."""
+
+    project: str
+    queue: str
+    stats: QueueStats
+    dead_letter_queue: bool
