@@ -17,7 +17,7 @@ def _settings(config: str | None, **overrides: Any) -> Settings:
     try:
         return load_settings(config, **overrides)
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.ClickException(str(exc)) from None
 
 
 def _check_storage(settings: Settings) -> None:
@@ -58,10 +58,14 @@ storage_option = click.option("--storage", "storage_uri",
 def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None,
           with_notifier: bool) -> None:
     """Run the API under gunicorn, with the sweeper in one worker (and a notifier beside it)."""
-    from zaqar_lite.server import StorageCheckFailed, check_storage, run
+    from zaqar_lite.server import CannotListen, StorageCheckFailed, check_address, check_storage, run
 
     settings = _settings(config, storage_uri=storage_uri, bind=bind, workers=workers)
     _logging(settings.log_level)
+    try:
+        check_address(settings.bind)
+    except CannotListen as exc:
+        raise click.ClickException(str(exc)) from None
     try:  # in a child process: the master, whose workers fork from it, never opens the store
         where = check_storage(settings)
     except StorageCheckFailed as exc:

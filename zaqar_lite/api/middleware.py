@@ -7,7 +7,7 @@ from typing import Any
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import inputs
+from zaqar_lite.api import PROJECT_ENVIRON, inputs
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -52,6 +52,7 @@ class RequestContext:
         else:
             req.context.project = inputs.project_id(header_project, self.settings.limits)
             req.context.role = "admin"
+        req.env[PROJECT_ENVIRON] = req.context.project
 
 
 class QueueNameCheck:
