@@ -176,7 +176,8 @@ class RedriveRequest:
     """A validated redrive call (SPEC 1.8).
 
     ``destination`` None sends each message back to its source queue;
-    ``max_per_second`` None moves as fast as the store allows.
+    ``max_per_second`` None moves as fast as the store allows; a
+    ``destination`` that does not exist is refused unless ``create_destination``.
     """
 
     limit: int
@@ -184,6 +185,7 @@ class RedriveRequest:
     filter: RedriveFilter = RedriveFilter()
     dry_run: bool = False
     max_per_second: float | None = None
+    create_destination: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -321,9 +321,19 @@ class Messaging:
         ``max_redrive_seconds`` have passed, so a call may move fewer than it
         selected (the client calls again). A dry run moves nothing.
 
+        Raises:
+            ValidationFailed: the destination does not exist and the request
+                does not ask to create it.
+
         Returns:
             What was selected and moved, and the time the selection was made at.
         """
+        destination = request.destination
+        if destination is not None and not request.create_destination \
+                and self.storage.get_queue_metadata(project, destination) is None:
+            raise errors.ValidationFailed(
+                f"destination queue {destination} does not exist in this project; create it first, "
+                'or send "create_destination": true.')
         now = self.clock()
         selected = self._dead_letters(project, queue, request, now)
         sample = selected[:redrive_policy.SAMPLE_SIZE] if request.dry_run else []
