@@ -31,6 +31,21 @@ def _check_storage(settings: Settings) -> None:
         raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
 
 
+def _needing_extra(module: str, name: str, what: str, extra: str) -> Any:
+    """Return ``module.name``, or stop saying which extra to install when its library is missing.
+
+    The base install is the server on SQLite; the Spark jobs and the other
+    stores' client libraries are extras (setup.cfg), imported only by the
+    commands that use them.
+    """
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise click.ClickException(f"{what}: pip install 'zaqar-lite[{extra}]' ({exc})") from None
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
@@ -136,12 +151,7 @@ def dlq_report(args: tuple[str, ...]) -> None:
     The same job runs on a cluster as ``spark-submit spark_jobs/dlq_report.py``.
     Needs the spark extra: pip install 'zaqar-lite[spark]'.
     """
-    try:
-        from spark_jobs.dlq_report import main as report_main
-    except ImportError as exc:
-        raise click.ClickException(
-            f"the DLQ report needs PySpark: pip install 'zaqar-lite[spark]' ({exc})") from None
-
+    report_main = _needing_extra("spark_jobs.dlq_report", "main", "the DLQ report needs PySpark", "spark")
     raise SystemExit(report_main(list(args)))
 
 
@@ -167,8 +177,7 @@ def dlq_generate(args: tuple[str, ...]) -> None:
 def export(storage_uri: str | None, dlq: bool, out: str, projects: tuple[str, ...], queues: tuple[str, ...],
            config: str | None) -> None:
     """Write dead-lettered messages with their provenance to a file, for offline analysis."""
-    from spark_jobs.export import export as export_dead_letters
-
+    export_dead_letters = _needing_extra("spark_jobs.export", "export", "export needs PySpark", "spark")
     settings = _settings(config, storage_uri=storage_uri)
     _check_storage(settings)
     count, targets = export_dead_letters(settings.storage_uri, out, projects, queues)
