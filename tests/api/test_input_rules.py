@@ -210,3 +210,12 @@ def test_a_delete_by_ids_checks_include_dead_letter_too(client):
     assert body["description"] == (
         "include_dead_letter must be true or false (or yes/no, on/off, 1/0, t/f, y/n).")
     assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1
+
+
+@pytest.mark.parametrize("query", ["ids=a&ids=", "ids=&ids=a", "ids=a&ids=,,"])
+def test_a_repeated_id_list_with_an_empty_repetition_is_refused(client, query):
+    ids = post(client, "q1", "kept")
+    result = client.simulate_delete(Q + "/messages", query_string=query.replace("a", ids[0]))
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == "Each ids parameter must list at least one id."
+    assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1

@@ -157,7 +157,6 @@ KEYS = ("The request body may only have the keys destination, create_destination
     ({"destination": ""}, f"destination must be {QUEUE_NAME_RULE} (got an empty string)."),
     ({"destination": "q" * 65}, f"destination must be {QUEUE_NAME_RULE} (got a string)."),
     ({"destination": "dlq"}, "destination cannot be the queue redriven from (dlq)."),
-    ({"create_destination": True}, "create_destination needs a destination."),
     ({"destination": "q", "create_destination": "yes"},
      "create_destination must be true or false, got a string."),
     ({"limit": 0}, "limit must be at least 1, got 0."),

@@ -32,6 +32,8 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"_dead_letter_queue names queue .*, which does not exist")),
     ("Invalid API request", re.compile(r"_dead_letter_queue cannot be the queue itself")),
     ("Invalid API request", re.compile(r"_dead_letter_queue: queue .* chains are not supported")),
+    # a redrive destination must exist unless the request asks to create it
+    ("Invalid API request", re.compile(r"^destination queue .* does not exist in this project; create it")),
     # a field compared with another field, or with the path
     ("Invalid API request", re.compile(r"_retry_policy\.minimum_delay \(\d+\) may not be greater than")),
     ("Invalid API request", re.compile(r"^destination cannot be the queue redriven from")),

@@ -434,8 +434,6 @@ def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest
                 f"{limits.max_queue_name_length} characters, not . or .. (got {sent(destination)}).")
         if destination == queue:
             raise ValidationFailed(f"destination cannot be the queue redriven from ({queue}).")
-    elif "create_destination" in document:
-        raise ValidationFailed("create_destination needs a destination.")
     wanted = document.get("filter", {})
     rate = document.get("max_per_second")
     return RedriveRequest(
