@@ -256,6 +256,8 @@ class Place:
     group: str | None
     kind: Any
     rule: Rule
+    #: the field may be None (``int | None``): an empty value means None
+    optional: bool = False
 
     @property
     def variable(self) -> str:
@@ -267,6 +269,15 @@ class Place:
 FREE_SECTIONS = ("tokens",)
 
 
+def _place(section: str, key: str, field: str, group: str | None, kind: Any, rule: Rule) -> Place:
+    """Return a key's place; ``X | None`` is read as X, an empty value meaning None."""
+    kinds = typing.get_args(kind)
+    if type(None) in kinds and len(kinds) == 2:
+        real = next(k for k in kinds if k is not type(None))
+        return Place(section, key, field, group, real, rule, optional=True)
+    return Place(section, key, field, group, kind, rule)
+
+
 def _places() -> list[Place]:
     places: list[Place] = []
     hints = typing.get_type_hints(Settings)
@@ -274,8 +285,8 @@ def _places() -> list[Place]:
         kind = hints[field.name]
         if dataclasses.is_dataclass(kind):
             group_hints = typing.get_type_hints(kind)
-            places.extend(Place(field.name, sub.name, sub.name, field.name, group_hints[sub.name],
-                                sub.metadata.get("rule", Rule()))
+            places.extend(_place(field.name, sub.name, sub.name, field.name, group_hints[sub.name],
+                                 sub.metadata.get("rule", Rule()))
                           for sub in dataclasses.fields(kind))
             continue
         rule = field.metadata.get("rule", Rule())
@@ -283,7 +294,7 @@ def _places() -> list[Place]:
             continue
         if rule.section is None or rule.key is None:
             raise TypeError(f"Settings.{field.name} needs setting(..., section=, key=) to be configurable")
-        places.append(Place(rule.section, rule.key, field.name, None, kind, rule))
+        places.append(_place(rule.section, rule.key, field.name, None, kind, rule))
     return places
 
 
@@ -291,8 +302,8 @@ def _places() -> list[Place]:
 PLACES = _places()
 #: section -> key -> its place
 KEYS: dict[str, dict[str, Place]] = {}
-for _place in PLACES:
-    KEYS.setdefault(_place.section, {})[_place.key] = _place
+for _known in PLACES:
+    KEYS.setdefault(_known.section, {})[_known.key] = _known
 SECTIONS = sorted([*KEYS, *FREE_SECTIONS])
 
 
@@ -310,6 +321,11 @@ def _range_words(rule: Rule) -> str:
 
 def allowed(place: Place) -> str:
     """Return what a key allows, in words (the end of every refusal of its value)."""
+    words = _allowed_value(place)
+    return f"{words}, or empty for none" if place.optional else words
+
+
+def _allowed_value(place: Place) -> str:
     rule, kind = place.rule, place.kind
     if rule.words:
         return rule.words
@@ -340,25 +356,43 @@ def _chosen(word: str, rule: Rule) -> str:
     raise _Refused
 
 
+def _boolean(text: str, rule: Rule) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise _Refused
+    return text.lower() == "true"
+
+
+def _whole_number(text: str, rule: Rule) -> int:
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise _Refused
+    return int(text)
+
+
+def _number(text: str, rule: Rule) -> float:
+    if not NUMBER.fullmatch(text):
+        raise _Refused
+    return float(text)
+
+
+def _words(text: str, rule: Rule) -> tuple[str, ...]:
+    words = tuple(word.strip() for word in text.split(",") if word.strip())
+    if not words:
+        raise _Refused
+    return tuple(_chosen(word, rule) for word in words) if rule.choices else words
+
+
+#: a field's type -> how a value of the file or the environment is read as it (else: text)
+PARSERS: dict[Any, Callable[[str, Rule], Any]] = {
+    bool: _boolean, int: _whole_number, float: _number, tuple[str, ...]: _words,
+}
+
+
 def _parsed(place: Place, raw: str) -> Any:
-    rule, kind, text = place.rule, place.kind, raw.strip()
-    if kind is bool:
-        if text.lower() not in ("true", "false"):
-            raise _Refused
-        return text.lower() == "true"
-    if kind is int:
-        if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise _Refused
-        return int(text)
-    if kind is float:
-        if not NUMBER.fullmatch(text):
-            raise _Refused
-        return float(text)
-    if kind == tuple[str, ...]:
-        words = tuple(word.strip() for word in text.split(",") if word.strip())
-        if not words:
-            raise _Refused
-        return tuple(_chosen(word, rule) for word in words) if rule.choices else words
+    rule, text = place.rule, raw.strip()
+    if place.optional and not text:
+        return None
+    if place.kind in PARSERS:
+        return PARSERS[place.kind](text, rule)
     if rule.choices:
         return _chosen(text, rule)
     return raw if rule.verbatim else text
@@ -366,6 +400,8 @@ def _parsed(place: Place, raw: str) -> Any:
 
 def _follows_rule(place: Place, value: Any) -> bool:
     rule = place.rule
+    if value is None:
+        return place.optional
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if rule.above is not None and not value > rule.above:
             return False
