@@ -279,6 +279,7 @@ def _place(section: str, key: str, field: str, group: str | None, kind: Any, rul
 
 
 def _places() -> list[Place]:
+    """Return every key of the file: a section dataclass's fields, then each field's own place."""
     places: list[Place] = []
     hints = typing.get_type_hints(Settings)
     for field in dataclasses.fields(Settings):
@@ -431,6 +432,8 @@ def _suggestion(word: str, known: list[str]) -> str:
 
 
 def _read_file(path: str) -> configparser.ConfigParser:
+    # configparser would copy the keys of a [DEFAULT] section into every section; here it is
+    # a section like any other, and so an unknown one
     parser = configparser.ConfigParser(interpolation=None, default_section="\x00no default section")
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # tokens are case-sensitive
     try:
