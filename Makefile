@@ -1,8 +1,11 @@
-# zaqar-lite: `make serve` installs and runs on SQLite; `make test` installs and runs every suite.
+# zaqar-lite: `make serve` installs the server alone and runs it on SQLite;
+# `make test` installs every extra and runs every suite.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= redis,mongodb,swift,spark,test
+# the server and its SQLite store only: no extra (the other stores and Spark are extras)
+BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 # tempest and zaqar-tempest-plugin (Zaqar's own API suite) live in a virtualenv of their own
 TEMPEST_VENV ?= .venv-tempest
@@ -10,11 +13,17 @@ TEMPEST_STAMP := $(TEMPEST_VENV)/.installed
 
 .PHONY: install serve test tempest tempest-venv lint bench clean
 
+$(BASE_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(BASE_STAMP)
+
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	touch $(BASE_STAMP) $(STAMP)
 
 $(TEMPEST_STAMP): tests/tempest/requirements.txt
 	$(PYTHON) -m venv $(TEMPEST_VENV)
@@ -25,7 +34,7 @@ install: $(STAMP)
 
 tempest-venv: $(TEMPEST_STAMP)
 
-serve: $(STAMP)
+serve: $(BASE_STAMP)
 	$(BIN)/zaqar-lite serve
 
 # lint first: a lint failure fails `make test` before any suite runs

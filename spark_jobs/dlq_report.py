@@ -158,9 +158,14 @@ def parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Sequence[str] | None) -> Options:
     """Return the options of a command line."""
-    args = parser().parse_args(argv)
+    command = parser()
+    args = command.parse_args(argv)
+    try:
+        storage = args.storage or load_settings(args.config).storage_uri
+    except ValueError as exc:  # a configuration mistake: one line, as the server says it
+        command.exit(2, f"{command.prog}: error: {exc}\n")
     return Options(
-        storage=args.storage or load_settings(args.config).storage_uri,
+        storage=storage,
         out=args.out,
         projects=tuple(args.project),
         queues=tuple(args.queue),

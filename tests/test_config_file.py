@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from zaqar_lite.config import Limits, MetricsSettings, Settings, SmtpSettings, load_settings
+from zaqar_lite.config import (
+    KEYS,
+    PLACES,
+    ConfigError,
+    Limits,
+    MetricsSettings,
+    Settings,
+    SmtpSettings,
+    load_settings,
+)
 from zaqar_lite.models import QueueTemplate
 
 CONF = Path(__file__).resolve().parent.parent / "etc" / "zaqar-lite.conf"
 
-#: Settings field -> (section, key) it is read from in the ini file
+#: Settings field -> (section, key) it is read from in the ini file (a sample, written out)
 SETTINGS_KEYS = {
     "storage_uri": ("storage", "uri"),
     "queue_cache_size": ("storage", "queue_cache_size"),
@@ -27,22 +39,32 @@ SETTINGS_KEYS = {
     "header_timeout": ("server", "header_timeout"),
     "body_timeout": ("server", "body_timeout"),
     "redrive_task_lease": ("server", "redrive_task_lease"),
+    "access_log": ("server", "access_log"),
     "client_id_uuid_safe": ("transport", "client_id_uuid_safe"),
     "min_length_client_id": ("transport", "min_length_client_id"),
     "max_length_client_id": ("transport", "max_length_client_id"),
     "message_delete_with_claim_id": ("transport", "message_delete_with_claim_id"),
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
+    "token_file": ("auth", "token_file"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
     "console_enabled": ("console", "enabled"),
 }
+#: a key line of the file, commented out or not
+KEY_LINE = re.compile(r"^#? ?([a-z_]+) =", re.MULTILINE)
+
+
+def section_text(section: str) -> str:
+    """Return the text of one section of the shipped file, comments included."""
+    text = CONF.read_text()
+    start = re.search(rf"^\[{section}\]", text, re.MULTILINE).start()
+    following = re.search(r"^\[", text[start + 1:], re.MULTILINE)
+    return text[start:start + 1 + following.start()] if following else text[start:]
 
 
 @pytest.fixture(autouse=True)
 def no_environment_overrides(monkeypatch):
     """Keep ZAQAR_LITE_* variables of the caller's shell out of these tests."""
-    import os
-
     for name in list(os.environ):
         if name.startswith("ZAQAR_LITE_"):
             monkeypatch.delenv(name)
@@ -53,11 +75,6 @@ def parsed() -> configparser.ConfigParser:
     parser = configparser.ConfigParser(interpolation=None)
     assert parser.read(CONF), f"{CONF} cannot be read"
     return parser
-
-
-def test_every_settings_field_is_known_to_this_test():
-    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp", "metrics", "queue_templates"}
-    assert {f.name for f in dataclasses.fields(Settings)} == known
 
 
 def test_every_limits_field_is_set_in_the_limits_section(parsed):
@@ -77,60 +94,11 @@ def test_each_limit_in_the_file_equals_its_default(parsed, field):
     assert getattr(load_settings(CONF).limits, field) == default
 
 
-@pytest.mark.parametrize("field", sorted(SETTINGS_KEYS))
-def test_each_setting_the_file_names_equals_its_default(parsed, field):
-    section, key = SETTINGS_KEYS[field]
-    if parsed.has_option(section, key):
-        assert getattr(load_settings(CONF), field) == getattr(Settings(), field)
-
-
-@pytest.mark.parametrize("field", sorted(SETTINGS_KEYS))
-def test_each_setting_is_documented_in_its_section(field):
-    section, key = SETTINGS_KEYS[field]
-    text = CONF.read_text()
-    start = text.index(f"[{section}]")
-    following = re.search(r"^\[", text[start + 1:], re.MULTILINE)
-    body = text[start:start + 1 + following.start()] if following else text[start:]
-    assert re.search(rf"^#? ?{key} = ", body, re.MULTILINE), f"[{section}] {key} is not in the file"
-
-
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(SmtpSettings)])
 def test_each_smtp_setting_is_in_the_smtp_section_with_its_default(parsed, field):
     default = getattr(SmtpSettings(), field)
     text = default if isinstance(default, str) else str(default).lower()
     assert parsed.get("smtp", field) == text
-
-
-@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(MetricsSettings)])
-def test_each_metrics_setting_is_in_the_metrics_section_with_its_default(parsed, field):
-    default = getattr(MetricsSettings(), field)
-    written = str(default).lower() if isinstance(default, bool) else str(default)
-    assert parsed.get("metrics", field) == written
-
-
-def test_the_metrics_settings_come_from_the_file_or_the_environment(tmp_path, monkeypatch):
-    conf = tmp_path / "z.conf"
-    conf.write_text("[metrics]\nenabled = false\nrequire_token = true\nmax_labelled_queues = 20\n")
-    assert load_settings(conf).metrics == MetricsSettings(enabled=False, require_token=True,
-                                                          max_labelled_queues=20)
-    monkeypatch.setenv("ZAQAR_LITE_METRICS_MAX_LABELLED_QUEUES", "0")
-    assert load_settings(conf).metrics.max_labelled_queues == 0
-
-
-@pytest.mark.parametrize("key, value, message", [
-    ("enabled", "yes", "[metrics] enabled must be true or false, got 'yes'"),
-    ("require_token", "1", "[metrics] require_token must be true or false, got '1'"),
-    ("max_labelled_queues", "-1",
-     "[metrics] max_labelled_queues must be a whole number (0 or more), got '-1'"),
-    ("max_labelled_queues", "many",
-     "[metrics] max_labelled_queues must be a whole number (0 or more), got 'many'"),
-])
-def test_a_bad_metrics_setting_is_refused_naming_it(tmp_path, key, value, message):
-    conf = tmp_path / "z.conf"
-    conf.write_text(f"[metrics]\n{key} = {value}\n")
-    with pytest.raises(ValueError) as refused:
-        load_settings(conf)
-    assert str(refused.value) == message
 
 
 def test_the_token_file_setting_is_documented():
@@ -172,16 +140,24 @@ def test_the_queue_cache_size_comes_from_the_file_or_the_environment(tmp_path, m
 def test_a_queue_cache_size_that_is_not_a_whole_number_is_refused(tmp_path, value):
     conf = tmp_path / "zaqar-lite.conf"
     conf.write_text(f"[storage]\nqueue_cache_size = {value}\n")
-    with pytest.raises(ValueError, match=r"\[storage\] queue_cache_size must be a whole number"):
+    with pytest.raises(ValueError) as raised:
         load_settings(conf)
+    assert str(raised.value) == (f"{conf}: [storage] queue_cache_size must be a whole number of at least 0, "
+                                 f"got {value!r}")
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("worker_class", "sync", "[server] worker_class must be 'gevent' or 'gthread'"),
-    ("threads", "0", "[server] threads must be positive, got 0"),
-    ("header_timeout", "-1", "[server] header_timeout must be positive, got -1.0"),
-    ("body_timeout", "soon", "[server] body_timeout must be a number, got 'soon'"),
-    ("redrive_task_lease", "0", "[server] redrive_task_lease must be positive, got 0.0"),
+    ("worker_class", "sync", "[server] worker_class must be one of gevent, gthread, got 'sync'"),
+    ("threads", "0", "[server] threads must be a whole number of at least 1, got '0'"),
+    ("header_timeout", "-1", "[server] header_timeout must be a number above 0, got '-1'"),
+    ("body_timeout", "soon", "[server] body_timeout must be a number above 0, got 'soon'"),
+    ("body_timeout", "inf", "[server] body_timeout must be a number above 0, got 'inf'"),
+    ("bind", "8888", "[server] bind must be HOST:PORT (a port from 0 to 65535) or unix:PATH, got '8888'"),
+    ("bind", "127.0.0.1:99999",
+     "[server] bind must be HOST:PORT (a port from 0 to 65535) or unix:PATH, got '127.0.0.1:99999'"),
+    ("log_level", "LOUD",
+     "[server] log_level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got 'LOUD'"),
+    ("access_log", "yes", "[server] access_log must be true or false, got 'yes'"),
 ])
 def test_a_bad_server_setting_is_refused_with_its_name(tmp_path, key, value, message):
     conf = tmp_path / "bad.conf"
@@ -190,7 +166,7 @@ def test_a_bad_server_setting_is_refused_with_its_name(tmp_path, key, value, mes
     with pytest.raises(ValueError) as raised:
         load_settings(conf)
 
-    assert str(raised.value) == message
+    assert str(raised.value) == f"{conf}: {message}"
 
 
 def test_the_server_settings_are_read_from_the_file(tmp_path):
@@ -218,10 +194,209 @@ def test_the_default_dead_letter_queue_comes_from_the_file_or_the_environment(tm
 def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_up(tmp_path, value):
     conf = tmp_path / "zaqar-lite.conf"
     conf.write_text(f"[queues]\ndefault_dead_letter_queue = {value}\n")
-    start = r"^\[queues\] default_dead_letter_queue must be a valid queue name "
+    start = "^" + re.escape(f"{conf}: ") + r"\[queues\] default_dead_letter_queue must be a valid queue name "
     rule = r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "
     with pytest.raises(ValueError, match=start + rule):
         load_settings(conf)
+
+
+# -- refusing mistakes -----------------------------------------------------------------
+
+
+def test_every_key_in_the_shipped_file_is_a_known_setting(parsed):
+    known = {place.section: set(keys) for place in PLACES for keys in [KEYS[place.section]]}
+    for section in parsed.sections():
+        if section == "tokens":
+            continue
+        written = set(KEY_LINE.findall(section_text(section)))
+        assert written - known[section] == set(), f"[{section}] names unknown keys"
+
+
+@pytest.mark.parametrize("place", PLACES, ids=lambda place: f"{place.section}.{place.key}")
+def test_every_setting_appears_in_its_section_of_the_shipped_file(place):
+    assert place.key in KEY_LINE.findall(section_text(place.section))
+
+
+def test_every_settings_field_has_a_place_in_the_file():
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    placed = {place.group or place.field for place in PLACES} | {"tokens", "queue_templates"}
+    assert fields == placed
+    assert "[tokens]" in CONF.read_text()
+
+
+@pytest.mark.parametrize("field", sorted(SETTINGS_KEYS))
+def test_each_flat_setting_is_read_from_its_section_and_key(field):
+    place = next(p for p in PLACES if p.group is None and p.field == field)
+    assert (place.section, place.key) == SETTINGS_KEYS[field]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[sever]\nbind = 127.0.0.1:8000\n",
+     "unknown section [sever] (did you mean server?); the sections are auth, console, limits, "
+     "metrics, notifier, queue_template:NAME, queues, server, smtp, storage, tokens, transport"),
+    ("[DEFAULT]\nworkers = 2\n",
+     "unknown section [DEFAULT]; the sections are auth, console, limits, "
+     "metrics, notifier, queue_template:NAME, queues, server, smtp, storage, tokens, transport"),
+    ("[storage]\nurl = sqlite:///x.db\n",
+     "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
+    ("[limits]\nmax_message_ttl = 600\nmax_messages_per_post = 5\n",
+     "unknown key max_messages_per_post in [limits] (did you mean max_messages_per_page?); its keys are "
+     "max_queues_per_page, max_messages_per_page, max_messages_per_claim_or_pop, max_subscriptions_per_page, "
+     "default_page_size, max_queue_name_length, max_project_id_length, min_message_ttl, max_message_ttl, "
+     "default_message_ttl, min_claim_ttl, max_claim_ttl, default_claim_ttl, min_claim_grace, "
+     "max_claim_grace, default_claim_grace, max_message_delay, max_messages_post_size, max_queue_metadata, "
+     "min_subscription_ttl, default_subscription_ttl, failure_history_length, max_redrive_messages, "
+     "max_redrive_ids, max_redrive_seconds, max_redrive_rate, redrive_tasks_kept"),
+    ("[server]\nWorkers = 4\n",
+     "unknown key Workers in [server] (did you mean workers?); its keys are bind, workers, log_level, "
+     "sweep_interval, worker_class, threads, header_timeout, body_timeout, access_log, redrive_task_lease"),
+    ("[limits]\nmax_message_ttl = two weeks\n",
+     "[limits] max_message_ttl must be a whole number of at least 1, got 'two weeks'"),
+    ("[limits]\nmax_message_delay = -5\n",
+     "[limits] max_message_delay must be a whole number of at least 0, got '-5'"),
+    ("[limits]\nmin_claim_ttl = 600\nmax_claim_ttl = 300\n",
+     "[limits] min_claim_ttl may not exceed max_claim_ttl"),
+    ("[notifier]\npoll_interval = 0\n", "[notifier] poll_interval must be a number above 0, got '0'"),
+    ("[notifier]\nsubscriber_schemes = https, ftp\n",
+     "[notifier] subscriber_schemes must be some of http, https, mailto, trust+http, trust+https, "
+     "separated by commas, got 'https, ftp'"),
+    ("[smtp]\nport = 70000\n", "[smtp] port must be a whole number from 1 to 65535, got '70000'"),
+    ("[storage]\nuri =\n",
+     "[storage] uri must be a storage URI (sqlite://, redis://, rediss://, mongodb://, swift://), got ''"),
+    ("[server]\nworkers = 2\nworkers = 3\n",
+     "not an ini file zaqar-lite can read: While reading from '{conf}' [line 3]: option 'workers' in section "
+     "'server' already exists"),
+    ("workers = 2\n",
+     "not an ini file zaqar-lite can read: File contains no section headers. file: '{conf}', line: 1 "
+     "'workers = 2\\n'"),
+])
+def test_a_mistake_in_the_file_is_refused_in_one_line_naming_file_section_and_key(tmp_path, text, message):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text(text)
+
+    with pytest.raises(ConfigError) as raised:
+        load_settings(conf)
+
+    assert str(raised.value) == f"{conf}: " + message.replace("{conf}", str(conf))
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("ZAQAR_LITE_SERVER_WORKERS", "many",
+     "environment variable ZAQAR_LITE_SERVER_WORKERS: [server] workers must be a whole number of at least 1, "
+     "got 'many'"),
+    ("ZAQAR_LITE_LIMITS_MAX_MESSAGE_DELAY", "1.5",
+     "environment variable ZAQAR_LITE_LIMITS_MAX_MESSAGE_DELAY: [limits] max_message_delay must be a whole "
+     "number of at least 0, got '1.5'"),
+    ("ZAQAR_LITE_TRANSPORT_INCLUDE_DEAD_LETTER", "1",
+     "environment variable ZAQAR_LITE_TRANSPORT_INCLUDE_DEAD_LETTER: [transport] include_dead_letter must be "
+     "true or false, got '1'"),
+    ("ZAQAR_LITE_SERVER_WORKER", "4",
+     "environment variable ZAQAR_LITE_SERVER_WORKER names no setting "
+     "(did you mean ZAQAR_LITE_SERVER_WORKERS?); the variables of [server] are ZAQAR_LITE_SERVER_BIND, "
+     "ZAQAR_LITE_SERVER_WORKERS, "
+     "ZAQAR_LITE_SERVER_LOG_LEVEL, ZAQAR_LITE_SERVER_SWEEP_INTERVAL, ZAQAR_LITE_SERVER_WORKER_CLASS, "
+     "ZAQAR_LITE_SERVER_THREADS, ZAQAR_LITE_SERVER_HEADER_TIMEOUT, ZAQAR_LITE_SERVER_BODY_TIMEOUT, "
+     "ZAQAR_LITE_SERVER_ACCESS_LOG, ZAQAR_LITE_SERVER_REDRIVE_TASK_LEASE"),
+    ("ZAQAR_LITE_TOKENS_ABC", "ops:admin",
+     "environment variable ZAQAR_LITE_TOKENS_ABC names no setting; tokens are read from the configuration "
+     "file only"),
+])
+def test_a_mistake_in_the_environment_is_refused_naming_the_variable(tmp_path, monkeypatch, variable, value,
+                                                                     message):
+    monkeypatch.setenv(variable, value)
+
+    with pytest.raises(ConfigError) as raised:
+        load_settings(CONF)
+
+    assert str(raised.value) == message
+
+
+def test_variables_of_no_section_are_left_to_whoever_reads_them(monkeypatch):
+    monkeypatch.setenv("ZAQAR_LITE_TEST_STORE", "redis")
+    monkeypatch.setenv("ZAQAR_LITE_SPARK_DRIVER_MEMORY", "1g")
+    assert load_settings(CONF) == Settings()
+
+
+def test_the_environment_wins_over_the_file_and_is_parsed_like_it(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[server]\nlog_level = debug\naccess_log = false\n"
+                    "[notifier]\nsubscriber_schemes = HTTPS\n")
+    monkeypatch.setenv("ZAQAR_LITE_SERVER_ACCESS_LOG", "TRUE")
+
+    settings = load_settings(conf)
+
+    assert (settings.log_level, settings.access_log, settings.notifier.subscriber_schemes) == (
+        "DEBUG", True, ("https",))
+
+
+def test_a_command_line_value_follows_the_same_rule():
+    with pytest.raises(ConfigError) as raised:
+        load_settings(CONF, bind="localhost")
+    assert str(raised.value) == ("command line: [server] bind must be HOST:PORT (a port from 0 to 65535) "
+                                 "or unix:PATH, got 'localhost'")
+
+
+@pytest.mark.parametrize("command", [["serve"], ["sweep"], ["notifier"], ["export", "--dlq", "--out", "-"]])
+def test_every_command_that_reads_the_file_stops_on_a_mistake_with_one_line(tmp_path, command):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[server]\nworkers = 2\nthreds = 4\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZAQAR_LITE_")}
+
+    result = subprocess.run([sys.executable, "-m", "zaqar_lite", *command, "--config", str(conf)],
+                            capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert result.stderr == (f"Error: {conf}: unknown key threds in [server] (did you mean threads?); "
+                             "its keys are bind, workers, log_level, sweep_interval, worker_class, threads, "
+                             "header_timeout, body_timeout, access_log, redrive_task_lease\n")
+    assert result.stdout == ""
+
+
+def test_a_setting_that_may_be_none_reads_an_empty_value_as_none():
+    from zaqar_lite import config
+
+    rule = config.Rule(minimum=1)
+    place = config._place("metrics", "max_queues", "max_queues", "metrics", int | None, rule)
+
+    assert config._value(place, "", "f.conf: ") is None
+    assert config._value(place, " 25 ", "f.conf: ") == 25
+    with pytest.raises(ConfigError) as raised:
+        config._value(place, "0", "f.conf: ")
+    assert str(raised.value) == ("f.conf: [metrics] max_queues must be a whole number of at least 1, "
+                                 "or empty for none, got '0'")
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(MetricsSettings)])
+def test_each_metrics_setting_is_in_the_metrics_section_with_its_default(parsed, field):
+    default = getattr(MetricsSettings(), field)
+    written = str(default).lower() if isinstance(default, bool) else str(default)
+    assert parsed.get("metrics", field) == written
+
+
+def test_the_metrics_settings_come_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "z.conf"
+    conf.write_text("[metrics]\nenabled = false\nrequire_token = true\nmax_labelled_queues = 20\n")
+    assert load_settings(conf).metrics == MetricsSettings(enabled=False, require_token=True,
+                                                          max_labelled_queues=20)
+    monkeypatch.setenv("ZAQAR_LITE_METRICS_MAX_LABELLED_QUEUES", "0")
+    assert load_settings(conf).metrics.max_labelled_queues == 0
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("enabled", "yes", "[metrics] enabled must be true or false, got 'yes'"),
+    ("require_token", "1", "[metrics] require_token must be true or false, got '1'"),
+    ("max_labelled_queues", "-1",
+     "[metrics] max_labelled_queues must be a whole number of at least 0, got '-1'"),
+    ("max_labelled_queues", "many",
+     "[metrics] max_labelled_queues must be a whole number of at least 0, got 'many'"),
+])
+def test_a_bad_metrics_setting_is_refused_naming_it(tmp_path, key, value, message):
+    conf = tmp_path / "z.conf"
+    conf.write_text(f"[metrics]\n{key} = {value}\n")
+    with pytest.raises(ValueError) as refused:
+        load_settings(conf)
+    assert str(refused.value) == f"{conf}: {message}"
 
 
 def test_queue_template_sections_are_read(tmp_path):
@@ -248,8 +423,10 @@ def test_a_malformed_queue_template_section_is_refused_naming_it(tmp_path, body,
 
 
 def test_the_shipped_file_shows_a_queue_template_example():
-    assert re.search(r"^# \[queue_template:\w+\]\n# pattern = .+\n# metadata = \{", CONF.read_text(),
+    assert re.search(r"^# +\[queue_template:\w+\]\n# +pattern = .+\n# +metadata = \{", CONF.read_text(),
                      re.MULTILINE)
+
+
 def test_the_console_is_enabled_from_the_file_or_the_environment(tmp_path, monkeypatch):
     conf = tmp_path / "zaqar-lite.conf"
     conf.write_text("[console]\nenabled = true\n")
@@ -261,5 +438,5 @@ def test_the_console_is_enabled_from_the_file_or_the_environment(tmp_path, monke
 def test_a_console_switch_that_is_not_true_or_false_is_refused(tmp_path):
     conf = tmp_path / "zaqar-lite.conf"
     conf.write_text("[console]\nenabled = yes\n")
-    with pytest.raises(ValueError, match=r"^\[console\] enabled must be true or false, got 'yes'$"):
+    with pytest.raises(ValueError, match=r"\[console\] enabled must be true or false, got 'yes'$"):
         load_settings(conf)

@@ -21,7 +21,7 @@ def _settings(config: str | None, **overrides: Any) -> Settings:
         configured(settings)
         return settings
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.ClickException(str(exc)) from None
 
 
 def _check_storage(settings: Settings) -> None:
@@ -33,6 +33,21 @@ def _check_storage(settings: Settings) -> None:
         open_storage(settings.storage_uri, settings.queue_cache_size).close()
     except (ValueError, OSError, StorageUnavailable) as exc:
         raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
+
+
+def _needing_extra(module: str, name: str, what: str, extra: str) -> Any:
+    """Return ``module.name``, or stop saying which extra to install when its library is missing.
+
+    The base install is the server on SQLite; the Spark jobs and the other
+    stores' client libraries are extras (setup.cfg), imported only by the
+    commands that use them.
+    """
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise click.ClickException(f"{what}: pip install 'zaqar-lite[{extra}]' ({exc})") from None
 
 
 def _logging(level: str) -> None:
@@ -62,10 +77,21 @@ storage_option = click.option("--storage", "storage_uri",
 def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None,
           with_notifier: bool) -> None:
     """Run the API under gunicorn, with the sweeper in one worker (and a notifier beside it)."""
-    from zaqar_lite.server import StorageCheckFailed, check_storage, metrics_directory, run
+    from zaqar_lite.server import (
+        CannotListen,
+        StorageCheckFailed,
+        check_address,
+        check_storage,
+        metrics_directory,
+        run,
+    )
 
     settings = _settings(config, storage_uri=storage_uri, bind=bind, workers=workers)
     _logging(settings.log_level)
+    try:
+        check_address(settings.bind)
+    except CannotListen as exc:
+        raise click.ClickException(str(exc)) from None
     try:  # in a child process: the master, whose workers fork from it, never opens the store
         where = check_storage(settings)
     except StorageCheckFailed as exc:
@@ -137,12 +163,7 @@ def dlq_report(args: tuple[str, ...]) -> None:
     The same job runs on a cluster as ``spark-submit spark_jobs/dlq_report.py``.
     Needs the spark extra: pip install 'zaqar-lite[spark]'.
     """
-    try:
-        from spark_jobs.dlq_report import main as report_main
-    except ImportError as exc:
-        raise click.ClickException(
-            f"the DLQ report needs PySpark: pip install 'zaqar-lite[spark]' ({exc})") from None
-
+    report_main = _needing_extra("spark_jobs.dlq_report", "main", "the DLQ report needs PySpark", "spark")
     raise SystemExit(report_main(list(args)))
 
 
@@ -168,8 +189,7 @@ def dlq_generate(args: tuple[str, ...]) -> None:
 def export(storage_uri: str | None, dlq: bool, out: str, projects: tuple[str, ...], queues: tuple[str, ...],
            config: str | None) -> None:
     """Write dead-lettered messages with their provenance to a file, for offline analysis."""
-    from spark_jobs.export import export as export_dead_letters
-
+    export_dead_letters = _needing_extra("spark_jobs.export", "export", "export needs PySpark", "spark")
     settings = _settings(config, storage_uri=storage_uri)
     _check_storage(settings)
     count, targets = export_dead_letters(settings.storage_uri, out, projects, queues)

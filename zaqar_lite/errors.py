@@ -5,6 +5,33 @@ The mapping lives in :mod:`zaqar_lite.api.errors`; nothing below knows about HTT
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+#: the longest number an error message repeats back (a longer one is only called a number)
+SHOWN_NUMBER_LENGTH = 24
+
+
+def sent(value: Any) -> str:
+    """Say what a client sent, for an error message, without repeating its text.
+
+    A number or a boolean is short and is what was wrong, so it is shown; a
+    string, an array or an object is named by its JSON type only, so that no
+    message echoes a payload back (or a secret, or markup).
+    """
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        text = json.dumps(value)
+        return text if len(text) <= SHOWN_NUMBER_LENGTH else "a number"
+    if isinstance(value, str):
+        return "a string" if value else "an empty string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value of another type"
+
 
 class ZaqarLiteError(Exception):
     """Base of every domain error; ``str(err)`` is a sentence a client can read."""

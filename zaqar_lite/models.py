@@ -179,7 +179,8 @@ class RedriveRequest:
     ``destination`` None sends each message back to its source queue;
     ``max_per_second`` None moves as fast as the store allows. ``as_task``
     (the body's ``async``) asks for a :class:`RedriveTask` instead of a
-    blocking call; its ``limit`` 0 means none.
+    blocking call; its ``limit`` 0 means none. A ``destination`` that does
+    not exist is refused unless ``create_destination``.
     """
 
     limit: int
@@ -188,6 +189,7 @@ class RedriveRequest:
     dry_run: bool = False
     max_per_second: float | None = None
     as_task: bool = False
+    create_destination: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

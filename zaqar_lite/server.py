@@ -9,11 +9,13 @@ standard library they bind to (``socket``, ``ssl``, ``threading``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import inspect
 import logging
 import math
 import multiprocessing
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -22,14 +24,56 @@ from typing import Any
 import falcon
 from gunicorn.app.base import BaseApplication
 
+from zaqar_lite.api import PROJECT_ENVIRON
 from zaqar_lite.balance import AcceptBalance
 from zaqar_lite.config import WORKER_CLASSES, Settings
 
 LOG = logging.getLogger(__name__)
 
 
+#: gunicorn's access log line: client, request line, status, milliseconds from the request's
+#: arrival to the end of the answer, and the project the API checked ("-": none, e.g. a 400
+#: for a missing X-Project-ID)
+ACCESS_LOG_FORMAT = f'%(h)s "%(r)s" %(s)s %(M)s ms project=%({{{PROJECT_ENVIRON}}}e)s'
+
+
 class StorageCheckFailed(Exception):
     """The store cannot be opened; the message says why."""
+
+
+class CannotListen(Exception):
+    """The address to listen on is taken or not ours; the message says which."""
+
+
+def check_address(bind: str) -> None:
+    """Bind the server's address once and let it go, to say plainly that it is taken.
+
+    gunicorn would log "Connection in use" and retry for five seconds before
+    giving up; this says it at once, in one line. The socket is bound as
+    gunicorn binds its own (``SO_REUSEADDR``), so a port whose last connections
+    are only in TIME_WAIT is not reported busy. A ``unix:`` address is left to
+    gunicorn.
+
+    Raises:
+        CannotListen: another socket listens there, or the address is not this machine's.
+    """
+    if bind.startswith("unix:"):
+        return
+    host, _, port = bind.rpartition(":")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), int(port),
+                                                             type=socket.SOCK_STREAM)[0]
+    except (OSError, ValueError) as exc:
+        raise CannotListen(f"cannot listen on {bind}: {exc}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CannotListen(f"{bind} is already in use (another program listens there; "
+                                   "choose another address with --bind or [server] bind)") from None
+            raise CannotListen(f"cannot listen on {bind}: {exc.strerror}") from None
 
 
 #: stores whose calls never yield to gevent: SQLite's are C calls on a file (a commit's
@@ -213,7 +257,8 @@ class Server(BaseApplication):  # type: ignore[misc]
             "keepalive": max(1, math.ceil(settings.header_timeout)),
             "preload_app": False,
             "loglevel": settings.log_level.lower(),
-            "accesslog": None,
+            "accesslog": "-" if settings.access_log else None,
+            "access_log_format": ACCESS_LOG_FORMAT,
             "graceful_timeout": 10,
             "proc_name": "zaqar-lite",
         }

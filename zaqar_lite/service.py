@@ -386,6 +386,15 @@ class Messaging:
         counted.MESSAGES_REDRIVEN.inc(moved)
         return moved
 
+    def _check_destination(self, project: str, request: RedriveRequest) -> None:
+        """Refuse a redrive ``destination`` that does not exist, unless the request may create it."""
+        destination = request.destination
+        if destination is not None and not request.create_destination \
+                and self.storage.get_queue_metadata(project, destination) is None:
+            raise errors.ValidationFailed(
+                f"destination queue {destination} does not exist in this project; create it first, "
+                'or send "create_destination": true.')
+
     def redrive(self, project: str, queue: str, request: RedriveRequest) -> tuple[RedriveResult, float]:
         """Move the dead letters a request selects back to their source queue or to its destination.
 
@@ -394,9 +403,14 @@ class Messaging:
         ``max_redrive_seconds`` have passed, so a call may move fewer than it
         selected (the client calls again). A dry run moves nothing.
 
+        Raises:
+            ValidationFailed: the destination does not exist and the request
+                does not ask to create it.
+
         Returns:
             What was selected and moved, and the time the selection was made at.
         """
+        self._check_destination(project, request)
         now = self.clock()
         selected = self._dead_letters(project, queue, request, now)
         sample = selected[:redrive_policy.SAMPLE_SIZE] if request.dry_run else []
@@ -433,6 +447,7 @@ class Messaging:
         now = self.clock()
         if self.storage.get_queue_metadata(project, queue) is None:
             raise errors.QueueDoesNotExist(queue, project)
+        self._check_destination(project, request)
         newest = self.storage.queue_stats(project, queue, now).newest
         task = RedriveTask(
             id=self.ids(), queue=queue, status=redrive_policy.RUNNING, created=now,

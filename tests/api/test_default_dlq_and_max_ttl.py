@@ -180,7 +180,7 @@ def test_without_the_setting_a_sweep_discards_what_expired_into_a_missing_defaul
 @pytest.mark.parametrize(("value", "description"), [
     (59, "_max_message_ttl must be between 60 and 1209600, got 59."),
     (1209601, "_max_message_ttl must be between 60 and 1209600, got 1209601."),
-    ("600", '_max_message_ttl must be an integer, got "600".'),
+    ("600", "_max_message_ttl must be an integer, got a string."),
     (True, "_max_message_ttl must be an integer, got true."),
     (600.5, "_max_message_ttl must be an integer, got 600.5."),
 ])

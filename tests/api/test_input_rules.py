@@ -26,7 +26,14 @@ def test_query_integers_are_ascii_digits_only(client, path, name, value):
     method = {"claims": "POST"}.get(path.rsplit("/", 1)[1], "DELETE" if name == "pop" else "GET")
     result = client.simulate_request(method, path, params={name: value})
     body = assert_error(result, 400, "Invalid API request")
-    assert body["description"] == f"{name} must be a whole number written in ASCII digits, got {value!r}."
+    assert body["description"] == f"{name} must be a whole number from 1 to 20, in ASCII digits."
+
+
+@pytest.mark.parametrize(("value", "shown"), [("21", "21"), ("0", "0"), ("9" * 5000, "9223372036854775807")])
+def test_a_query_integer_out_of_range_is_refused_naming_the_range(client, value, shown):
+    result = client.simulate_get("/v2/queues", params={"limit": value})
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == f"limit must be a whole number from 1 to 20, got {shown}."
 
 
 def test_ascii_digits_with_a_leading_zero_are_a_number(client):
@@ -148,11 +155,16 @@ def test_no_body_still_means_the_defaults(client):
 
 
 @pytest.mark.parametrize("number", ["9223372036854775808", "-9223372036854775809", "1e19", "-1e19",
-                                    "9.3e18", "1e300"])
+                                    "9.3e18", "1e300", "1e400"])
 def test_numbers_outside_64_bits_are_refused_anywhere_in_a_body(client, number):
     raw = '{"messages": [{"body": {"n": [NUMBER]}}]}'.replace("NUMBER", number)
     body = assert_error(client.simulate_post(Q + "/messages", body=raw), 400, "Invalid request body")
-    assert number in body["description"]
+    integer = "Every integer of the request body must fit in 64 bits"
+    number_ = "Every number of the request body must be within the 64-bit integer range"
+    bounds = "(from -9223372036854775808 to 9223372036854775807)."
+    rule = f"{integer if number.lstrip('-').isdigit() else number_} {bounds}"
+    too_large = "A number of the request body is too large to be represented."
+    assert body["description"] == (too_large if number == "1e400" else rule)
 
 
 @pytest.mark.parametrize("number,stored", [("9223372036854775807", 9223372036854775807),
@@ -177,7 +189,7 @@ def test_query_booleans_take_zaqars_words_in_any_case(client, word, shown):
 @pytest.mark.parametrize("word", ["tru", "ja", "2", "\uff54"])
 def test_other_query_boolean_words_are_refused(client, word):
     body = assert_error(client.simulate_get("/v2/queues", params={"detailed": word}), 400)
-    assert body["description"] == f"detailed must be true or false, got {word!r}."
+    assert body["description"] == "detailed must be true or false (or yes/no, on/off, 1/0, t/f, y/n)."
 
 
 def test_an_empty_query_value_counts_as_absent(client):
@@ -195,5 +207,15 @@ def test_a_delete_by_ids_checks_include_dead_letter_too(client):
     ids = post(client, "q1", "kept")
     result = client.simulate_delete(Q + "/messages", params={"ids": ids[0], "include_dead_letter": "AAA"})
     body = assert_error(result, 400, "Invalid API request")
-    assert body["description"] == "include_dead_letter must be true or false, got 'AAA'."
+    assert body["description"] == (
+        "include_dead_letter must be true or false (or yes/no, on/off, 1/0, t/f, y/n).")
+    assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1
+
+
+@pytest.mark.parametrize("query", ["ids=a&ids=", "ids=&ids=a", "ids=a&ids=,,"])
+def test_a_repeated_id_list_with_an_empty_repetition_is_refused(client, query):
+    ids = post(client, "q1", "kept")
+    result = client.simulate_delete(Q + "/messages", query_string=query.replace("a", ids[0]))
+    body = assert_error(result, 400, "Invalid API request")
+    assert body["description"] == "Each ids parameter must list at least one id."
     assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1

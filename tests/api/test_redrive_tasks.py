@@ -98,7 +98,8 @@ def test_the_rate_caps_each_batch_and_progress_shows_moved_and_remaining(client,
 def test_filter_destination_and_limit_are_the_tasks(client, runner, worker):
     timeouts = dead_letter(client, "a", "b", "c", error_type="TimeoutError", error="slow")
     dead_letter(client, "d", error_type="KeyError", error="sku")
-    started = start(client, destination="replay", limit=2, filter={"error_type": "TimeoutError"})
+    started = start(client, destination="replay", create_destination=True, limit=2,
+                    filter={"error_type": "TimeoutError"})
     run_until_ended(runner, worker)
     task = task_of(client, started)
     assert (task["status"], task["moved"], task["remaining"]) == ("completed", 2, 0)
@@ -111,7 +112,7 @@ def test_filter_destination_and_limit_are_the_tasks(client, runner, worker):
 def test_a_limit_above_the_blocking_maximum_is_a_tasks_right(client):
     dead_letter(client, 1)
     assert start(client, limit=5000).json["limit"] == 5000
-    assert "limit: 5000 is greater than the maximum of 1000" in assert_error(
+    assert "limit must be at most 1000, got 5000." in assert_error(
         redrive(client, body={"limit": 5000}), 400)["description"]
 
 
@@ -242,13 +243,13 @@ def test_a_task_is_read_on_its_own_queue_only(client):
 
 
 @pytest.mark.parametrize("body, fragment", [
-    ({"async": "yes"}, "async: 'yes' is not of type 'boolean'"),
-    ({"async": 1}, "async: 1 is not of type 'boolean'"),
+    ({"async": "yes"}, "async must be true or false, got a string."),
+    ({"async": 1}, "async must be true or false, got 1."),
     ({"async": True, "dry_run": True}, "dry_run and async exclude each other"),
     ({"async": True, "max_per_second": 501}, "max_per_second may be at most 500 (max_redrive_rate)"),
-    ({"async": True, "max_per_second": 0}, "max_per_second: 0 is less than or equal to the minimum of 0"),
-    ({"async": True, "limit": 0}, "limit: 0 is less than the minimum of 1"),
-    ({"async": True, "limit": 2**63}, "does not fit in 64 bits"),
+    ({"async": True, "max_per_second": 0}, "max_per_second must be more than 0, got 0."),
+    ({"async": True, "limit": 0}, "limit must be at least 1, got 0."),
+    ({"async": True, "limit": 2**63}, "must fit in 64 bits"),
     ({"async": True, "destination": "dlq"}, "destination cannot be the queue redriven from (dlq)"),
     ({"async": True, "filter": {"signature": "xyz"}}, "filter.signature"),
 ])
@@ -294,3 +295,12 @@ def test_the_task_routes_are_in_the_json_home_document(client):
     assert resources["rel/queue_redrive_tasks"]["href-template"] == "/v2/queues/{queue_name}/redrive/tasks"
     assert resources["rel/queue_redrive_task_cancel"]["hints"]["allow"] == ["POST"]
 
+
+
+def test_a_task_to_a_destination_that_does_not_exist_is_refused_unless_asked_to_create_it(client):
+    dead_letter(client, "a", error_type="TimeoutError", error="slow")
+    refused = assert_error(start(client, destination="replay"), 400)
+    assert refused["description"] == ('destination queue replay does not exist in this project; create it '
+                                      'first, or send "create_destination": true.')
+    assert client.simulate_get("/v2/queues/dlq/redrive/tasks").json["tasks"] == []
+    assert start(client, destination="replay", create_destination=True).status_code == 202

@@ -174,7 +174,8 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
         try:
             return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token)
         except ServerFailedToStart as exc:
-            lost_the_port = "Connection in use" in log_path.read_text(errors="replace")
+            log = log_path.read_text(errors="replace")
+            lost_the_port = "Connection in use" in log or "is already in use" in log
             if not lost_the_port or attempt == PORT_ATTEMPTS - 1:
                 raise exc from None
     raise AssertionError("unreachable")

@@ -34,6 +34,8 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"_dead_letter_queue: queue .* chains are not supported")),
     # a queue template (stored state) applies to a new queue: its metadata under the body's
     ("Invalid API request", re.compile(r"^Queue template \S+ \(pattern \S+\) applies to queue \S+: ")),
+    # a redrive destination must exist unless the request asks to create it
+    ("Invalid API request", re.compile(r"^destination queue .* does not exist in this project; create it")),
     # a field compared with another field, or with the path
     ("Invalid API request", re.compile(r"_retry_policy\.minimum_delay \(\d+\) may not be greater than")),
     ("Invalid API request", re.compile(r"^destination cannot be the queue redriven from")),

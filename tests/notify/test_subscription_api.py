@@ -361,3 +361,50 @@ def test_the_https_only_switch_refuses_plain_http_subscribers(settings, clock):
                                        headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": "p"})
     assert_400_naming(client.simulate_post(BASE, json={"subscriber": URL}), "https")
     assert client.simulate_post(BASE, json={"subscriber": "https://example.com/h"}).status_code == 201
+
+
+# -- secrets are written, never read back ------------------------------------------------
+
+
+SECRET_OPTIONS = {"secret": "hmac-key-1", "k": "v",
+                  "post_headers": {"Authorization": "Bearer abc", "X-Api-Key": "k-9", "X-Trace": "t1"}}
+MASKED_OPTIONS = {"secret": "********", "k": "v",
+                  "post_headers": {"Authorization": "********", "X-Api-Key": "********", "X-Trace": "t1"}}
+
+
+def stored_options(settings, subscription_id: str, project: str = "project-a", queue: str = "orders"):
+    storage = open_storage(settings.storage_uri)
+    try:
+        record = storage.get_record(project, state.SUBSCRIPTION, state.key(queue, subscription_id))
+        return record.value["options"]
+    finally:
+        storage.close()
+
+
+def test_get_and_list_mask_the_signing_secret_and_credential_headers(client, settings):
+    subscription_id = create(client, options=SECRET_OPTIONS)
+
+    assert client.simulate_get(f"{BASE}/{subscription_id}").json["options"] == MASKED_OPTIONS
+    assert client.simulate_get(BASE).json["subscriptions"][0]["options"] == MASKED_OPTIONS
+    assert stored_options(settings, subscription_id) == SECRET_OPTIONS
+
+
+def test_options_sent_back_with_the_masks_keep_the_secrets(client, settings):
+    subscription_id = create(client, options=SECRET_OPTIONS)
+    shown = client.simulate_get(f"{BASE}/{subscription_id}").json["options"]
+
+    changed = {**shown, "k": "w"}
+    assert client.simulate_patch(f"{BASE}/{subscription_id}", json={"options": changed}).status_code == 204
+
+    assert stored_options(settings, subscription_id) == {**SECRET_OPTIONS, "k": "w"}
+
+
+def test_a_new_secret_replaces_the_old_one_and_is_masked_too(client, settings):
+    subscription_id = create(client, options=SECRET_OPTIONS)
+    new = {"secret": "hmac-key-2", "post_headers": {"Authorization": "Bearer xyz"}}
+
+    assert client.simulate_patch(f"{BASE}/{subscription_id}", json={"options": new}).status_code == 204
+
+    assert stored_options(settings, subscription_id) == new
+    assert client.simulate_get(f"{BASE}/{subscription_id}").json["options"] == {
+        "secret": "********", "post_headers": {"Authorization": "********"}}

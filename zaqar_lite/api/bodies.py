@@ -12,7 +12,7 @@ from falcon.typing import ReadableIO
 from zaqar_lite.api import inputs
 from zaqar_lite.api.schemas import parse_json
 from zaqar_lite.claims import policy
-from zaqar_lite.errors import InvalidBody
+from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.models import Message
 
 #: how much of a refused body is still read and thrown away before the 400, so that a
@@ -115,6 +115,15 @@ def next_links(path: str, query: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 def joined_param(req: falcon.Request, name: str) -> str | None:
-    """Return a list parameter given as ``a,b`` or repeated (``name=a&name=b``) as ``a,b``."""
+    """Return a list parameter given as ``a,b`` or repeated (``name=a&name=b``) as ``a,b``.
+
+    Each repetition is a list of its own (docs/openapi.yaml): one without an
+    id (``name=a&name=``) is refused, not skipped.
+    """
     values = req.get_param_as_list(name)
+    # the app drops blank query values (an empty parameter counts as absent), so the
+    # repetitions are read again from the query string with them
+    given = falcon.uri.parse_query_string(req.query_string, keep_blank=True).get(name)
+    if isinstance(given, list) and not all(value.strip(",") for value in given):
+        raise ValidationFailed(f"Each {name} parameter must list at least one id.")
     return None if values is None else ",".join(values)

@@ -11,7 +11,7 @@ import uuid
 from zaqar_lite.api.schemas import INT64_MAX
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.config import Limits, Settings
-from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.errors import ValidationFailed, sent
 
 #: query booleans, compared in any letter case: Zaqar's words (falcon's) and ours
 TRUE_VALUES = ("true", "t", "yes", "y", "1", "on")
@@ -80,10 +80,11 @@ def page_limit(raw: str | None, maximum: int, default: int, name: str = "limit")
     if raw is None:
         return min(default, maximum)
     if not (raw.isascii() and raw.isdigit()):
-        raise ValidationFailed(f"{name} must be a whole number written in ASCII digits, got {raw!r}.")
-    value = int(raw)
+        raise ValidationFailed(f"{name} must be a whole number from 1 to {maximum}, in ASCII digits.")
+    # no int() of a thousand digits: it is out of range whatever it says
+    value = int(raw) if len(raw) <= len(str(INT64_MAX)) else INT64_MAX
     if not 1 <= value <= maximum:
-        raise ValidationFailed(f"{name} must be between 1 and {maximum}, got {value}.")
+        raise ValidationFailed(f"{name} must be a whole number from 1 to {maximum}, got {sent(value)}.")
     return value
 
 
@@ -96,7 +97,7 @@ def boolean(raw: str | None, name: str, default: bool = False) -> bool:
         return True
     if lowered in FALSE_VALUES:
         return False
-    raise ValidationFailed(f"{name} must be true or false, got {raw!r}.")
+    raise ValidationFailed(f"{name} must be true or false (or yes/no, on/off, 1/0, t/f, y/n).")
 
 
 def marker(raw: str | None) -> int | None:

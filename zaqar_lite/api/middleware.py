@@ -7,7 +7,7 @@ from typing import Any
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import inputs
+from zaqar_lite.api import PROJECT_ENVIRON, inputs
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -93,6 +93,7 @@ class RequestContext:
         req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
         req.context.project, req.context.role = credentials(
             self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"))
+        req.env[PROJECT_ENVIRON] = req.context.project
 
     def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:
         """Check a console page's credentials: the project of its URL, the token of its cookie.
@@ -111,6 +112,7 @@ class RequestContext:
             project = console_project(project, self.settings.limits)
         token = req.get_header("X-Auth-Token") or console_token(req)
         req.context.project, req.context.role = credentials(self.settings, token, project)
+        req.env[PROJECT_ENVIRON] = req.context.project
 
 
 class QueueNameCheck:

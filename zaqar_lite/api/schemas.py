@@ -22,7 +22,7 @@ import jsonschema
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
-from zaqar_lite.errors import InvalidBody, ValidationFailed
+from zaqar_lite.errors import InvalidBody, ValidationFailed, sent
 from zaqar_lite.models import RedriveFilter, RedriveRequest
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -38,18 +38,20 @@ NESTING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 def _checked_int(text: str) -> int:
     value = int(text)
     if not INT64_MIN <= value <= INT64_MAX:
-        raise InvalidBody(f"Integer {text} does not fit in 64 bits.")
+        raise InvalidBody("Every integer of the request body must fit in 64 bits "
+                          "(from -9223372036854775808 to 9223372036854775807).")
     return value
 
 
 def _checked_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise InvalidBody(f"Number {text} is too large to be represented.")
+        raise InvalidBody("A number of the request body is too large to be represented.")
     # Every float this large is a whole number, and JSON Schema counts it as an
     # integer: the same 64-bit bound holds for it, so one rule covers all numbers.
     if not INT64_MIN <= value <= INT64_MAX:
-        raise InvalidBody(f"Number {text} is outside the 64-bit integer range.")
+        raise InvalidBody("Every number of the request body must be within the 64-bit integer range "
+                          "(from -9223372036854775808 to 9223372036854775807).")
     return value
 
 
@@ -107,9 +109,80 @@ def _reject_constant(name: str) -> Any:
     raise InvalidBody(f"{name} is not a valid JSON number.")
 
 
+#: the JSON types of JSON Schema, as a refusal names them
+TYPE_WORDS = {"object": "a JSON object", "array": "an array", "string": "a string", "integer": "an integer",
+              "number": "a number", "boolean": "true or false", "null": "null"}
+#: what the items of an array field are called in a refusal ("at most 20 messages per post")
+ITEM_WORDS = {"messages": "messages per post", "filter.ids": "ids", "resource_types": "resource types",
+              "": "operations"}
+#: the longest unknown key a refusal names (a longer one is only called a key)
+SHOWN_KEY_LENGTH = 64
+
+
 def _location(error: jsonschema.ValidationError) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    return path.lstrip(".") or "body"
+    return path.lstrip(".")
+
+
+def _listed(words: list[str], last: str = "and") -> str:
+    return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def _counts(error: jsonschema.ValidationError, field: str, where: str) -> str | None:
+    """Word a refusal of a size: items of an array, characters of a string."""
+    rule, value = error.validator_value, error.instance
+    items = ITEM_WORDS.get(where, "items")
+    size = len(value) if isinstance(value, (list, str)) else 0
+    empty = f"{field} may not be empty."
+    words = {
+        "maxItems": f"{field} may hold at most {rule} {items}, got {size}.",
+        "minItems": empty if rule == 1 else f"{field} must hold at least {rule} {items}.",
+        "maxLength": f"{field} may be at most {rule} characters long, got {size}.",
+        "minLength": empty if rule == 1 else f"{field} must be at least {rule} characters long.",
+        "uniqueItems": f"{field} may not list the same value twice.",
+    }
+    return words.get(str(error.validator))
+
+
+def _keys(error: jsonschema.ValidationError, field: str, where: str) -> str | None:
+    """Word a refusal about an object's keys: one missing, one unknown, none given."""
+    rule, value, known = error.validator_value, error.instance, list(error.schema.get("properties", {}))
+    if error.validator == "required":
+        missing = next(key for key in rule if key not in value)
+        return f"{where + '.' if where else ''}{missing} is required."
+    if error.validator == "additionalProperties":
+        unknown = sorted(set(value) - set(known))[0]
+        named = unknown if len(unknown) <= SHOWN_KEY_LENGTH and unknown.isprintable() else "a key"
+        return f"{field} may only have the keys {_listed(known)}; {named} is not one of them."
+    if error.validator == "minProperties":
+        return f"{field} must hold at least one of {_listed(known)}."
+    return None
+
+
+def explain(error: jsonschema.ValidationError) -> str:
+    """Return the refusal of a body that breaks its schema, in words: the field, the rule, the limit.
+
+    The one rendering of every JSON Schema error: it never repeats the
+    document (only a number or a boolean sent, :func:`~zaqar_lite.errors.sent`).
+    A ``pattern`` is explained by its schema's ``description``.
+    """
+    where = _location(error)
+    field = where or "The request body"
+    rule, value = error.validator_value, error.instance
+    bounds = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than",
+              "exclusiveMaximum": "less than"}
+    if error.validator == "type":
+        kinds = [rule] if isinstance(rule, str) else list(rule)
+        return f"{field} must be {' or '.join(TYPE_WORDS[kind] for kind in kinds)}, got {sent(value)}."
+    if error.validator in bounds:
+        return f"{field} must be {bounds[str(error.validator)]} {rule}, got {sent(value)}."
+    if error.validator == "enum":
+        choices = _listed([json.dumps(choice) for choice in rule], "or")
+        return f"{field} must be one of {choices}, got {sent(value)}."
+    if error.validator == "pattern":
+        return f"{field} must be {error.schema.get('description', 'in the documented form')}."
+    words = _counts(error, field, where) or _keys(error, field, where)
+    return words or f"{field} does not follow the rule {error.validator}."
 
 
 class Schema:
@@ -133,7 +206,7 @@ class Schema:
             pass
         error = jsonschema.exceptions.best_match(self._explain.iter_errors(document))
         if error is not None:
-            raise InvalidBody(f"{_location(error)}: {error.message}.")
+            raise InvalidBody(explain(error))
 
 
 # -- schemas, built and compiled once ---------------------------------------------
@@ -217,7 +290,8 @@ def _patch_schema() -> Schema:
             "required": ["op", "path"],
             "properties": {
                 "op": {"enum": ["add", "remove", "replace"]},
-                "path": {"type": "string", "pattern": "^/metadata/.+"},
+                "path": {"type": "string", "pattern": "^/metadata/.+",
+                         "description": "/metadata/ followed by the key"},
             },
         },
     })
@@ -245,6 +319,7 @@ def _redrive_schema(limits: Limits) -> Schema:
         "type": "object",
         "properties": {
             "destination": {"type": "string"},
+            "create_destination": {"type": "boolean"},
             "limit": {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
             "dry_run": {"type": "boolean"},
             "async": {"type": "boolean"},
@@ -254,7 +329,8 @@ def _redrive_schema(limits: Limits) -> Schema:
                 "properties": {
                     "source_queue": text,
                     "error_type": text,
-                    "signature": {"type": "string", "pattern": f"^[0-9a-f]{{{ID_LENGTH}}}$"},
+                    "signature": {"type": "string", "pattern": f"^[0-9a-f]{{{ID_LENGTH}}}$",
+                                  "description": f"{ID_LENGTH} lowercase hexadecimal digits"},
                     "ids": {"type": "array", "items": text, "minItems": 1,
                             "maxItems": limits.max_redrive_ids},
                 },
@@ -327,7 +403,7 @@ def patch_operations(document: Any) -> list[tuple[str, str, Any]]:
     operations = []
     for index, item in enumerate(document):
         if item["op"] != "remove" and "value" not in item:
-            raise ValidationFailed(f"[{index}]: '{item['op']}' needs a 'value'.")
+            raise ValidationFailed(f"[{index}].value is required: {item['op']} needs a value.")
         key = item["path"][len("/metadata/"):].replace("~1", "/").replace("~0", "~")
         operations.append((item["op"], key, item.get("value")))
     return operations
@@ -378,7 +454,9 @@ def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest
     destination = document.get("destination")
     if destination is not None:
         if not is_queue_name(destination, limits):
-            raise ValidationFailed(f"destination must be a valid queue name, got {json.dumps(destination)}.")
+            raise ValidationFailed(
+                f"destination must be a queue name: ASCII letters, digits, _ - and ., 1 to "
+                f"{limits.max_queue_name_length} characters, not . or .. (got {sent(destination)}).")
         if destination == queue:
             raise ValidationFailed(f"destination cannot be the queue redriven from ({queue}).")
     wanted = document.get("filter", {})
@@ -392,6 +470,7 @@ def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest
         dry_run=document.get("dry_run", False),
         max_per_second=float(rate) if rate is not None else None,
         as_task=as_task,
+        create_destination=document.get("create_destination", False),
     )
 
 

@@ -16,6 +16,7 @@ from zaqar_lite.api import inputs
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.clock import iso_utc
+from zaqar_lite.notify import options
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
@@ -55,7 +56,7 @@ def subscription_view(subscription: Subscription, delivery: Delivery, now: float
         "subscriber": subscription.subscriber,
         "ttl": subscription.ttl,
         "age": max(0, int(now - subscription.created)),
-        "options": subscription.options,
+        "options": options.masked(subscription.options),
         "confirmed": subscription.confirmed,
         "status": "suspended" if delivery.suspended else "active",
         "delivery": {

@@ -9,7 +9,7 @@ from typing import Any
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
-from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.errors import ValidationFailed, sent
 from zaqar_lite.models import DeadLetterPolicy
 
 MAX_CLAIM_COUNT = "_max_claim_count"
@@ -53,10 +53,10 @@ def with_defaults(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[st
 
 def _int_rule(key: str, value: Any, low: int, high: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationFailed(f"{key} must be an integer, got {json.dumps(value)}.")
+        raise ValidationFailed(f"{key} must be an integer, got {sent(value)}.")
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ValidationFailed(f"{key} must be {bound}, got {value}.")
+        raise ValidationFailed(f"{key} must be {bound}, got {sent(value)}.")
 
 
 def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | None = None) -> dict[str, Any]:
@@ -106,10 +106,12 @@ def _check_values(stored: Mapping[str, Any], limits: Limits) -> None:
             _int_rule(key, stored[key], low, high)
     dlq = stored.get(DEAD_LETTER_QUEUE)
     if dlq is not None and not is_queue_name(dlq, limits):
-        raise ValidationFailed(f"{DEAD_LETTER_QUEUE} must be a valid queue name, got {json.dumps(dlq)}.")
+        raise ValidationFailed(
+            f"{DEAD_LETTER_QUEUE} must be a queue name: ASCII letters, digits, _ - and ., 1 to "
+            f"{limits.max_queue_name_length} characters, not . or .. (got {sent(dlq)}).")
     for key in (ENCRYPT_MESSAGES, DEAD_LETTER_ON_EXPIRY):
         if key in stored and not isinstance(stored[key], bool):
-            raise ValidationFailed(f"{key} must be true or false, got {json.dumps(stored[key])}.")
+            raise ValidationFailed(f"{key} must be true or false, got {sent(stored[key])}.")
 
 
 def check_dead_letter_links(

@@ -33,6 +33,43 @@ MAX_SUBSCRIPTION_TTL = 100_000_000_000
 #: an RFC 9110 header name
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 CREATE_KEYS = ("subscriber", "ttl", "options")
+#: what a GET shows in place of a secret option value; sent back unchanged, it keeps the secret
+MASK = "********"
+#: post_headers whose values are credentials, by name (Authorization, X-Auth-Token, X-Api-Key, ...)
+SECRET_HEADER = re.compile(r"auth|token|secret|key|password|cookie|credential|signature", re.IGNORECASE)
+
+
+def masked(value: dict[str, Any]) -> dict[str, Any]:
+    """Return options as a GET shows them: ``secret`` and credential headers replaced by :data:`MASK`.
+
+    The signing secret and credentials given to send to a subscriber are
+    written once, by the creator, and never read back (Zaqar shows every
+    option; its own trust credentials are the ``trust_id`` it adds).
+    """
+    shown = dict(value)
+    if "secret" in shown:
+        shown["secret"] = MASK
+    headers = shown.get("post_headers")
+    if isinstance(headers, dict):
+        shown["post_headers"] = {name: MASK if SECRET_HEADER.search(name) else text
+                                 for name, text in headers.items()}
+    return shown
+
+
+def unmasked(new: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """Return new options where each :data:`MASK` a GET showed keeps the stored secret it stands for.
+
+    A client that reads a subscription, changes one option and sends the
+    options back then keeps its secret instead of setting it to the mask.
+    """
+    kept = dict(new)
+    if kept.get("secret") == MASK and "secret" in stored:
+        kept["secret"] = stored["secret"]
+    headers, old = kept.get("post_headers"), stored.get("post_headers")
+    if isinstance(headers, dict) and isinstance(old, dict):
+        kept["post_headers"] = {name: old[name] if text == MASK and name in old else text
+                                for name, text in headers.items()}
+    return kept
 
 
 def _show(value: Any) -> str:

@@ -222,6 +222,8 @@ class Subscriptions:
         now = self.clock()
         changes = checks.update(document, self.limits, self.settings.notifier, now)
         subscription, _ = self.get(project, queue, subscription_id)
+        if "options" in changes:
+            changes["options"] = checks.unmasked(changes["options"], subscription.options)
         new_url = changes.get("subscriber", subscription.subscriber)
         checks.for_subscriber(new_url, changes.get("options", subscription.options))
         if "subscriber" in changes:
