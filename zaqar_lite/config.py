@@ -206,6 +206,8 @@ class Settings:
     #: the project's queue of this name is the dead-letter queue of queues that count claims or
     #: dead-letter on expiry without a ``_dead_letter_queue`` of their own ("": none, as Zaqar)
     default_dead_letter_queue: str = ""
+    #: ``[claims] max_wait``: the longest ``wait`` (seconds) of a long-polling claim
+    claim_max_wait: int = 20
     auth_strategy: str = "noauth"
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
@@ -355,6 +357,16 @@ def _queue_values(get: Callable[[str, str], str | None], limits: Limits) -> dict
     return {"default_dead_letter_queue": name}
 
 
+def _claim_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[claims]``."""
+    raw = get("claims", "max_wait")
+    if raw is None:
+        return {}
+    if not (raw.strip().isascii() and raw.strip().isdigit()) or int(raw) < 1:
+        raise ValueError(f"[claims] max_wait must be a whole number of seconds (1 or more), got {raw!r}")
+    return {"claim_max_wait": int(raw)}
+
+
 def _limits(get: Callable[[str, str], str | None]) -> Limits:
     """Read ``[limits]``."""
     limit_values = {}
@@ -404,6 +416,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_auth_values(get, parser))
     values["limits"] = _limits(get)
     values.update(_queue_values(get, values["limits"]))
+    values.update(_claim_values(get))
     values["notifier"] = _notifier_settings(get)
     values["smtp"] = _smtp_settings(get)
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -42,6 +42,10 @@ def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
     return value == wanted if isinstance(value, str) else json.dumps(value) == wanted
 
 
+def nobody_waits(project: str, queue: str) -> None:
+    """Do nothing: the wake-up hook of a service whose claims never wait."""
+
+
 def new_id() -> str:
     """Return a fresh message or claim id."""
     return str(uuid.uuid4())
@@ -58,6 +62,9 @@ class Messaging:
         self.clock = clock
         self.ids = ids
         self.sleep = sleep
+        #: called with (project, queue) after a write that may make messages of the queue
+        #: claimable; long polling (``waiting/``) sets it to its channel's ``publish``
+        self.wake_up: Callable[[str, str], None] = nobody_waits
 
     # -- queues ---------------------------------------------------------------
 
@@ -180,6 +187,7 @@ class Messaging:
             return records
 
         self.storage.post_planned(project, queue, plan, now)
+        self.wake_up(project, queue)
         return ids
 
     def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
@@ -199,7 +207,9 @@ class Messaging:
             raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
         if "ttl" in changes:  # capped as a post's ttl is
             changes = {**changes, "ttl": meta.capped_ttl(changes["ttl"], stored)}
-        return self.storage.edit_delayed_message(project, queue, message_id, changes, now), now
+        edited = self.storage.edit_delayed_message(project, queue, message_id, changes, now)
+        self.wake_up(project, queue)  # its delay may end sooner now
+        return edited, now
 
     def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
                       limit: int, echo: bool, include_claimed: bool,
@@ -235,6 +245,7 @@ class Messaging:
         """Release one claimed message at once, recording the reason in its failure history."""
         self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
                                      self.limits.failure_history_length)
+        self.wake_up(project, queue)
 
     # -- claims ---------------------------------------------------------------
 
@@ -272,6 +283,7 @@ class Messaging:
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         """Release a claim; its messages become claimable at once."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
+        self.wake_up(project, queue)
 
     # -- redrive --------------------------------------------------------------
 
@@ -340,6 +352,7 @@ class Messaging:
             for target, messages in redrive_policy.by_target(batch).items():
                 moves = [Move(m, redrive_policy.redriven(m, at, min_ttl)) for m in messages]
                 moved += len(self.storage.move_messages(project, queue, moves, target, at))
+                self.wake_up(project, target)
             done += len(batch)
         LOG.info("redrive of %s/%s: %d of %d selected dead letters moved",
                  project, queue, moved, len(selected))
@@ -361,6 +374,8 @@ class Messaging:
                 if meta.holds_expired(stored, policy):
                     continue
             result = self.storage.sweep_queue(project, queue, now, policy)
+            if result.dead_lettered and policy.queue:
+                self.wake_up(project, policy.queue)
             moved += result.dead_lettered
             discarded += result.discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
