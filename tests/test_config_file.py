@@ -32,6 +32,7 @@ SETTINGS_KEYS = {
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
+    "claim_max_wait": ("claims", "max_wait"),
 }
 
 
@@ -186,3 +187,17 @@ def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_u
     rule = r"\(letters, digits, _ \. -, 1 to 64 characters, not \. or \.\.\), got "
     with pytest.raises(ValueError, match=start + rule):
         load_settings(conf)
+
+
+def test_the_longest_claim_wait_is_read_from_the_claims_section(tmp_path):
+    path = tmp_path / "z.conf"
+    path.write_text("[claims]\nmax_wait = 5\n")
+    assert load_settings(path).claim_max_wait == 5
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "soon"])
+def test_a_claim_max_wait_that_is_not_a_positive_whole_number_is_refused(tmp_path, value):
+    path = tmp_path / "z.conf"
+    path.write_text(f"[claims]\nmax_wait = {value}\n")
+    with pytest.raises(ValueError, match=r"\[claims\] max_wait must be a whole number of seconds \(1 or more\)"):
+        load_settings(path)
