@@ -134,6 +134,7 @@ class Waiters:
                                                CLAIM_BODY)
                 if status != 204 or time.monotonic() - started < WAIT - 1:
                     self.answered_early += 1
+                    gevent.sleep(1.0)  # an error: do not hammer the server with it
         finally:
             connection.close()
 
