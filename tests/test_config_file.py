@@ -199,5 +199,6 @@ def test_the_longest_claim_wait_is_read_from_the_claims_section(tmp_path):
 def test_a_claim_max_wait_that_is_not_a_positive_whole_number_is_refused(tmp_path, value):
     path = tmp_path / "z.conf"
     path.write_text(f"[claims]\nmax_wait = {value}\n")
-    with pytest.raises(ValueError, match=r"\[claims\] max_wait must be a whole number of seconds \(1 or more\)"):
+    rule = r"\[claims\] max_wait must be a whole number of seconds \(1 or more\)"
+    with pytest.raises(ValueError, match=rule):
         load_settings(path)

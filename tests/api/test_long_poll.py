@@ -1,7 +1,8 @@
-"""``POST /v2/queues/{q}/claims?wait=S``: the checks of ``wait``, the wait itself, no wait when messages exist."""
+"""``POST /v2/queues/{q}/claims?wait=S``: checks of ``wait``, the wait, and no wait when messages exist."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -48,3 +49,22 @@ def test_a_waiting_claim_answers_at_once_when_messages_exist(client):
     assert time.monotonic() - started < 2.0
     assert result.status_code == 201
     assert [m["id"] for m in result.json["messages"]] == [message_id]
+
+
+def test_a_waiting_claim_is_answered_when_another_client_posts_in_the_same_process(client, other_client):
+    client.simulate_put("/v2/queues/q1")
+    outcome = {}
+
+    def wait_for_a_message() -> None:
+        started = time.monotonic()
+        outcome["result"] = client.simulate_post(CLAIMS, params={"wait": "5"})
+        outcome["took"] = time.monotonic() - started
+
+    waiting = threading.Thread(target=wait_for_a_message)
+    waiting.start()
+    time.sleep(0.5)
+    (message_id,) = post(other_client, "q1", "wake up")
+    waiting.join(10)
+    assert outcome["result"].status_code == 201
+    assert [m["id"] for m in outcome["result"].json["messages"]] == [message_id]
+    assert 0.4 <= outcome["took"] < 5

@@ -110,17 +110,18 @@ class Place:
             deadline: monotonic time the waiting claim ends.
         """
         line, lock = self.line, self.room.lock
+        with lock:
+            if line.generation != seen:  # a wake-up came while the claim was trying
+                return Woken.WAKE_UP
+            line.sleepers[self] = None
         while True:
             with lock:
-                now = self.clock()
-                if line.generation != seen:
-                    line.sleepers.pop(self, None)
+                if self not in line.sleepers:  # a wake-up took it out of the line's sleepers
                     return Woken.WAKE_UP
+                now = self.clock()
                 if now >= deadline:
-                    line.sleepers.pop(self, None)
+                    del line.sleepers[self]
                     return Woken.DEADLINE
-                self.event.clear()
-                line.sleepers.setdefault(self, None)
                 timeout = deadline - now
                 if line.due is not None and line.first_sleeper() is self:
                     if now >= line.due:
@@ -128,6 +129,7 @@ class Place:
                         del line.sleepers[self]
                         return Woken.DUE
                     timeout = min(timeout, line.due - now)
+                self.event.clear()
             self.event.wait(timeout)
 
 
