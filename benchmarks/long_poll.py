@@ -8,8 +8,10 @@ greenlet and one keep-alive connection per client):
    notes each post's latency, with no claim waiting (the baseline);
 2. opens ``--waiting`` claims ``POST /v2/queues/idle/claims?wait=20`` on a
    queue nobody posts to, each on its own connection (a claim that answers
-   204 after its 20 s is sent again at once), and waits until every one is
-   sent;
+   204 after its 20 s is sent again at once), their first sends spread over
+   ``--ramp`` seconds (by default the wait: then some 50 claims a second end
+   and start again, the steady state of 1,000 long-polling consumers), and
+   waits until every one is sent;
 3. posts ``--posts`` messages again, while they wait;
 4. ``--wakeups`` times: opens one more waiting claim on a queue ``wake``,
    lets it wait ``--settle`` s, posts one message there from another
@@ -21,7 +23,7 @@ claims, the wake-up delay's p50 and p99, and the load average.
 
 Usage::
 
-    .venv/bin/python benchmarks/long_poll.py                       # SQLite and Redis, about 2 minutes
+    .venv/bin/python benchmarks/long_poll.py                       # SQLite and Redis, about 3 minutes
     .venv/bin/python benchmarks/long_poll.py --stores sqlite --waiting 1000 --posts 500
 """
 
@@ -113,8 +115,8 @@ def post_latencies(connection: Connection, count: int) -> list[float]:
 class Waiters:
     """Claims waiting on a queue nobody posts to, each sent again when its wait ends."""
 
-    def __init__(self, host: str, port: int, count: int) -> None:
-        self.host, self.port, self.count = host, port, count
+    def __init__(self, host: str, port: int, count: int, ramp: float) -> None:
+        self.host, self.port, self.count, self.ramp = host, port, count, ramp
         self.sent = 0
         self.answered_early = 0
         self.stopped = False
@@ -122,7 +124,8 @@ class Waiters:
 
     def start(self) -> None:
         """Open every connection and send its first claim."""
-        self.greenlets = [gevent.spawn(self._wait_again_and_again) for _ in range(self.count)]
+        self.greenlets = [gevent.spawn_later(self.ramp * n / self.count, self._wait_again_and_again)
+                          for n in range(self.count)]
 
     def _wait_again_and_again(self) -> None:
         connection = Connection(self.host, self.port)
@@ -176,9 +179,9 @@ def run_store(url: str, args: argparse.Namespace) -> dict[str, Any]:
     poster = Connection(host, int(port))
     post_latencies(poster, 20)  # warm up the connection and the queue
     alone = post_latencies(poster, args.posts)
-    waiters = Waiters(host, int(port), args.waiting)
+    waiters = Waiters(host, int(port), args.waiting, args.ramp)
     waiters.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + args.ramp + 60
     while waiters.sent < args.waiting and time.monotonic() < deadline:
         gevent.sleep(0.2)
     gevent.sleep(args.settle * 5)  # let the server take each one's first claim attempt
@@ -206,6 +209,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--waiting", type=int, default=1000, help="claims waiting at once")
     parser.add_argument("--posts", type=int, default=500, help="posts timed in each of steps 1 and 3")
     parser.add_argument("--wakeups", type=int, default=100, help="wake-up delays measured")
+    parser.add_argument("--ramp", type=float, default=WAIT, help="seconds over which the claims start")
     parser.add_argument("--settle", type=float, default=0.2, help="seconds a claim waits before the post")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser.parse_args(argv)
