@@ -118,6 +118,7 @@ class Waiters:
     def __init__(self, host: str, port: int, count: int, ramp: float) -> None:
         self.host, self.port, self.count, self.ramp = host, port, count, ramp
         self.sent = 0
+        self.answered = 0
         self.answered_early = 0
         self.stopped = False
         self.greenlets: list[gevent.Greenlet] = []
@@ -135,6 +136,7 @@ class Waiters:
                 started = time.monotonic()
                 status, _ = connection.request("POST", f"/v2/queues/idle/claims?limit=1&wait={WAIT}",
                                                CLAIM_BODY)
+                self.answered += 1
                 if status != 204 or time.monotonic() - started < WAIT - 1:
                     self.answered_early += 1
                     gevent.sleep(1.0)  # an error: do not hammer the server with it
@@ -185,7 +187,10 @@ def run_store(url: str, args: argparse.Namespace) -> dict[str, Any]:
     while waiters.sent < args.waiting and time.monotonic() < deadline:
         gevent.sleep(0.2)
     gevent.sleep(args.settle * 5)  # let the server take each one's first claim attempt
-    waiting_at_start = waiters.sent - waiters.answered_early
+    waiting_at_start = waiters.sent - waiters.answered  # sent and not answered yet: waiting now
+    poster.close()  # idle through the ramp, longer than the server keeps a connection
+    poster = Connection(host, int(port))
+    post_latencies(poster, 20)
     beside = post_latencies(poster, args.posts)
     delays = wake_up_delays(host, int(port), args.wakeups, args.settle)
     early = waiters.answered_early
