@@ -135,3 +135,16 @@ def test_a_claim_without_wait_answers_204_at_once(server, api, queue_name):
     started = time.monotonic()
     assert api.post(f"/v2/queues/{queue_name}/claims", params={"limit": 1}).status_code == 204
     assert time.monotonic() - started < 1.0
+
+
+def test_under_gthread_a_waiting_claim_holds_a_thread_and_is_woken_all_the_same(
+        store, tmp_path, start_server_for_test, project, queue_name, waiting):
+    config = tmp_path / "gthread.conf"
+    config.write_text("[server]\nworker_class = gthread\nthreads = 4\n")
+    threaded = start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
+    with ApiSession(threaded.url, project=project) as api:
+        api.put(f"/v2/queues/{queue_name}")
+        claim = waiting.submit(waiting_claim, threaded, project, queue_name)
+        time.sleep(BEFORE_THE_WRITE)
+        message_id = post(api, queue_name, "threads")
+        assert_woken(claim.result(), message_id, BEFORE_THE_WRITE)
