@@ -39,6 +39,8 @@ from zaqar_lite.waiting.room import WaitingRoom
 LOG = logging.getLogger(__name__)
 #: seconds a listener waits before listening again after its connection failed
 RELISTEN_PAUSE = 1.0
+#: Redis connections a worker process publishes wake-ups through
+PUBLISH_CONNECTIONS = 16
 
 
 class Channel(Protocol):
@@ -179,7 +181,11 @@ class RedisChannel:
 
         self._redis = redis
         self._uri = uri
-        self._publisher = redis.Redis.from_url(uri, decode_responses=True)
+        # a few connections, shared by every request of the process (a publish takes one for
+        # its round trip); a publish that waits longer than a second for one is dropped
+        self._publisher = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
+            uri, decode_responses=True, max_connections=PUBLISH_CONNECTIONS, timeout=1.0,
+            socket_timeout=5.0, socket_connect_timeout=3.0))
         self._closed = False
 
     @staticmethod
