@@ -32,6 +32,7 @@ import socket
 import tempfile
 import threading
 import time
+import urllib.parse
 from typing import Any, Protocol
 
 from zaqar_lite.waiting.room import WaitingRoom
@@ -177,9 +178,15 @@ class RedisChannel:
     PATTERN = "zl:*:wake"
 
     def __init__(self, uri: str) -> None:
+        """Connect to the Redis server of a ``redis://`` or ``rediss://`` storage URI.
+
+        Raises:
+            ValueError: not such a URI (a Redis Cluster's ``redis+cluster://``, say).
+        """
         import redis
 
         self._redis = redis
+        uri = plain_redis_url(uri)
         self._uri = uri
         # a few connections, shared by every request of the process (a publish takes one for
         # its round trip); a publish that waits longer than a second for one is dropped
@@ -231,9 +238,32 @@ class RedisChannel:
         self._publisher.close()
 
 
+def plain_redis_url(uri: str) -> str:
+    """Return a single server's storage URI with only the options redis-py's ``from_url`` knows.
+
+    Raises:
+        ValueError: not a ``redis://`` or ``rediss://`` URI.
+    """
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError(f"wake-ups by pub/sub need a redis:// or rediss:// URI, not {parts.scheme}://")
+    known = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k in URL_QUERY_ARGUMENT_PARSERS]
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(known)))
+
+
 def channel_for(storage_name: str, storage_uri: str) -> Channel:
-    """Return the channel of a store: Redis's pub/sub, or local sockets shared on this machine."""
+    """Return the channel of a store: Redis's pub/sub, or local sockets shared on this machine.
+
+    A Redis store reached otherwise than through one server's URI (a cluster)
+    gets the local sockets, and its waiting claims re-check as MongoDB's do.
+    """
     if storage_name == "redis":
-        return RedisChannel(storage_uri)
+        try:
+            return RedisChannel(storage_uri)
+        except ValueError as exc:
+            LOG.info("long polling on local wake-ups and re-checks: %s", exc)
+            return LocalChannel(run_directory(storage_uri), sees_every_write=False)
     # an SQLite file is written by this machine's processes only; MongoDB and Swift also by others
     return LocalChannel(run_directory(storage_uri), sees_every_write=storage_name == "sqlite")
