@@ -8,6 +8,7 @@ standard library they bind to (``socket``, ``ssl``, ``threading``).
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import logging
 import math
@@ -105,6 +106,7 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
         messaging = OffTheHub(messaging)
     room = WaitingRoom()
     channel.listen(room)
+    atexit.register(channel.close)  # a worker's socket goes with it
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
     return make_app(messaging, LongPoll(messaging, room, sees_every_write=channel.sees_every_write))

@@ -167,6 +167,8 @@ class LocalChannel:
             self._receiver.close()
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
+            with contextlib.suppress(OSError):  # the last process of the store leaves no directory
+                os.rmdir(self.directory)
         self._sender.close()
 
 
