@@ -49,6 +49,7 @@ SETTINGS_KEYS = {
     "token_file": ("auth", "token_file"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
     "console_enabled": ("console", "enabled"),
+    "claim_max_wait": ("claims", "max_wait"),
 }
 #: a key line of the file, commented out or not
 KEY_LINE = re.compile(r"^#? ?([a-z_]+) =", re.MULTILINE)
@@ -232,10 +233,10 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("[sever]\nbind = 127.0.0.1:8000\n",
-     "unknown section [sever] (did you mean server?); the sections are auth, console, limits, "
+     "unknown section [sever] (did you mean server?); the sections are auth, claims, console, limits, "
      "metrics, notifier, queue_template:NAME, queues, server, smtp, storage, tokens, transport"),
     ("[DEFAULT]\nworkers = 2\n",
-     "unknown section [DEFAULT]; the sections are auth, console, limits, "
+     "unknown section [DEFAULT]; the sections are auth, claims, console, limits, "
      "metrics, notifier, queue_template:NAME, queues, server, smtp, storage, tokens, transport"),
     ("[storage]\nurl = sqlite:///x.db\n",
      "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
@@ -440,3 +441,16 @@ def test_a_console_switch_that_is_not_true_or_false_is_refused(tmp_path):
     conf.write_text("[console]\nenabled = yes\n")
     with pytest.raises(ValueError, match=r"\[console\] enabled must be true or false, got 'yes'$"):
         load_settings(conf)
+def test_the_longest_claim_wait_is_read_from_the_claims_section(tmp_path):
+    path = tmp_path / "z.conf"
+    path.write_text("[claims]\nmax_wait = 5\n")
+    assert load_settings(path).claim_max_wait == 5
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "soon"])
+def test_a_claim_max_wait_that_is_not_a_positive_whole_number_is_refused(tmp_path, value):
+    path = tmp_path / "z.conf"
+    path.write_text(f"[claims]\nmax_wait = {value}\n")
+    rule = r"\[claims\] max_wait must be a whole number of at least 1"
+    with pytest.raises(ValueError, match=rule):
+        load_settings(path)

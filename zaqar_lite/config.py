@@ -260,6 +260,8 @@ class Settings:
     queue_templates: tuple[QueueTemplate, ...] = setting((), section=TEMPLATE_SECTION)
     #: serve the operators' web console at /console (off by default)
     console_enabled: bool = setting(False, section="console", key="enabled")
+    #: ``[claims] max_wait``: the longest ``wait`` (seconds) of a long-polling claim
+    claim_max_wait: int = setting(20, section="claims", key="max_wait", minimum=1)
     auth_strategy: str = setting("noauth", section="auth", key="strategy", choices=("noauth", "token"))
     #: a file of more tokens, one ``token = project:role`` a line ("": none)
     token_file: str = setting("", section="auth", key="token_file")

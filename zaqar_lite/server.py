@@ -8,6 +8,7 @@ standard library they bind to (``socket``, ``ssl``, ``threading``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import inspect
@@ -138,19 +139,27 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_storage
     from zaqar_lite.sweeper import SweeperThread, lock_path
+    from zaqar_lite.waiting.channels import channel_for
+    from zaqar_lite.waiting.long_poll import LongPoll
+    from zaqar_lite.waiting.room import WaitingRoom
 
     storage: Any = open_storage(settings.storage_uri, settings.queue_cache_size)
+    channel = channel_for(storage.name, settings.storage_uri)
     off_the_hub = off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES
     if off_the_hub:  # the store for the subscriptions' calls, the service for everything else
         storage = OffTheHub(storage)
     messaging: Any = Messaging(storage, settings)
+    messaging.wake_up = channel.publish  # set on the service itself, before any wrapping
     if off_the_hub:
         messaging = OffTheHub(messaging)
+    room = WaitingRoom()
+    channel.listen(room)
+    atexit.register(channel.close)  # a worker's socket goes with it
     if with_sweeper:
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
         RedriveRunnerThread(messaging, settings.sweep_interval,
                             lock_path(settings.storage_uri, "redrive")).start()
-    return make_app(messaging)
+    return make_app(messaging, LongPoll(messaging, room, sees_every_write=channel.sees_every_write))
 
 
 def _open_and_describe(settings: Settings, answer: Connection) -> None:

@@ -53,6 +53,10 @@ def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
     return value == wanted if isinstance(value, str) else json.dumps(value) == wanted
 
 
+def nobody_waits(project: str, queue: str) -> None:
+    """Do nothing: the wake-up hook of a service whose claims never wait."""
+
+
 def new_id() -> str:
     """Return a fresh message or claim id."""
     return str(uuid.uuid4())
@@ -70,6 +74,9 @@ class Messaging:
         self.ids = ids
         self.sleep = sleep
         self.templates = QueueTemplates(storage, settings)
+        #: called with (project, queue) after a write that may make messages of the queue
+        #: claimable; long polling (``waiting/``) sets it to its channel's ``publish``
+        self.wake_up: Callable[[str, str], None] = nobody_waits
 
     # -- queues ---------------------------------------------------------------
 
@@ -227,6 +234,7 @@ class Messaging:
 
         self.storage.post_planned(project, queue, plan, now)
         counted.MESSAGES_POSTED.inc(len(ids))
+        self.wake_up(project, queue)
         return ids
 
     def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
@@ -246,7 +254,9 @@ class Messaging:
             raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
         if "ttl" in changes:  # capped as a post's ttl is
             changes = {**changes, "ttl": meta.capped_ttl(changes["ttl"], stored)}
-        return self.storage.edit_delayed_message(project, queue, message_id, changes, now), now
+        edited = self.storage.edit_delayed_message(project, queue, message_id, changes, now)
+        self.wake_up(project, queue)  # its delay may end sooner now
+        return edited, now
 
     def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
                       limit: int, echo: bool, include_claimed: bool,
@@ -287,6 +297,7 @@ class Messaging:
         self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
                                      self.limits.failure_history_length)
         counted.MESSAGES_RELEASED.inc()
+        self.wake_up(project, queue)
 
     # -- claims ---------------------------------------------------------------
 
@@ -327,6 +338,7 @@ class Messaging:
         """Release a claim; its messages become claimable at once."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
         counted.CLAIMS_RELEASED.inc()
+        self.wake_up(project, queue)
 
     # -- redrive --------------------------------------------------------------
 
@@ -424,6 +436,11 @@ class Messaging:
             if wait > 0:
                 self.sleep(wait)
             moved += self._move_batch(project, queue, batch)
+            at, min_ttl = self.clock(), self.limits.min_message_ttl
+            for target, messages in redrive_policy.by_target(batch).items():
+                moves = [Move(m, redrive_policy.redriven(m, at, min_ttl)) for m in messages]
+                moved += len(self.storage.move_messages(project, queue, moves, target, at))
+                self.wake_up(project, target)
             done += len(batch)
         LOG.info("redrive of %s/%s: %d of %d selected dead letters moved",
                  project, queue, moved, len(selected))
@@ -600,6 +617,8 @@ class Messaging:
             if result.dead_lettered:
                 reason = counted.dead_letter_reason(policy.on_expiry, policy.counts_claims)
                 counted.MESSAGES_DEAD_LETTERED.labels(reason).inc(result.dead_lettered)
+            if result.dead_lettered and policy.queue:
+                self.wake_up(project, policy.queue)
             moved += result.dead_lettered
             discarded += result.discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)

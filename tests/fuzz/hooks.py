@@ -133,6 +133,23 @@ def filter_failure(ctx: Any, failure: Any, case: Any, response: Any) -> bool:
     return not is_inexpressible_refusal(response.status_code, body, case.operation.label)
 
 
+def leave_out_a_valid_wait(case: Any) -> None:
+    """Send a claim's valid ``wait`` (1..20 s) as no wait: on an empty queue the claim would last it.
+
+    Even 1 s a case doubled the run. The invalid values (0, 21, not a whole
+    number) are sent as generated, to be refused with 400; waiting itself is
+    tested by tests/api/test_long_poll.py and tests/e2e/test_long_poll.py.
+    """
+    query = case.query if isinstance(case.query, dict) else None
+    if not query or "wait" not in query:
+        return
+    value = query["wait"]
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 20:
+        del query["wait"]
+    elif isinstance(value, str) and value.isascii() and value.isdigit() and 1 <= int(value) <= 20:
+        del query["wait"]
+
+
 @schemathesis.hook
 def before_call(ctx: Any, case: Any, kwargs: dict[str, Any]) -> None:
     """In the stateful phase, post messages visible at once, so that the linked claims find them.
@@ -141,10 +158,12 @@ def before_call(ctx: Any, case: Any, kwargs: dict[str, Any]) -> None:
     delay (of the message, or the queue's default) would hide the messages
     from the claim, the renewal, the release and the deletes that follow.
     """
+    label = case.operation.label
+    if label == "POST /v2/queues/{queue}/claims":
+        leave_out_a_valid_wait(case)
     meta = getattr(case, "meta", None)
     if meta is None or str(meta.phase.name) != "stateful" or not meta.generation.mode.is_positive:
         return
-    label = case.operation.label
     if label == "POST /v2/queues/{queue}/messages" and isinstance(case.body, dict):
         for message in case.body.get("messages", []):
             if isinstance(message, dict):

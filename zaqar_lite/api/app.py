@@ -27,20 +27,26 @@ from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.waiting.channels import InProcessChannel
+from zaqar_lite.waiting.long_poll import LongPoll
+from zaqar_lite.waiting.room import WaitingRoom
 
 #: the application falcon builds: WSGI requests and responses
 WsgiApp: TypeAlias = falcon.App[falcon.Request, falcon.Response]
 
 
-def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tuple[str, object]]:
+def routes(messaging: Messaging, subs: Subscriptions | None = None,
+           long_poll: LongPoll | None = None) -> list[tuple[str, object]]:
     """Return the route table: every URI template with its resource.
 
     Args:
         messaging: the messaging service every resource calls.
         subs: the subscription service of the subscription resources (by default
             one over the messaging service's store, settings and clock).
+        long_poll: the waiting claims' loop (by default :func:`in_process_long_poll`).
     """
     subs = subs or subscription_service(messaging)
+    long_poll = long_poll or in_process_long_poll(messaging)
     q = "/v2/queues/{queue}"
     return [
         ("/", versions.VersionsResource()),
@@ -58,7 +64,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (q + "/messages", messages.MessageCollection(messaging)),
         (q + "/messages/{message_id}", messages.MessageItem(messaging)),
         (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
-        (q + "/claims", claims.ClaimCollection(messaging)),
+        (q + "/claims", claims.ClaimCollection(messaging, long_poll)),
         (q + "/claims/{claim_id}", claims.ClaimItem(messaging)),
         (q + "/subscriptions", subscriptions.SubscriptionCollection(messaging, subs)),
         (q + "/subscriptions/{subscription_id}", subscriptions.SubscriptionItem(messaging, subs)),
@@ -90,7 +96,15 @@ def subscription_service(messaging: Messaging) -> Subscriptions:
     return Subscriptions(messaging.storage, messaging.settings, messaging.clock)
 
 
-def make_app(messaging: Messaging) -> WsgiApp:
+def in_process_long_poll(messaging: Messaging) -> LongPoll:
+    """Return long polling whose wake-ups come from this service only (one process, no channel)."""
+    room, channel = WaitingRoom(), InProcessChannel()
+    channel.listen(room)
+    messaging.wake_up = channel.publish
+    return LongPoll(messaging, room)
+
+
+def make_app(messaging: Messaging, long_poll: LongPoll | None = None) -> WsgiApp:
     """Build the falcon application around a messaging service.
 
     The services are built here, once, and handed to the resources; every
@@ -98,6 +112,9 @@ def make_app(messaging: Messaging) -> WsgiApp:
     check (``api/middleware.py``) before its responder runs. The operators'
     console (``api/console/``, HTML, not the v2 API) is added when
     ``[console] enabled``.
+    check (``api/middleware.py``) before its responder runs. ``long_poll``
+    is the waiting claims' loop, fed by a channel the caller set up (by
+    default one within this process: :func:`in_process_long_poll`).
     """
     middleware: list[Any] = [RequestContext(messaging.settings), QueueNameCheck(messaging.limits)]
     if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
@@ -108,7 +125,7 @@ def make_app(messaging: Messaging) -> WsgiApp:
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
-    for template, resource in routes(messaging, subscription_service(messaging)):
+    for template, resource in routes(messaging, subscription_service(messaging), long_poll):
         app.add_route(template, resource)
     for template, page in console.routes(messaging) if messaging.settings.console_enabled else []:
         app.add_route(template, page)

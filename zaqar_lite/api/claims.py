@@ -7,21 +7,28 @@ import falcon
 from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import read_json
 from zaqar_lite.api.resource import Resource
+from zaqar_lite.service import Messaging
+from zaqar_lite.waiting.long_poll import LongPoll
 
 CLAIM_BODY_MAX = 4096
 
 
 class ClaimCollection(Resource):
-    """``POST /v2/queues/{queue}/claims?limit=N``."""
+    """``POST /v2/queues/{queue}/claims?limit=N[&wait=S]``."""
+
+    def __init__(self, messaging: Messaging, long_poll: LongPoll) -> None:
+        super().__init__(messaging)
+        self.long_poll = long_poll
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
-        """Claim up to limit messages: 201 with them, or 204 when none are claimable."""
+        """Claim up to limit messages: 201 with them, or 204 when none are claimable (within ``wait`` s)."""
         limit = inputs.page_limit(req.get_param("limit"), self.limits.max_messages_per_claim_or_pop,
                                       self.limits.default_page_size)
+        wait = inputs.wait_seconds(req.get_param("wait"), self.settings.claim_max_wait)
         document, _ = read_json(req, CLAIM_BODY_MAX)
         ttl, grace = schemas.claim_options(document, self.limits)
         render = self.renderer(req, queue)
-        claim_id, claimed, now = self.messaging.claim(req.context.project, queue, limit, ttl, grace)
+        claim_id, claimed, now = self.long_poll.claim(req.context.project, queue, limit, ttl, grace, wait)
         if not claimed:
             resp.status = falcon.HTTP_204
             return

@@ -88,6 +88,19 @@ def page_limit(raw: str | None, maximum: int, default: int, name: str = "limit")
     return value
 
 
+def wait_seconds(raw: str | None, maximum: int) -> int | None:
+    """Check a claim's ``wait`` query parameter: None (no wait) or whole seconds in 1..maximum."""
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValidationFailed(
+            f"wait must be a whole number of seconds written in ASCII digits, got {raw!r}.")
+    value = int(raw)
+    if not 1 <= value <= maximum:
+        raise ValidationFailed(f"wait must be between 1 and {maximum} seconds, got {value}.")
+    return value
+
+
 def boolean(raw: str | None, name: str, default: bool = False) -> bool:
     """Check a boolean query parameter (true/t/yes/y/1/on or false/f/no/n/0/off, any letter case)."""
     if raw is None or raw == "":

@@ -192,6 +192,18 @@ class Storage(QueueStore, RedriveTaskStore):
         """
         return self.claim_messages(project, queue, plan(self.get_queue_metadata(project, queue)))
 
+    def next_visible_at(self, project: str, queue: str, now: float) -> float | None:
+        """Return when a message of the queue that is not visible at ``now`` may next become visible.
+
+        That is the earliest end of a delay or of a claim after ``now``, or None
+        when no message is delayed or claimed. A prefilter, as the candidate
+        queries: the answer may come early (the caller's claim then finds
+        nothing and asks again), never late. Long polling sleeps until then.
+        This default, for a store without a cheap way to tell, answers ``now``:
+        it may be any time, and the caller re-checks at its own pace.
+        """
+        return now
+
     @abc.abstractmethod
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
         """Return a live claim and the unexpired messages it still holds.

@@ -32,6 +32,8 @@ SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_cl
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 # unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
+#: under gevent: connections of a worker's pool, and seconds a command waits for one of them
+GREENLET_POOL = {"max_connections": 64, "timeout": 5.0}
 _UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                 redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
                 redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
@@ -52,6 +54,15 @@ def _cluster_options(target: Target) -> dict[str, Any]:
     return options
 
 
+def _greenlet_locals() -> bool:
+    """Return whether gevent has patched :mod:`threading` (its locals are then a greenlet's)."""
+    try:
+        from gevent import monkey
+    except ImportError:  # pragma: no cover - gevent is a base dependency
+        return False
+    return bool(monkey.is_module_patched("threading"))
+
+
 class RedisConnected:
     """One connection pool per instance, of which each thread keeps one connection.
 
@@ -67,11 +78,21 @@ class RedisConnected:
         retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
                       supported_errors=(redis.exceptions.ConnectionError,))
         self._pool: redis.ConnectionPool | None = None
+        self._shared: Any = None
         self._cluster: tuple[int, RedisCluster] | None = None
-        if not self.target.cluster:
-            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS)
-        else:
+        if self.target.cluster:
             self._cluster_options = _cluster_options(self.target)
+        elif _greenlet_locals():
+            # Under gevent threading.local is a greenlet's, and a greenlet serves one client
+            # connection for as long as it stays open (a waiting claim, an idle keep-alive): a
+            # client per greenlet would hold a Redis connection per client connection. There the
+            # greenlets share one client whose commands borrow a connection of a bounded pool
+            # (waiting for a free one) for their own time only.
+            self._pool = redis.BlockingConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS,
+                                                               **GREENLET_POOL)
+            self._shared = redis.Redis(connection_pool=self._pool)
+        else:
+            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS)
         self._local = threading.local()
         lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()
@@ -83,7 +104,7 @@ class RedisConnected:
 
     @property
     def client(self) -> Any:
-        """This thread's client, which keeps one connection of the pool for itself.
+        """This thread's client, which keeps one connection of the pool for itself (not under gevent).
 
         A command then skips the pool's check-out, check-in and stale-data poll;
         the connection goes back to the pool when its thread ends. On a cluster,
@@ -97,6 +118,8 @@ class RedisConnected:
                 except _UNAVAILABLE as exc:
                     raise errors.StorageUnavailable(f"redis cluster: {exc}") from exc
             return self._cluster[1]
+        if self._shared is not None:
+            return self._shared
         owner, client = getattr(self._local, "client", (None, None))
         if owner != os.getpid():  # none yet, or inherited through fork: never share the parent's socket
             client = redis.Redis(connection_pool=self._pool, single_connection_client=True)

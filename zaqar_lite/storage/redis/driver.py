@@ -62,6 +62,7 @@ from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.layout import (
     PROJECTS,
+    QUEUE_KEYS,
     from_reply,
     guard,
     message_key,
@@ -320,6 +321,16 @@ class RedisStorage(RedisRecords, Storage):
         return QueueStats(claimed=claimed, delayed=delayed, free=total - claimed - delayed,
                           oldest=from_reply(oldest) if oldest else None,
                           newest=from_reply(newest) if newest else None)
+
+    def next_visible_at(self, project: str, queue: str, now: float) -> float | None:
+        # the lowest scores of the delayed set (delay ends) and the claimed set (claim ends)
+        keys = self._queue_names(project, queue)[2]
+        with self._translate_errors(), self.client.pipeline(transaction=False) as pipe:
+            for kind in ("delayed", "claimed"):
+                pipe.zrangebyscore(keys[QUEUE_KEYS.index(kind)], f"({stamp(now)}", "+inf",
+                                   start=0, num=1, withscores=True)
+            ends = [found[0][1] for found in pipe.execute() if found]
+        return min(ends, default=None)
 
     # -- claims ---------------------------------------------------------------
 

@@ -221,6 +221,15 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
                           oldest=ends[0][0] if total else None,
                           newest=ends[1][0] if total else None)
 
+    def next_visible_at(self, project: str, queue: str, now: float) -> float | None:
+        args = {"project": project, "queue": queue, "now": now}
+        with self.snapshot() as db:  # both on an index: messages_by_visibility, claims_by_queue
+            ends = db.execute(
+                "SELECT (SELECT MIN(delay_until) FROM messages WHERE project=:project AND queue=:queue"
+                " AND delay_until > :now), (SELECT MIN(expires) FROM claims WHERE project=:project"
+                " AND queue=:queue AND expires > :now)", args).fetchone()
+        return min((end for end in ends if end is not None), default=None)
+
     # -- claims ---------------------------------------------------------------
 
     def _rehome(self, db: sqlite3.Connection, project: str, target: str, moved: Sequence[Message],

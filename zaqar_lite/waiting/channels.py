@@ -1,0 +1,271 @@
+"""Wake-up channels: how a write in one worker process wakes the claims waiting in every other.
+
+A channel has two ends. :meth:`publish` is called by the service after each
+write that may make messages of a queue claimable, from whatever thread runs
+the service (under gevent on SQLite: a thread of gevent's pool), and never
+blocks or fails the write: a wake-up that cannot be sent is dropped, which
+only costs latency (the waiting claim still wakes at its store's next
+due time, or answers 204 at its deadline). The listening end, started once
+per worker process, hands every wake-up it receives to the process's
+:class:`~zaqar_lite.waiting.room.WaitingRoom`.
+
+:class:`LocalChannel` (SQLite, MongoDB, Swift)
+    one unix datagram socket per worker process in a run directory shared by
+    the processes serving the same storage URI on one machine; a publisher
+    sends one datagram to every socket there. Writes made through servers on
+    other machines are not seen (MongoDB and Swift re-check, see
+    :mod:`~zaqar_lite.waiting.long_poll`).
+:class:`RedisChannel` (Redis)
+    a pub/sub channel per queue, ``zl:{P}:q:Q:wake``; each worker process keeps
+    one subscriber connection (a pattern subscription to every queue's
+    channel) whose thread fans wake-ups out to the waiting claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+import urllib.parse
+from typing import Any, Protocol
+
+from zaqar_lite.waiting.room import WaitingRoom
+
+LOG = logging.getLogger(__name__)
+#: seconds a listener waits before listening again after its connection failed
+RELISTEN_PAUSE = 1.0
+#: Redis connections a worker process publishes wake-ups through
+PUBLISH_CONNECTIONS = 16
+
+
+class Channel(Protocol):
+    """Both ends of a wake-up channel."""
+
+    #: whether every write that makes messages claimable reaches the channel
+    sees_every_write: bool
+
+    def publish(self, project: str, queue: str) -> None:
+        """Wake the claims waiting on a queue in every process; never raises, never blocks long."""
+
+    def listen(self, room: WaitingRoom) -> None:
+        """Start handing the wake-ups received to ``room`` (a daemon thread)."""
+
+    def close(self) -> None:
+        """Stop listening and release what the channel holds."""
+
+
+def encode(project: str, queue: str) -> bytes:
+    """Return a wake-up's payload: the project and the queue (neither may hold a newline)."""
+    return f"{project}\n{queue}".encode()
+
+
+def decode(payload: bytes | str) -> tuple[str, str] | None:
+    """Return the project and queue of a payload, or None for a malformed one."""
+    text = payload.decode(errors="replace") if isinstance(payload, bytes) else payload
+    project, newline, queue = text.partition("\n")
+    return (project, queue) if newline else None
+
+
+def run_directory(storage_uri: str) -> str:
+    """Return the directory of the wake-up sockets of the processes serving one storage URI."""
+    digest = hashlib.sha1(storage_uri.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"zaqar-lite-wake-{digest}")
+
+
+def _plain_socket_class() -> Any:
+    """Return the socket class gevent has not patched: sending from any thread, never yielding."""
+    try:
+        from gevent import monkey
+    except ImportError:  # pragma: no cover - gevent is a base dependency
+        return socket.socket
+    return monkey.get_original("socket", "socket")
+
+
+class InProcessChannel:
+    """Wake-ups within one process only (a single app built by ``create_app``, the API tests)."""
+
+    sees_every_write = True
+
+    def __init__(self) -> None:
+        self._room: WaitingRoom | None = None
+
+    def publish(self, project: str, queue: str) -> None:
+        """Wake the queue's claims waiting in this process."""
+        if self._room is not None:
+            self._room.wake(project, queue)
+
+    def listen(self, room: WaitingRoom) -> None:
+        """Deliver this process's wake-ups to ``room``."""
+        self._room = room
+
+    def close(self) -> None:
+        """Forget the room."""
+        self._room = None
+
+
+class LocalChannel:
+    """Unix datagram sockets in a run directory, one per worker process (see the module)."""
+
+    def __init__(self, directory: str, *, sees_every_write: bool) -> None:
+        self.directory = directory
+        self.sees_every_write = sees_every_write
+        self.path = os.path.join(directory, f"{os.getpid()}.sock")
+        self._sender = _plain_socket_class()(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sender.setblocking(False)
+        self._receiver: socket.socket | None = None
+
+    def publish(self, project: str, queue: str) -> None:
+        """Send the wake-up to every worker process's socket, this process's own included."""
+        payload = encode(project, queue)
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(self.directory, name)
+            try:
+                self._sender.sendto(payload, path)
+            except (ConnectionRefusedError, FileNotFoundError):  # a process that ended
+                if path != self.path:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+            except OSError as exc:  # EAGAIN: that process is behind on its wake-ups; drop this one
+                if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
+                    LOG.debug("wake-up to %s not sent: %s", path, exc)
+
+    def listen(self, room: WaitingRoom) -> None:
+        """Bind this process's socket and start the thread (a greenlet under gevent) that reads it."""
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        receiver.bind(self.path)
+        self._receiver = receiver
+        threading.Thread(target=self._receive, args=(receiver, room), name="zaqar-lite-wake-ups",
+                         daemon=True).start()
+
+    @staticmethod
+    def _receive(receiver: socket.socket, room: WaitingRoom) -> None:
+        while True:
+            try:
+                payload = receiver.recv(4096)
+            except OSError:  # closed
+                return
+            key = decode(payload)
+            if key is not None:
+                room.wake(*key)
+
+    def close(self) -> None:
+        """Close both sockets and remove this process's."""
+        if self._receiver is not None:
+            self._receiver.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            with contextlib.suppress(OSError):  # the last process of the store leaves no directory
+                os.rmdir(self.directory)
+        self._sender.close()
+
+
+class RedisChannel:
+    """A Redis pub/sub channel per queue; one subscriber connection per process (see the module)."""
+
+    sees_every_write = True
+    #: what every queue's channel matches: ``zl:{P}:q:Q:wake`` (``layout.queue_prefix`` + ``wake``)
+    PATTERN = "zl:*:wake"
+
+    def __init__(self, uri: str) -> None:
+        """Connect to the Redis server of a ``redis://`` or ``rediss://`` storage URI.
+
+        Raises:
+            ValueError: not such a URI (a Redis Cluster's ``redis+cluster://``, say).
+        """
+        import redis
+
+        self._redis = redis
+        uri = plain_redis_url(uri)
+        self._uri = uri
+        # a few connections, shared by every request of the process (a publish takes one for
+        # its round trip); a publish that waits longer than a second for one is dropped
+        self._publisher = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
+            uri, decode_responses=True, max_connections=PUBLISH_CONNECTIONS, timeout=1.0,
+            socket_timeout=5.0, socket_connect_timeout=3.0))
+        self._closed = False
+
+    @staticmethod
+    def channel(project: str, queue: str) -> str:
+        """Return a queue's wake-up channel."""
+        from zaqar_lite.storage.redis.layout import queue_prefix
+
+        return queue_prefix(project, queue) + "wake"
+
+    def publish(self, project: str, queue: str) -> None:
+        """Publish the wake-up on the queue's channel."""
+        try:
+            self._publisher.publish(self.channel(project, queue), encode(project, queue))
+        except self._redis.exceptions.RedisError as exc:
+            LOG.debug("wake-up of %s/%s not published: %s", project, queue, exc)
+
+    def listen(self, room: WaitingRoom) -> None:
+        """Start the thread (a greenlet under gevent) that subscribes and fans wake-ups out."""
+        threading.Thread(target=self._receive, args=(room,), name="zaqar-lite-wake-ups",
+                         daemon=True).start()
+
+    def _receive(self, room: WaitingRoom) -> None:
+        while not self._closed:
+            subscriber: Any = self._redis.Redis.from_url(self._uri, decode_responses=True)
+            try:
+                with subscriber.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    pubsub.psubscribe(self.PATTERN)
+                    room.wake_all()  # wake-ups published while not subscribed were lost
+                    for message in pubsub.listen():
+                        key = decode(message["data"])
+                        if key is not None:
+                            room.wake(*key)
+            except self._redis.exceptions.RedisError as exc:
+                if not self._closed:
+                    LOG.warning("wake-up subscription lost, subscribing again: %s", exc)
+                    time.sleep(RELISTEN_PAUSE)
+            finally:
+                subscriber.close()
+
+    def close(self) -> None:
+        """Stop listening (at the next message) and close the publisher's connections."""
+        self._closed = True
+        self._publisher.close()
+
+
+def plain_redis_url(uri: str) -> str:
+    """Return a single server's storage URI with only the options redis-py's ``from_url`` knows.
+
+    Raises:
+        ValueError: not a ``redis://`` or ``rediss://`` URI.
+    """
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError(f"wake-ups by pub/sub need a redis:// or rediss:// URI, not {parts.scheme}://")
+    known = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k in URL_QUERY_ARGUMENT_PARSERS]
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(known)))
+
+
+def channel_for(storage_name: str, storage_uri: str) -> Channel:
+    """Return the channel of a store: Redis's pub/sub, or local sockets shared on this machine.
+
+    A Redis store reached otherwise than through one server's URI (a cluster)
+    gets the local sockets, and its waiting claims re-check as MongoDB's do.
+    """
+    if storage_name == "redis":
+        try:
+            return RedisChannel(storage_uri)
+        except ValueError as exc:
+            LOG.info("long polling on local wake-ups and re-checks: %s", exc)
+            return LocalChannel(run_directory(storage_uri), sees_every_write=False)
+    # an SQLite file is written by this machine's processes only; MongoDB and Swift also by others
+    return LocalChannel(run_directory(storage_uri), sees_every_write=storage_name == "sqlite")
