@@ -19,6 +19,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from zaqar_lite.claims import dedup
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
@@ -158,6 +159,7 @@ def _message_post_schema(limits: Limits) -> Schema:
                         "delay": {"type": "integer", "minimum": 0,
                                   "maximum": limits.max_message_delay},
                         "dlq_eligible": {"type": "boolean"},
+                        "dedup_id": {"type": "string"},
                     },
                 },
             },
@@ -271,12 +273,17 @@ def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
     defaults apply.
     """
     _message_post_schema(limits).check(document)
+    for index, item in enumerate(document["messages"]):
+        if "dedup_id" in item and not dedup.is_dedup_id(item["dedup_id"]):
+            raise ValidationFailed(f"messages[{index}].dedup_id must be {dedup.ID_RULE}, "
+                                   f"got {json.dumps(item['dedup_id'])}.")
     return [
         {
             "body": item["body"],
             "ttl": int(item["ttl"]) if "ttl" in item else None,
             "delay": int(item["delay"]) if "delay" in item else None,
             "dlq_eligible": item.get("dlq_eligible", True),
+            "dedup_id": item.get("dedup_id"),
         }
         for item in document["messages"]
     ]

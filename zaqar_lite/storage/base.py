@@ -73,15 +73,26 @@ class Storage(QueueStore, RecordStore):
     # -- messages -------------------------------------------------------------
 
     @abc.abstractmethod
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         """Store new messages, creating the queue (empty metadata) if it is missing.
 
         Atomic: all messages are stored or none; once this returns they are
         durable to the backend's own guarantee. Markers are assigned in list
         order, after every marker already in the queue.
+
+        Deduplication (:mod:`zaqar_lite.claims.dedup`): a message with a
+        ``dedup_id`` that the queue remembers until after ``now`` is not
+        stored; otherwise the queue remembers its id with the message's id
+        until its ``dedup_until``. The check and the write are atomic with the
+        post: of two concurrent posts of one id, one stores its message. The
+        messages of one call carry distinct ``dedup_id``.
+
+        Returns:
+            For each message in order, the id it is acknowledged with: its own,
+            or the remembered message's for a duplicate.
         """
 
-    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Store the messages ``plan`` makes from the queue's stored metadata (:meth:`post_messages`).
 
         ``plan`` gets the metadata (None for a missing queue) and may raise a
@@ -90,7 +101,7 @@ class Storage(QueueStore, RecordStore):
         the metadata, then posts; a driver may plan from what it remembers
         when its write checks that against the store and plans again if not.
         """
-        self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
+        return self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
 
     @abc.abstractmethod
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,

@@ -18,7 +18,10 @@ is written by the update that claims, and a move to another queue
 resetting the claim and setting the count, expiry and provenance) happens once.
 A post of several messages is one transaction on replica sets and sharded
 clusters; on a standalone server it is one ``insert_many``, which a crash can
-cut short.
+cut short. A message's ``dedup_id`` is remembered first, by one guarded upsert
+into ``dedup`` (unique per queue), so of two concurrent posts of one id one
+stores; a failed insert forgets the ids it remembered, but a crash between the
+two leaves the id answering with a message never stored until its window ends.
 
 Order: claims and pops are FIFO by marker; markers are reserved in post order, so
 two concurrent posts may become visible in the other order for a moment.
@@ -45,7 +48,7 @@ from pymongo.errors import DuplicateKeyError
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
-from zaqar_lite.storage.base import Applied, PlannedClaimStorage
+from zaqar_lite.storage.base import CHANGE_ATTEMPTS, Applied, PlannedClaimStorage
 from zaqar_lite.storage.mongodb.client import translated
 from zaqar_lite.storage.mongodb.layout import (
     BY_CLAIM,
@@ -103,6 +106,7 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         # The record first: a post racing this delete then re-creates the queue
         # rather than leaving messages behind a deleted record.
         self._database().queues.delete_one({"project": project, "name": queue})
+        self._database().dedup.delete_many({"project": project, "queue": queue})
         self._purge(project, queue)
 
     @translated
@@ -151,7 +155,19 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
     # -- messages -------------------------------------------------------------
 
     @translated
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
+        answered = [self._remembered(project, queue, m, now) for m in messages]
+        fresh = [m for m, first in zip(messages, answered, strict=True) if first is None]
+        try:
+            self._insert(project, queue, fresh, now)
+        except BaseException:
+            # so that a retry of this post stores its messages rather than answering with ids never stored
+            self._database().dedup.delete_many({"project": project, "queue": queue, "message_id": {
+                "$in": [m.id for m in fresh if m.dedup_id is not None]}})
+            raise
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
+
+    def _insert(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         if not messages:
             return
         first = self._reserve_markers(project, queue, len(messages), now)
@@ -161,6 +177,28 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
                 self._messages.insert_many(docs, session=session)
         else:
             self._messages.insert_many(docs)
+
+    def _remembered(self, project: str, queue: str, message: Message, now: float) -> str | None:
+        """Return the id a live entry of ``message.dedup_id`` names, or remember it with ``message.id``.
+
+        One guarded upsert: it replaces a lapsed entry or inserts one; a live
+        entry makes it insert a second, which the unique index refuses.
+        """
+        if message.dedup_id is None:
+            return None
+        entry = {"project": project, "queue": queue, "dedup_id": message.dedup_id}
+        for _ in range(CHANGE_ATTEMPTS):
+            try:
+                self._database().dedup.update_one(
+                    {**entry, "expires": {"$lte": now}},
+                    {"$set": {"message_id": message.id, "expires": message.dedup_until,
+                              "purge_at": purge_at(message.dedup_until)}}, upsert=True)
+                return None
+            except DuplicateKeyError:
+                live = self._database().dedup.find_one({**entry, "expires": {"$gt": now}})
+                if live is not None:  # else it lapsed since: try again
+                    return str(live["message_id"])
+        raise errors.StorageUnavailable(f"the dedup_id {message.dedup_id} of queue {queue} kept changing")
 
     @translated
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,

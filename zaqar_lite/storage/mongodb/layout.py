@@ -12,7 +12,9 @@ message id, scoped by ``project`` and ``queue`` fields, the other fields those o
 :class:`~zaqar_lite.models.Message` (``claim_expires`` 0 when never claimed, so
 "not claimed" is the range ``<= now``) plus ``purge_at``; ``claims`` ``{_id: claim
 id, project, queue, ttl, grace, created, expires, purge_at}``; ``records`` ``{kind,
-project, key, value, version}``. Client JSON (bodies, metadata, record values) is
+project, key, value, version}``; ``dedup`` ``{project, queue, dedup_id, message_id,
+expires, purge_at}``, the ``dedup_id`` each queue remembers (unique per queue:
+``by_dedup_id``). Client JSON (bodies, metadata, record values) is
 stored as JSON text: BSON cannot hold every JSON object (keys with NUL; ``$ref``
 and ``$id`` read back as a DBRef; MongoDB 4.4 refuses ``.`` and ``$`` keys in updates).
 
@@ -70,6 +72,8 @@ INDEXES = {
     "claims": [_index(BY_EXPIRY, "project", "queue", "expires"),
                _index("purge_after_expiry", "purge_at", expireAfterSeconds=0)],
     "records": [_index("by_key", "kind", "project", "key", unique=True)],
+    "dedup": [_index("by_dedup_id", "project", "queue", "dedup_id", unique=True),
+              _index("purge_after_expiry", "purge_at", expireAfterSeconds=0)],
 }
 
 
@@ -85,14 +89,17 @@ def purge_at(expires: float) -> datetime:
 
 
 def message_document(project: str, queue: str, message: Message, marker: int) -> Document:
-    """Return the document a message is stored as."""
-    return {"_id": message.id, "project": project, "queue": queue, "marker": marker,
+    """Return the document a message is stored as (``dedup_id`` only when it has one)."""
+    doc = {"_id": message.id, "project": project, "queue": queue, "marker": marker,
             "body": json.dumps(message.body), "created": message.created, "expires": message.expires,
             "purge_at": purge_at(message.expires), "delay_until": message.delay_until,
             "client_id": message.client_id, "claim_id": message.claim_id,
             "claim_expires": message.claim_expires or 0.0, "claim_count": message.claim_count,
             "dlq_eligible": message.dlq_eligible, "failures": message.failures,
             "dead_letter": message.dead_letter}
+    if message.dedup_id is not None:
+        doc["dedup_id"] = message.dedup_id
+    return doc
 
 
 def message_from(doc: Document) -> Message:
@@ -103,7 +110,7 @@ def message_from(doc: Document) -> Message:
         client_id=doc["client_id"], claim_id=doc["claim_id"],
         claim_expires=doc["claim_expires"] or None, claim_count=doc["claim_count"],
         dlq_eligible=doc["dlq_eligible"], failures=doc.get("failures") or [],
-        dead_letter=doc["dead_letter"], marker=doc["marker"])
+        dead_letter=doc["dead_letter"], marker=doc["marker"], dedup_id=doc.get("dedup_id"))
 
 
 def unchanged(project: str, queue: str, message: Message) -> Document:

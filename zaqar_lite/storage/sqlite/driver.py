@@ -85,6 +85,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def delete_queue(self, project: str, queue: str) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM queues WHERE project=? AND name=?", (project, queue))
+            db.execute("DELETE FROM dedup WHERE project=? AND queue=?", (project, queue))
             self._purge(db, project, queue)
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
@@ -130,15 +131,38 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 16)})",
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
+              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id)
+             for i, m in enumerate(messages)])
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:
-            self._insert(db, project, queue, messages, now)
+            answered = [self._remembered(db, project, queue, m, now) for m in messages]
+            self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
+                                              if first is None], now)
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
+
+    @staticmethod
+    def _remembered(db: sqlite3.Connection, project: str, queue: str, message: Message,
+                    now: float) -> str | None:
+        """Return the id a live entry of ``message.dedup_id`` names, or remember it with ``message.id``."""
+        if message.dedup_id is None:
+            return None
+        key = (project, queue, message.dedup_id)
+        row = db.execute("SELECT message_id FROM dedup WHERE project=? AND queue=? AND dedup_id=?"
+                         " AND expires > ?", (*key, now)).fetchone()
+        if row is not None:
+            return str(row[0])
+        # forget a few lapsed ids of the queue with each new one, so the table stays small
+        db.execute("DELETE FROM dedup WHERE (project, queue, dedup_id) IN (SELECT project, queue, dedup_id"
+                   " FROM dedup INDEXED BY dedup_by_expiry WHERE project=? AND queue=? AND expires <= ?"
+                   " LIMIT 8)", (project, queue, now))
+        db.execute("INSERT OR REPLACE INTO dedup VALUES (?, ?, ?, ?, ?)",
+                   (*key, message.id, message.dedup_until))
+        return None
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:

@@ -131,25 +131,32 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     # -- queues (the rest: storage.swift.container) ------------------------------
 
     def delete_queue(self, project: str, queue: str) -> None:
-        self.objects.delete(self._container(project), layout.queue_object(queue))
+        container = self._container(project)
+        self.objects.delete(container, layout.queue_object(queue))
         self.purge_messages(project, queue)
+        names = [n for n, _ in self.objects.rows(container, layout.dedup_prefix(queue))]
+        self.objects.map(lambda n: self.objects.delete(container, n), names)
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
-        markers = self._markers.take(project, queue, len(messages), now)
+        answered = self.objects.map(lambda m: self._remembered(container, queue, m, now), messages)
+        fresh = [m for m, first in zip(messages, answered, strict=True) if first is None]
+        markers = self._markers.take(project, queue, len(fresh), now) if fresh else []
         named = [(layout.message_object(queue, marker, m.id), m)
-                 for marker, m in zip(markers, messages, strict=True)]
+                 for marker, m in zip(markers, fresh, strict=True)]
         try:
             self.objects.map(lambda item: self._store(container, *item), named)
         except BaseException:
             try:
                 self.objects.map(lambda item: self.objects.delete(container, item[0]), named)
+                self._forget(container, queue, fresh)
             except (errors.StorageUnavailable, ClientException):
                 pass
             raise
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,

@@ -8,6 +8,7 @@ percent-encoded, or ``%h`` + its SHA-256 when that would pass Swift's
     m/<queue>/<marker:020d>_<id>   one message; its whole state is the JSON body
     c/<queue>/<claim id>           claim record: {"id", "ttl", "grace", "created", "expires", "names"}
     r/<kind>/<key>                 versioned record: {"project", "key", "value", "version", "writer"}
+    d/<queue>/<dedup id>           a remembered dedup_id: {"message_id", "expires", "writer"}
 
 Queue names, ids and keys are percent-encoded in names (:func:`_segment`).
 A queue and its dead-letter queue are in one container, so a move never
@@ -161,6 +162,16 @@ def claim_object(queue: str, claim_id: str) -> str:
     return claim_prefix(queue) + _segment(claim_id)
 
 
+def dedup_prefix(queue: str) -> str:
+    """Return the pseudo-folder of the dedup ids a queue remembers."""
+    return f"d/{_segment(queue)}/"
+
+
+def dedup_object(queue: str, dedup_id: str) -> str:
+    """Return the name of a remembered dedup id."""
+    return dedup_prefix(queue) + _segment(dedup_id)
+
+
 def record_object(kind: str, key: str) -> str:
     """Return the name (or, with a partial key, the listing prefix) of a versioned record."""
     return f"r/{_segment(kind)}/{_segment(key, keep_slash=True)}"
@@ -223,6 +234,9 @@ def message_body(message: Message) -> bytes:
     """Serialise a message's whole state (its marker is in its name)."""
     record = dataclasses.asdict(message)
     record.pop("marker")
+    record.pop("dedup_until")  # a post's instruction, kept by the dedup object
+    if record["dedup_id"] is None:
+        record.pop("dedup_id")
     return json.dumps(record, separators=(",", ":")).encode()
 
 

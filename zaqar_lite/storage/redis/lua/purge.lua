@@ -4,7 +4,7 @@
 -- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- KEYS[10]   zl:{P}:queues
 -- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] the queue name
--- ARGV[4] '1' to delete the queue too (metadata, marker counter, name in the index)
+-- ARGV[4] '1' to delete the queue too (metadata, marker counter, dedup ids, name in the index)
 -- Returns: the number of messages deleted.
 -- Keys written: zl:{P}:m:<id> and zl:{P}:q:Q:* (deleted), zl:{P}:queues.
 local Q = queue_keys(1)
@@ -24,7 +24,7 @@ end
 unlink_all(doomed)
 redis.call('DEL', Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted, Q.claims)
 if ARGV[4] == '1' then
-  redis.call('DEL', Q.meta, Q.marker)
+  redis.call('DEL', Q.meta, Q.marker, qp .. 'dedup', qp .. 'dedup_expires')
   redis.call('ZREM', KEYS[10], ARGV[3])
 end
 return #ids
