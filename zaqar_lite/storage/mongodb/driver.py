@@ -48,8 +48,9 @@ from pymongo.errors import DuplicateKeyError
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
-from zaqar_lite.storage.base import CHANGE_ATTEMPTS, Applied, PlannedClaimStorage
+from zaqar_lite.storage.base import Applied, PlannedClaimStorage
 from zaqar_lite.storage.mongodb.client import translated
+from zaqar_lite.storage.mongodb.dedup import MongoDedup
 from zaqar_lite.storage.mongodb.layout import (
     BY_CLAIM,
     BY_CLAIM_EXPIRY,
@@ -69,7 +70,7 @@ from zaqar_lite.storage.mongodb.records import MongoRecords
 SWEEP_BATCH = 500
 
 
-class MongoStorage(MongoRecords, PlannedClaimStorage):
+class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
     """MongoDB driver; one client per process (a forked worker opens its own)."""
 
     name = "mongodb"
@@ -106,7 +107,7 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         # The record first: a post racing this delete then re-creates the queue
         # rather than leaving messages behind a deleted record.
         self._database().queues.delete_one({"project": project, "name": queue})
-        self._database().dedup.delete_many({"project": project, "queue": queue})
+        self._forget_queue(project, queue)
         self._purge(project, queue)
 
     @translated
@@ -162,8 +163,7 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
             self._insert(project, queue, fresh, now)
         except BaseException:
             # so that a retry of this post stores its messages rather than answering with ids never stored
-            self._database().dedup.delete_many({"project": project, "queue": queue, "message_id": {
-                "$in": [m.id for m in fresh if m.dedup_id is not None]}})
+            self._forget(project, queue, fresh)
             raise
         return [first or m.id for m, first in zip(messages, answered, strict=True)]
 
@@ -177,28 +177,6 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
                 self._messages.insert_many(docs, session=session)
         else:
             self._messages.insert_many(docs)
-
-    def _remembered(self, project: str, queue: str, message: Message, now: float) -> str | None:
-        """Return the id a live entry of ``message.dedup_id`` names, or remember it with ``message.id``.
-
-        One guarded upsert: it replaces a lapsed entry or inserts one; a live
-        entry makes it insert a second, which the unique index refuses.
-        """
-        if message.dedup_id is None:
-            return None
-        entry = {"project": project, "queue": queue, "dedup_id": message.dedup_id}
-        for _ in range(CHANGE_ATTEMPTS):
-            try:
-                self._database().dedup.update_one(
-                    {**entry, "expires": {"$lte": now}},
-                    {"$set": {"message_id": message.id, "expires": message.dedup_until,
-                              "purge_at": purge_at(message.dedup_until)}}, upsert=True)
-                return None
-            except DuplicateKeyError:
-                live = self._database().dedup.find_one({**entry, "expires": {"$gt": now}})
-                if live is not None:  # else it lapsed since: try again
-                    return str(live["message_id"])
-        raise errors.StorageUnavailable(f"the dedup_id {message.dedup_id} of queue {queue} kept changing")
 
     @translated
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
