@@ -85,3 +85,10 @@ def test_the_dedup_window_is_validated_and_shown_once_set(client):
     body = assert_error(result, 400)
     assert body["description"] == "_dedup_window must be between 1 and 86400, got 0."
     assert "_dedup_window" not in client.simulate_get("/v2/queues/q3").json
+
+
+def test_the_next_link_of_a_listing_keeps_include_fifo(client):
+    posted(client, {"body": 1, "dedup_id": "a"}, {"body": 2})
+    result = client.simulate_get(MESSAGES, params={"echo": "true", "limit": 1, "include_fifo": "true"})
+    (link,) = result.json["links"]
+    assert "include_fifo=true" in link["href"]
