@@ -17,7 +17,8 @@ class Message:
     message is claimed only while ``claim_expires > now``. ``dedup_id`` is
     the client's deduplication id (None: none); ``dedup_until``, set only on a
     message being posted, is when the store may forget that id
-    (:mod:`zaqar_lite.claims.dedup`).
+    (:mod:`zaqar_lite.claims.dedup`). ``group`` is its ordered message group
+    (None: none; :mod:`zaqar_lite.claims.groups`).
     """
 
     id: str
@@ -35,6 +36,7 @@ class Message:
     marker: int = 0
     dedup_id: str | None = None
     dedup_until: float = 0.0
+    group: str | None = None
 
     def is_claimed(self, now: float) -> bool:
         """Return whether a live claim holds the message at ``now``."""

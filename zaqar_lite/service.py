@@ -185,7 +185,7 @@ class Messaging:
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
                     delay_until=now + delay if delay else 0.0, client_id=client_id,
                     dlq_eligible=item["dlq_eligible"], dedup_id=dedup_id,
-                    dedup_until=dedup_until if dedup_id is not None else 0.0))
+                    dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group")))
             return records
 
         answered = self.storage.post_planned(project, queue, plan, now)

@@ -76,7 +76,8 @@ class MessageRenderer:
     that the default (``[transport] include_dead_letter``): python-zaqarclient
     builds messages with ``Message(**fields)`` and fails on any field it does
     not know, so nothing beyond Zaqar's fields is sent unasked. Likewise a
-    message's ``dedup_id``, when it has one, only with ``include_fifo=true``.
+    message's ``dedup_id`` and ``group``, when it has them, only with
+    ``include_fifo=true``.
 
     Build it before the request changes anything: a bad parameter is then
     refused before a claim or a pop takes messages it could never show.
@@ -106,6 +107,8 @@ class MessageRenderer:
             view["dead_letter"] = policy.provenance(message)
         if self.fifo and message.dedup_id is not None:
             view["dedup_id"] = message.dedup_id
+        if self.fifo and message.group is not None:
+            view["group"] = message.group
         return view
 
     def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:

@@ -31,11 +31,11 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import policy
+from zaqar_lite.claims import groups, policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
@@ -443,6 +443,20 @@ class PlannedClaimStorage(PlannedStorage):
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         """Store the record of a claim that took messages."""
 
+    @abc.abstractmethod
+    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+        """Return the id of each named group's head: its message with the lowest marker in the queue.
+
+        Every stored message of the queue counts (claimed, delayed, expired
+        and not yet swept); a group with no message is left out.
+        """
+
+    def _heads_only(self, project: str, queue: str, read: list[Message],
+                    taken: Collection[str] = ()) -> list[Message]:
+        """Keep the candidates the group rule lets a claim or pop take (``claims.groups.claimable``)."""
+        names = groups.groups_of(read)
+        return groups.claimable(read, self._group_heads(project, queue, names), taken) if names else read
+
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
         claimed: list[Message] = []
@@ -451,10 +465,13 @@ class PlannedClaimStorage(PlannedStorage):
             while len(claimed) < request.limit:
                 wanted = request.limit - len(claimed)
                 batch = self._visible_candidates(project, queue, request.now, after, wanted)
-                read = [m for m in batch if policy.is_visible(m, request.now)]
+                visible = [m for m in batch if policy.is_visible(m, request.now)]
+                read = self._heads_only(project, queue, visible)
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
                 claimed += applied.claimed
+                if groups.frees_a_group(read, [*(m.id for m in plan.moved), *plan.deleted]):
+                    continue  # the group's next message may be claimable now: read again from `after`
                 if len(batch) < wanted:
                     break
                 after = batch[-1].marker

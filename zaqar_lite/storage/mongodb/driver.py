@@ -55,6 +55,7 @@ from zaqar_lite.storage.mongodb.layout import (
     BY_CLAIM,
     BY_CLAIM_EXPIRY,
     BY_EXPIRY,
+    BY_GROUP,
     BY_ID,
     BY_MARKER,
     CANDIDATES,
@@ -203,7 +204,9 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
         while len(popped) < limit:
             wanted = limit - len(popped)
             batch = self._visible_candidates(project, queue, now, after, wanted)
-            popped += self._delete_returning(project, queue, [m for m in batch if policy.is_visible(m, now)])
+            visible = [m for m in batch if policy.is_visible(m, now)]
+            popped += self._delete_returning(project, queue, self._heads_only(
+                project, queue, visible, {m.group for m in popped if m.group is not None}))
             if len(batch) < wanted:
                 break
             after = batch[-1].marker
@@ -250,7 +253,7 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
         it must be stored; consecutive markers of ``target`` (created if
         missing) are reserved for them in order. One update per message
         rewrites its queue and marker, resets its claim and sets its count,
-        expiry and provenance.
+        expiry and provenance; a moved message leaves its group.
         """
         if not moves:
             return 0, []
@@ -259,7 +262,7 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
             "queue": target, "marker": first + offset, "claim_id": None, "claim_expires": 0.0,
             "claim_count": m.claim_count, "delay_until": 0.0, "expires": m.expires,
             "purge_at": purge_at(m.expires), "dead_letter": m.dead_letter,
-        }}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
+        }, "$unset": {"group": ""}}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
 
     @translated
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
@@ -370,6 +373,12 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
         return Applied(won, result.matched_count - len(won), result.deleted_count)
 
     @translated
+    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+        heads = {name: self._messages.find_one({"project": project, "queue": queue, "group": name},
+                                               {"_id": 1}, sort=[("marker", ASCENDING)], hint=BY_GROUP)
+                 for name in names}
+        return {name: doc["_id"] for name, doc in heads.items() if doc is not None}
+
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         expires = request.now + request.ttl
         self._claims.insert_one({

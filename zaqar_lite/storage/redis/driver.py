@@ -256,7 +256,7 @@ class RedisStorage(RedisRecords, Storage):
                      "1" if m.dlq_eligible else "0",
                      "\n".join(json.dumps(f) for f in m.failures),
                      json.dumps(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
-                     stamp(m.dedup_until)]
+                     opt(m.group), stamp(m.dedup_until)]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
         if answered == STALE:

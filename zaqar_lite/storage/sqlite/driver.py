@@ -131,11 +131,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 16)})",
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 17)})",
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id)
+              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group)
              for i, m in enumerate(messages)])
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
@@ -213,8 +213,15 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:
-            popped = self._candidates(db, {"project": project, "queue": queue, "now": now, "marker": 0},
-                                      limit)
+            popped: list[Message] = []
+            args = {"project": project, "queue": queue, "now": now, "marker": 0}
+            while len(popped) < limit:
+                wanted = limit - len(popped)
+                batch = self._candidates(db, args, wanted)
+                popped += self._heads_only(project, queue, batch)
+                if len(batch) < wanted:
+                    break
+                args["marker"] = batch[-1].marker
             db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in popped])
         return popped
 
@@ -332,6 +339,13 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
         self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
         return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
+
+    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+        db = self._connection()
+        found = (db.execute("SELECT id FROM messages INDEXED BY messages_by_group WHERE project=? AND queue=?"
+                            " AND group_name=? ORDER BY marker LIMIT 1", (project, queue, name)).fetchone()
+                 for name in sorted(names))
+        return {name: row[0] for name, row in zip(sorted(names), found, strict=True) if row is not None}
 
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         self._connection().execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (

@@ -13,7 +13,8 @@ through ``messages_by_queue``, with this module's URI parsing and decoders.
 
 The layout's number is the file's ``PRAGMA user_version``. Layout 0 (up to
 cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue;
-layout 1 had no ``dedup`` table nor ``messages.dedup_id``. The driver migrates
+layout 1 had no ``dedup`` table, ``messages.dedup_id`` nor ``messages.group_name``
+(indexed by ``messages_by_group``, which holds grouped messages only). The driver migrates
 such a file when it opens it (:func:`prepare_schema`).
 """
 
@@ -38,13 +39,18 @@ _MESSAGES = """CREATE TABLE {table} (
     body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
     delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
     claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
-    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT, dedup_id TEXT)"""
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT, dedup_id TEXT,
+    group_name TEXT)"""
+#: the heads of message groups (added by layout 2); messages without a group are not in it
+_GROUP_INDEX = ("CREATE INDEX messages_by_group ON messages (project, queue, group_name, marker)"
+                " WHERE group_name IS NOT NULL")
 _MESSAGE_INDEXES = (
     "CREATE UNIQUE INDEX messages_by_id ON messages (id)",
     "CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker)",
     "CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker)",
     "CREATE INDEX messages_by_expiry ON messages (project, queue, expires)",
     "CREATE INDEX messages_by_claim ON messages (claim_id)",
+    _GROUP_INDEX,
 )
 #: the ``dedup_id`` a queue remembers (added by layout 2)
 _DEDUP = (
@@ -69,12 +75,12 @@ SCHEMA = (
 #: the columns of layouts 0 and 1 (copied by :func:`migrate_from_global_markers`)
 LAYOUT1_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
                   " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
-MESSAGE_FIELDS = LAYOUT1_FIELDS + ", dedup_id"
+MESSAGE_FIELDS = LAYOUT1_FIELDS + ", dedup_id, group_name"
 
 
 #: the columns :func:`message_from_row` reads, in a SELECT of ``messages``
 MESSAGE_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
-                   "claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id")
+                   "claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id, group_name")
 
 
 def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
@@ -105,7 +111,8 @@ def message_from_row(row: sqlite3.Row) -> Message:
         delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
         claim_expires=row["claim_expires"], claim_count=row["claim_count"],
         dlq_eligible=bool(row["dlq_eligible"]), failures=failures_from(row["failures"]),
-        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"], dedup_id=row["dedup_id"])
+        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"], dedup_id=row["dedup_id"],
+        group=row["group_name"])
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:
@@ -118,6 +125,8 @@ def prepare_schema(db: sqlite3.Connection, path: str) -> None:
                                         f" this one reads layout {SCHEMA_VERSION}")
     if version == 1:
         db.execute("ALTER TABLE messages ADD COLUMN dedup_id TEXT")
+        db.execute("ALTER TABLE messages ADD COLUMN group_name TEXT")
+        db.execute(_GROUP_INDEX)
         for statement in _DEDUP:
             db.execute(statement)
     elif db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():

@@ -66,6 +66,20 @@ class SwiftContainer(SwiftRecordsMixin):
                 return None
         raise errors.StorageUnavailable(f"the dedup_id {message.dedup_id} of queue {queue} kept changing")
 
+    def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[str]:
+        """Yield the names of a queue's messages a claim may take, FIFO: a prefilter from the hints.
+
+        A row is a candidate when its hint is visible and it is not held behind
+        an earlier message of its group (every listed row counts as the group's
+        head, whatever its state: :mod:`zaqar_lite.claims.groups`).
+        """
+        heads: dict[str, str] = {}
+        for name, hint in self.objects.rows(container, layout.message_prefix(queue)):
+            if hint.group and heads.setdefault(hint.group, name) != name:
+                continue
+            if hint.visible(now):
+                yield name
+
     def _forget(self, container: str, queue: str, messages: Sequence[Message]) -> None:
         """Delete the dedup objects remembered for ``messages`` (a post that stored nothing)."""
         for message in messages:

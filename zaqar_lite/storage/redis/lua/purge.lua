@@ -6,7 +6,7 @@
 -- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] the queue name
 -- ARGV[4] '1' to delete the queue too (metadata, marker counter, dedup ids, name in the index)
 -- Returns: the number of messages deleted.
--- Keys written: zl:{P}:m:<id> and zl:{P}:q:Q:* (deleted), zl:{P}:queues.
+-- Keys written: zl:{P}:m:<id> and zl:{P}:q:Q:* (deleted, message groups included), zl:{P}:queues.
 local Q = queue_keys(1)
 local ns, qp = ARGV[1], ARGV[2]
 local function unlink_all(keys)
@@ -21,7 +21,11 @@ for _, claim_id in ipairs(redis.call('ZRANGE', Q.claims, 0, -1)) do
   doomed[#doomed + 1] = qp .. 'c:' .. claim_id
   doomed[#doomed + 1] = qp .. 'cm:' .. claim_id
 end
+for _, group in ipairs(redis.call('SMEMBERS', qp .. 'groups')) do
+  doomed[#doomed + 1] = qp .. 'g:' .. group
+end
 unlink_all(doomed)
+redis.call('DEL', qp .. 'groups')
 redis.call('DEL', Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted, Q.claims)
 if ARGV[4] == '1' then
   redis.call('DEL', Q.meta, Q.marker, qp .. 'dedup', qp .. 'dedup_expires')
