@@ -1,6 +1,17 @@
 """What a project's Swift container holds, read and written: queue records and message objects.
 
 Object names, bodies and listing hints: :mod:`~zaqar_lite.storage.swift.layout`.
+
+Deduplicated posts: a post remembers each ``dedup_id`` first, in an object
+``d/<queue>/<dedup id>`` created with ``If-None-Match: *`` and ``X-Delete-At``
+at the window's end, then settled and read back (Swift checks
+``If-None-Match`` before writing, so two creates may both succeed: the last
+one stands and the other post finds it), and stores its messages after. So a
+post with a ``dedup_id`` takes ``settle`` seconds more; a failed store forgets
+the ids it remembered, but a process dying in between leaves the id answering
+with a message never stored until its window ends. Message groups: each
+message's listing hint carries a hash of its group, so a claim finds the
+heads in the listing it reads anyway (:meth:`SwiftContainer._candidate_rows`).
 """
 
 from __future__ import annotations
