@@ -54,6 +54,11 @@ _READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
           " AND (claim_expires IS NULL OR claim_expires <= :now)")
 _MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
             " AND (claim_expires IS NULL OR claim_expires <= :now)")
+#: a grouped candidate must be its group's head (claims.groups), found in messages_by_group:
+#: the scan passes held messages by itself instead of handing them to the claim loop
+_HEAD = ("(group_name IS NULL OR id = (SELECT id FROM messages AS head INDEXED BY messages_by_group"
+         " WHERE head.project = :project AND head.queue = :queue AND head.group_name = messages.group_name"
+         " ORDER BY head.marker LIMIT 1))")
 
 
 class SqliteStorage(SqliteRecords, PlannedClaimStorage):
@@ -207,7 +212,8 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
         part = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
-                " WHERE project=:project AND queue=:queue AND {} ORDER BY marker LIMIT :limit)")
+                f" WHERE project=:project AND queue=:queue AND {{}} AND {_HEAD}"
+                " ORDER BY marker LIMIT :limit)")
         sql = f"{part.format(_READY)} UNION ALL {part.format(_MATURED)} ORDER BY marker LIMIT :limit"
         return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
