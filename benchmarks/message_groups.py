@@ -9,14 +9,17 @@ redis-server started by the suites' harness, ``tests/servers/redis.py``):
 * ``groups``: the same number of messages, message ``i`` in group ``g<i mod 1000>``,
   so the first 1,000 messages are heads and each delete lets the next one in.
 
-Each round tops both queues up to ``--depth`` messages (outside the timed part),
-then gives each one a turn of ``--seconds`` of claim+delete (``--limit``
+Each round tops both queues up to ``--depth`` messages (outside the timed part;
+a turn that empties its queue ends early and says so), then gives each one a
+turn of ``--seconds`` of claim+delete (``--limit``
 messages per claim), back to back, the order alternating between rounds. The
-ratio printed is the median of the per-round ratios groups / plain, so both
-sides share the machine's load of the moment; ``uptime``'s load is printed too.
+ratios printed are the medians of the per-round ratios groups / plain, so both
+sides share the machine's load of the moment, per wall-clock second and per
+CPU-second (of this process and the store's server together, which moves much
+less with the neighbours' load); ``uptime``'s load is printed too.
 
 Usage: ``python benchmarks/message_groups.py [--stores sqlite,redis] [--rounds 6]
-[--seconds 2] [--depth 3000] [--limit 10] [--json]``
+[--seconds 2] [--depth 8000] [--limit 10] [--json]``
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,11 +46,20 @@ QUEUES = {"plain": "bench-plain", "groups": "bench-groups"}
 POST_BATCH = 20
 
 
+def server_cpu_seconds(pid: int | None) -> float:
+    """Return the CPU time a store server process has used so far (0 without one; Linux /proc)."""
+    if pid is None:
+        return 0.0
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 @contextlib.contextmanager
-def store_uri(kind: str, directory: Path) -> Iterator[str]:
-    """Yield the URI of an empty store of ``kind``; a Redis server is started and stopped here."""
+def store_uri(kind: str, directory: Path) -> Iterator[tuple[str, int | None]]:
+    """Yield the URI of an empty store of ``kind`` and its server's PID (a Redis server is started here)."""
     if kind == "sqlite":
-        yield f"sqlite:///{directory}/bench.db"
+        yield f"sqlite:///{directory}/bench.db", None
         return
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # tests.servers lives in the repository, not in the package
@@ -55,7 +68,7 @@ def store_uri(kind: str, directory: Path) -> Iterator[str]:
     server = RedisServer(directory)
     server.start()
     try:
-        yield server.uri()
+        yield server.uri(), server.pid
     finally:
         server.stop()
 
@@ -83,16 +96,27 @@ class Side:
             self.posted += count
             missing -= count
 
-    def turn(self, seconds: float, limit: int) -> float:
-        """Claim and delete for ``seconds``; return messages claimed per second."""
+    def turn(self, seconds: float, limit: int, server_pid: int | None) -> tuple[float, float]:
+        """Claim and delete for ``seconds`` (or until the queue is empty).
+
+        Returns:
+            Messages claimed per wall-clock second, and per CPU-second of this
+            process and the store's server together.
+        """
         claimed = 0
+        cpu_start = time.process_time() + server_cpu_seconds(server_pid)
         start = time.perf_counter()
         while (elapsed := time.perf_counter() - start) < seconds:
             claim_id, messages, _ = self.messaging.claim(PROJECT, self.queue, limit, 300, 60)
+            if not messages:
+                print(f"  {self.queue} ran empty after {elapsed:.2f} s: raise --depth", file=sys.stderr)
+                break
             for message in messages:
                 self.messaging.delete_message(PROJECT, self.queue, message.id, claim_id)
             claimed += len(messages)
-        return claimed / elapsed
+        wall = time.perf_counter() - start
+        cpu = time.process_time() + server_cpu_seconds(server_pid) - cpu_start
+        return claimed / wall, claimed / max(cpu, 1e-9)
 
 
 def measure(kind: str, rounds: int, seconds: float, depth: int, limit: int) -> dict[str, Any]:
@@ -101,21 +125,27 @@ def measure(kind: str, rounds: int, seconds: float, depth: int, limit: int) -> d
     from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_storage
 
-    with tempfile.TemporaryDirectory(prefix=f"groups-{kind}-") as tmp, store_uri(kind, Path(tmp)) as uri:
+    with tempfile.TemporaryDirectory(prefix=f"groups-{kind}-") as tmp, \
+            store_uri(kind, Path(tmp)) as (uri, server_pid):
         storage = open_storage(uri)
         messaging = Messaging(storage, load_settings(None, storage_uri=uri))
         sides = {"plain": Side(messaging, "plain", False), "groups": Side(messaging, "groups", True)}
-        rates: dict[str, list[float]] = {"plain": [], "groups": []}
+        rates: dict[str, list[tuple[float, float]]] = {"plain": [], "groups": []}
         for number in range(rounds):
             order = ["plain", "groups"] if number % 2 == 0 else ["groups", "plain"]
             for name in order:
                 sides[name].top_up(depth)
-                rates[name].append(sides[name].turn(seconds, limit))
+                rates[name].append(sides[name].turn(seconds, limit, server_pid))
         storage.close()
-    ratios = [g / p for g, p in zip(rates["groups"], rates["plain"], strict=True)]
-    return {"store": kind, "plain_claims_per_s": statistics.median(rates["plain"]),
-            "groups_claims_per_s": statistics.median(rates["groups"]), "ratio": statistics.median(ratios),
-            "ratios": ratios}
+    result: dict[str, Any] = {"store": kind}
+    for index, unit in enumerate(("s", "cpu_s")):
+        plain = [r[index] for r in rates["plain"]]
+        grouped = [r[index] for r in rates["groups"]]
+        ratios = [g / p for g, p in zip(grouped, plain, strict=True)]
+        result.update({f"plain_claims_per_{unit}": statistics.median(plain),
+                       f"groups_claims_per_{unit}": statistics.median(grouped),
+                       f"ratio_per_{unit}": statistics.median(ratios), f"ratios_per_{unit}": ratios})
+    return result
 
 
 def main() -> None:
@@ -124,7 +154,7 @@ def main() -> None:
     parser.add_argument("--stores", default="sqlite,redis")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--depth", type=int, default=3000)
+    parser.add_argument("--depth", type=int, default=8000)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
@@ -137,10 +167,11 @@ def main() -> None:
         return
     print(f"claim+delete, {options.limit} per claim, {options.rounds} rounds of {options.seconds} s, "
           f"{options.depth} messages per queue, {GROUPS} groups")
-    print(f"{'store':8} {'plain claims/s':>15} {'1000 groups claims/s':>21} {'ratio':>7}")
+    print(f"{'store':8} {'rate':14} {'plain':>9} {'1000 groups':>12} {'ratio':>7}")
     for result in results:
-        print(f"{result['store']:8} {result['plain_claims_per_s']:15.0f} "
-              f"{result['groups_claims_per_s']:21.0f} {result['ratio']:7.3f}")
+        for unit, label in (("s", "claims/s"), ("cpu_s", "claims/CPU-s")):
+            print(f"{result['store']:8} {label:14} {result[f'plain_claims_per_{unit}']:9.0f} "
+                  f"{result[f'groups_claims_per_{unit}']:12.0f} {result[f'ratio_per_{unit}']:7.3f}")
     print(f"uptime before: {load_before}")
     print(f"uptime after:  {load_after}")
 
