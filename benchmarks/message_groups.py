@@ -19,7 +19,7 @@ CPU-second (of this process and the store's server together, which moves much
 less with the neighbours' load); ``uptime``'s load is printed too.
 
 Usage: ``python benchmarks/message_groups.py [--stores sqlite,redis] [--rounds 6]
-[--seconds 2] [--depth 8000] [--limit 10] [--json]``
+[--seconds 2] [--depth 12000] [--limit 10] [--json]``
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--stores", default="sqlite,redis")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--depth", type=int, default=8000)
+    parser.add_argument("--depth", type=int, default=12000)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
