@@ -15,7 +15,11 @@ class Message:
     message is invisible to claim, pop and default listings while
     ``delay_until > now``; ``0`` means "never delayed" and costs nothing.
     ``claim_id``/``claim_expires`` describe the last claim that took it; the
-    message is claimed only while ``claim_expires > now``.
+    message is claimed only while ``claim_expires > now``. ``dedup_id`` is
+    the client's deduplication id (None: none); ``dedup_until``, set only on a
+    message being posted, is when the store may forget that id
+    (:mod:`zaqar_lite.claims.dedup`). ``group`` is its ordered message group
+    (None: none; :mod:`zaqar_lite.claims.groups`).
     """
 
     id: str
@@ -31,6 +35,9 @@ class Message:
     failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     dead_letter: dict[str, Any] | None = None
     marker: int = 0
+    dedup_id: str | None = None
+    dedup_until: float = 0.0
+    group: str | None = None
 
     def is_claimed(self, now: float) -> bool:
         """Return whether a live claim holds the message at ``now``."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
+from zaqar_lite.claims import dedup
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.claims import templates as template_rules
@@ -208,12 +209,17 @@ class Messaging:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
 
         A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
+        A message with a ``dedup_id`` the queue remembers is not stored: its id is the
+        remembered message's; so is that of a message repeating an earlier one's
+        ``dedup_id`` in the same post (:mod:`zaqar_lite.claims.dedup`).
 
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
         """
         now = self.clock()
-        ids = [self.ids() for _ in messages]
+        stored_as = dedup.collapse([item.get("dedup_id") for item in messages])
+        unique = [item for index, item in enumerate(messages) if stored_as[index] == index]
+        ids = [self.ids() for _ in unique]
 
         def plan(stored: Mapping[str, Any] | None) -> list[Message]:
             queue_meta = stored or {}
@@ -222,20 +228,26 @@ class Messaging:
                 raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
             default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
             default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
+            dedup_until = dedup.window_end(queue_meta, now)
             records = []
-            for message_id, item in zip(ids, messages, strict=True):
+            for message_id, item in zip(ids, unique, strict=True):
                 ttl = meta.capped_ttl(item["ttl"] if item["ttl"] is not None else default_ttl, queue_meta)
                 delay = item["delay"] if item["delay"] is not None else default_delay
+                dedup_id = item.get("dedup_id")
                 records.append(Message(
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
                     delay_until=now + delay if delay else 0.0, client_id=client_id,
-                    dlq_eligible=item["dlq_eligible"]))
+                    dlq_eligible=item["dlq_eligible"], dedup_id=dedup_id,
+                    dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group")))
             return records
 
-        self.storage.post_planned(project, queue, plan, now)
-        counted.MESSAGES_POSTED.inc(len(ids))
-        self.wake_up(project, queue)
-        return ids
+        answered = self.storage.post_planned(project, queue, plan, now)
+        stored = sum(1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
+        counted.MESSAGES_POSTED.inc(stored)
+        if stored:
+            self.wake_up(project, queue)
+        first_of = {index: answered[n] for n, index in enumerate(sorted(set(stored_as)))}
+        return [first_of[index] for index in stored_as]
 
     def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
                              body_size: int) -> tuple[Message, float]:

@@ -44,7 +44,8 @@ def test_defaults_follow_the_configured_limits():
 
 
 def test_reserved_keys_are_zaqars_and_our_own():
-    assert metadata.reserved_keys(LIMITS) == {*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl"}
+    assert metadata.reserved_keys(LIMITS) == {*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl",
+                                              "_dedup_window"}
 
 
 def test_unset_metadata_shows_zaqars_defaults_and_not_our_own_keys():
@@ -86,7 +87,8 @@ def test_an_empty_object_and_free_keys_are_stored_as_given():
 
 
 def test_null_reserved_values_mean_unset_and_are_dropped_but_free_nulls_are_kept():
-    given = {key: None for key in (*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl")} | {
+    given = {key: None for key in (*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl",
+                                   "_dedup_window")} | {
         "owner": None}
     assert metadata.validate(given, LIMITS) == {"owner": None}
 
@@ -106,6 +108,7 @@ INTEGER_BOUNDS = [
     ("_default_message_ttl", 60, 1209600),
     ("_max_messages_post_size", 1, 262144),
     ("_max_message_ttl", 60, 1209600),
+    ("_dedup_window", 1, 86400),
 ]
 
 
@@ -131,6 +134,8 @@ def test_integer_keys_accept_both_bounds(key, low, high):
     ("_max_messages_post_size", 262145, "_max_messages_post_size must be between 1 and 262144, got 262145."),
     ("_max_message_ttl", 59, "_max_message_ttl must be between 60 and 1209600, got 59."),
     ("_max_message_ttl", 1209601, "_max_message_ttl must be between 60 and 1209600, got 1209601."),
+    ("_dedup_window", 0, "_dedup_window must be between 1 and 86400, got 0."),
+    ("_dedup_window", 86401, "_dedup_window must be between 1 and 86400, got 86401."),
 ])
 def test_integer_keys_out_of_range_are_refused_naming_the_key_and_the_range(key, value, text):
     assert refused({key: value}) == text

@@ -1,7 +1,8 @@
 """The Redis scripts against the reference driver: random operation sequences, same outcomes.
 
-Each seed drives the same operations (posts with ttl/delay/eligibility, claims, edits of delayed messages,
-releases with reasons, renewals, deletes, pops, purges, sweeps, redrives, clock jumps) on
+Each seed drives the same operations (posts with ttl/delay/eligibility, groups and dedup ids,
+claims, edits of delayed messages, releases with reasons, renewals, deletes, pops, purges,
+sweeps, redrives, clock jumps) on
 a SQLite and a Redis store in lockstep, and compares every result and error and
 a full view of both queues after each step. Markers are left out: SQLite's are
 global, Redis's per queue; both are FIFO.
@@ -111,7 +112,9 @@ class Walk:
     def post(self) -> None:
         rnd = self.rnd
         items = [{"body": {"n": len(self.ids) + i}, "ttl": rnd.choice([None, 60, 120, 600]),
-                  "delay": rnd.choice([None, None, 0, 30, 120]), "dlq_eligible": rnd.random() < 0.8}
+                  "delay": rnd.choice([None, None, 0, 30, 120]), "dlq_eligible": rnd.random() < 0.8,
+                  "group": rnd.choice([None, None, "ga", "gb"]),
+                  "dedup_id": rnd.choice([None, None, "d1", "d2"])}
                  for i in range(rnd.randint(1, 3))]
         outcome = self.twins.both("post", P, self.queue, rnd.choice(["c1", "c2"]), items, 10)
         self.ids.extend(outcome[1])

@@ -146,10 +146,57 @@ def test_a_file_of_the_global_marker_layout_is_migrated_on_open_keeping_its_mess
     reopened.post_messages(P, Q, _messages(1, now, prefix="later"), now)
     assert _markers(reopened, P, Q) == [("a3", 3), ("new0", 8), ("new1", 9), ("later0", 10)]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         unique = {row[1]: row[2] for row in db.execute("PRAGMA index_list(messages)")}
     assert unique == {"messages_by_id": 1, "messages_by_queue": 1, "messages_by_visibility": 0,
-                      "messages_by_expiry": 0, "messages_by_claim": 0}
+                      "messages_by_expiry": 0, "messages_by_claim": 0, "messages_by_group": 0}
+
+
+#: the messages table of layout 1 (per-queue markers; no dedup_id nor group_name)
+LAYOUT_1_MESSAGES = """
+CREATE TABLE messages (
+    id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
+    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
+    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
+    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
+CREATE UNIQUE INDEX messages_by_id ON messages (id);
+CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker);
+CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker);
+CREATE INDEX messages_by_expiry ON messages (project, queue, expires);
+CREATE INDEX messages_by_claim ON messages (claim_id);
+CREATE TABLE queues (
+    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
+    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID;
+CREATE TABLE claims (
+    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
+    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
+CREATE TABLE records (
+    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
+PRAGMA user_version=1;
+"""
+
+
+def test_a_file_of_layout_1_gains_dedup_ids_and_groups_on_open_keeping_its_messages(tmp_path):
+    path = tmp_path / "layout1.db"
+    now = 1_800_000_000.0
+    with sqlite3.connect(path) as db:
+        db.executescript(LAYOUT_1_MESSAGES)
+        db.execute("INSERT INTO queues VALUES (?, ?, '{}', ?, 1)", (P, Q, now))
+        db.execute("INSERT INTO messages (id, project, queue, marker, body, created, expires, client_id)"
+                   " VALUES ('old', ?, ?, 1, '\"kept\"', ?, ?, 'c')", (P, Q, now, now + 3600))
+    storage = SqliteStorage(f"sqlite:///{path}")
+    grouped = Message(id="new", body="n", created=now, expires=now + 3600, dedup_id="d-1",
+                      dedup_until=now + 300, group="g")
+    assert storage.post_messages(P, Q, [grouped], now) == ["new"]
+    again = Message(id="again", body="a", created=now, expires=now + 3600, dedup_id="d-1",
+                    dedup_until=now + 300)
+    assert storage.post_messages(P, Q, [again], now) == ["new"]
+    assert [(m.id, m.body, m.marker, m.group) for m in storage.get_messages(P, Q, ["old", "new"], now)] == [
+        ("old", "kept", 1, None), ("new", "n", 2, "g")]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_a_file_of_a_newer_layout_is_refused_with_its_version(tmp_path):

@@ -75,7 +75,9 @@ class MessageRenderer:
     request says ``include_dead_letter=true``, or when the deployment makes
     that the default (``[transport] include_dead_letter``): python-zaqarclient
     builds messages with ``Message(**fields)`` and fails on any field it does
-    not know, so nothing beyond Zaqar's fields is sent unasked.
+    not know, so nothing beyond Zaqar's fields is sent unasked. Likewise a
+    message's ``dedup_id`` and ``group``, when it has them, only with
+    ``include_fifo=true``.
 
     Build it before the request changes anything: a bad parameter is then
     refused before a claim or a pop takes messages it could never show.
@@ -85,6 +87,7 @@ class MessageRenderer:
         self.queue = queue
         self.dead_letter = inputs.boolean(
             req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
+        self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:
         """Return the representation of one message as of ``now``."""
@@ -102,6 +105,10 @@ class MessageRenderer:
             view["claim_id"] = message.claim_id
         if self.dead_letter and message.dead_letter is not None:
             view["dead_letter"] = policy.provenance(message)
+        if self.fifo and message.dedup_id is not None:
+            view["dedup_id"] = message.dedup_id
+        if self.fifo and message.group is not None:
+            view["group"] = message.group
         return view
 
     def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:

@@ -53,6 +53,8 @@ class MessageCollection(Resource):
                      **{k: str(v).lower() for k, v in flags.items()}}
             if req.get_param("include_dead_letter") is not None:
                 query["include_dead_letter"] = str(render.dead_letter).lower()
+            if req.get_param("include_fifo") is not None:
+                query["include_fifo"] = str(render.fifo).lower()
             links = next_links(f"/v2/queues/{queue}/messages", query)
         resp.media = {"messages": render.many(found, now), "links": links}
 

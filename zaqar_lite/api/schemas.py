@@ -19,6 +19,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from zaqar_lite.claims import dedup, groups
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
@@ -231,6 +232,8 @@ def _message_post_schema(limits: Limits) -> Schema:
                         "delay": {"type": "integer", "minimum": 0,
                                   "maximum": limits.max_message_delay},
                         "dlq_eligible": {"type": "boolean"},
+                        "dedup_id": {"type": "string"},
+                        "group": {"type": "string"},
                     },
                 },
             },
@@ -351,12 +354,20 @@ def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
     defaults apply.
     """
     _message_post_schema(limits).check(document)
+    for index, item in enumerate(document["messages"]):
+        for field, valid, rule in (("dedup_id", dedup.is_dedup_id, dedup.ID_RULE),
+                                   ("group", groups.is_group, groups.RULE)):
+            if field in item and not valid(item[field]):
+                raise ValidationFailed(f"messages[{index}].{field} must be {rule}, "
+                                       f"got {json.dumps(item[field])}.")
     return [
         {
             "body": item["body"],
             "ttl": int(item["ttl"]) if "ttl" in item else None,
             "delay": int(item["delay"]) if "delay" in item else None,
             "dlq_eligible": item.get("dlq_eligible", True),
+            "dedup_id": item.get("dedup_id"),
+            "group": item.get("group"),
         }
         for item in document["messages"]
     ]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from zaqar_lite.claims import dedup
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
@@ -22,8 +23,9 @@ ENCRYPT_MESSAGES = "_enable_encrypt_messages"
 DEAD_LETTER_ON_EXPIRY = "_dead_letter_on_expiry"
 RETRY_POLICY = "_retry_policy"
 MAX_MESSAGE_TTL = "_max_message_ttl"
+DEDUP_WINDOW = dedup.WINDOW
 #: reserved keys of zaqar-lite's own: shown only when set
-OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL)
+OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, DEDUP_WINDOW)
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
@@ -100,6 +102,7 @@ def _check_values(stored: Mapping[str, Any], limits: Limits) -> None:
         DEFAULT_TTL: (limits.min_message_ttl, limits.max_message_ttl),
         MAX_POST_SIZE: (1, limits.max_messages_post_size),
         MAX_MESSAGE_TTL: (limits.min_message_ttl, limits.max_message_ttl),
+        DEDUP_WINDOW: (1, dedup.MAX_WINDOW),
     }
     for key, (low, high) in ranges.items():
         if key in stored:

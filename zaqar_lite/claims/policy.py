@@ -22,6 +22,8 @@ REASON_EXPIRED = "expired"
 TTL_SINCE = "ttl_since"
 #: key of a provenance record: the move went to the server's default dead-letter queue
 DEFAULT_DLQ = "default_dead_letter_queue"
+#: provenance key: the ordered message group the dead letter left
+GROUP = "group"
 
 
 def visible_at(expires: float, claim_expires: float | None, delay_until: float, now: float) -> bool:
@@ -98,7 +100,8 @@ def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
     delayed, its expiry is reset by ``messages_ttl`` when set, and it records
     where it came from and why. A message moved because it expired would be
     dead on arrival with its old expiry, so without ``messages_ttl`` it gets
-    its own ttl again, counted from the move.
+    its own ttl again, counted from the move. It leaves its message group; the
+    record keeps the group's name.
     """
     if policy.messages_ttl:
         expires = now + policy.messages_ttl
@@ -108,8 +111,11 @@ def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
         expires = message.expires
     record = provenance_record(source_queue, reason, now, policy)
     record.update({"claim_count": message.claim_count, "last_claim_id": message.claim_id})
+    if message.group is not None:  # it leaves its group, so as not to hold a group of the DLQ
+        record[GROUP] = message.group
     return dataclasses.replace(
         message,
+        group=None,
         claim_id=None,
         claim_expires=None,
         delay_until=0.0,
@@ -328,4 +334,6 @@ def provenance(message: Message) -> dict[str, Any]:
     }
     if record.get(DEFAULT_DLQ):
         block[DEFAULT_DLQ] = True
+    if GROUP in record:
+        block[GROUP] = record[GROUP]
     return block

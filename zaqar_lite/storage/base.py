@@ -32,11 +32,11 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import policy
+from zaqar_lite.claims import groups, policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
@@ -74,15 +74,26 @@ class Storage(QueueStore, RedriveTaskStore):
     # -- messages -------------------------------------------------------------
 
     @abc.abstractmethod
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         """Store new messages, creating the queue (empty metadata) if it is missing.
 
         Atomic: all messages are stored or none; once this returns they are
         durable to the backend's own guarantee. Markers are assigned in list
         order, after every marker already in the queue.
+
+        Deduplication (:mod:`zaqar_lite.claims.dedup`): a message with a
+        ``dedup_id`` that the queue remembers until after ``now`` is not
+        stored; otherwise the queue remembers its id with the message's id
+        until its ``dedup_until``. The check and the write are atomic with the
+        post: of two concurrent posts of one id, one stores its message. The
+        messages of one call carry distinct ``dedup_id``.
+
+        Returns:
+            For each message in order, the id it is acknowledged with: its own,
+            or the remembered message's for a duplicate.
         """
 
-    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Store the messages ``plan`` makes from the queue's stored metadata (:meth:`post_messages`).
 
         ``plan`` gets the metadata (None for a missing queue) and may raise a
@@ -91,7 +102,7 @@ class Storage(QueueStore, RedriveTaskStore):
         the metadata, then posts; a driver may plan from what it remembers
         when its write checks that against the store and plans again if not.
         """
-        self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
+        return self.post_messages(project, queue, plan(self.get_queue_metadata(project, queue)), now)
 
     @abc.abstractmethod
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
@@ -445,6 +456,20 @@ class PlannedClaimStorage(PlannedStorage):
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         """Store the record of a claim that took messages."""
 
+    @abc.abstractmethod
+    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+        """Return the id of each named group's head: its message with the lowest marker in the queue.
+
+        Every stored message of the queue counts (claimed, delayed, expired
+        and not yet swept); a group with no message is left out.
+        """
+
+    def _heads_only(self, project: str, queue: str, read: list[Message],
+                    taken: Collection[str] = ()) -> list[Message]:
+        """Keep the candidates the group rule lets a claim or pop take (``claims.groups.claimable``)."""
+        names = groups.groups_of(read)
+        return groups.claimable(read, self._group_heads(project, queue, names), taken) if names else read
+
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
         """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
         claimed: list[Message] = []
@@ -453,10 +478,13 @@ class PlannedClaimStorage(PlannedStorage):
             while len(claimed) < request.limit:
                 wanted = request.limit - len(claimed)
                 batch = self._visible_candidates(project, queue, request.now, after, wanted)
-                read = [m for m in batch if policy.is_visible(m, request.now)]
+                visible = [m for m in batch if policy.is_visible(m, request.now)]
+                read = self._heads_only(project, queue, visible)
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
                 claimed += applied.claimed
+                if groups.frees_a_group(read, [*(m.id for m in plan.moved), *plan.deleted]):
+                    continue  # the group's next message may be claimable now: read again from `after`
                 if len(batch) < wanted:
                     break
                 after = batch[-1].marker

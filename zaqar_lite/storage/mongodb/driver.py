@@ -18,7 +18,10 @@ is written by the update that claims, and a move to another queue
 resetting the claim and setting the count, expiry and provenance) happens once.
 A post of several messages is one transaction on replica sets and sharded
 clusters; on a standalone server it is one ``insert_many``, which a crash can
-cut short.
+cut short. A message's ``dedup_id`` is remembered first, by one guarded upsert
+into ``dedup`` (unique per queue), so of two concurrent posts of one id one
+stores; a failed insert forgets the ids it remembered, but a crash between the
+two leaves the id answering with a message never stored until its window ends.
 
 Order: claims and pops are FIFO by marker; markers are reserved in post order, so
 two concurrent posts may become visible in the other order for a moment.
@@ -47,10 +50,12 @@ from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedClaimStorage
 from zaqar_lite.storage.mongodb.client import translated
+from zaqar_lite.storage.mongodb.dedup import MongoDedup
 from zaqar_lite.storage.mongodb.layout import (
     BY_CLAIM,
     BY_CLAIM_EXPIRY,
     BY_EXPIRY,
+    BY_GROUP,
     BY_ID,
     BY_MARKER,
     CANDIDATES,
@@ -66,7 +71,7 @@ from zaqar_lite.storage.mongodb.records import MongoRecords
 SWEEP_BATCH = 500
 
 
-class MongoStorage(MongoRecords, PlannedClaimStorage):
+class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
     """MongoDB driver; one client per process (a forked worker opens its own)."""
 
     name = "mongodb"
@@ -103,6 +108,7 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         # The record first: a post racing this delete then re-creates the queue
         # rather than leaving messages behind a deleted record.
         self._database().queues.delete_one({"project": project, "name": queue})
+        self._forget_queue(project, queue)
         self._purge(project, queue)
 
     @translated
@@ -151,7 +157,18 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
     # -- messages -------------------------------------------------------------
 
     @translated
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
+        answered = [self._remembered(project, queue, m, now) for m in messages]
+        fresh = [m for m, first in zip(messages, answered, strict=True) if first is None]
+        try:
+            self._insert(project, queue, fresh, now)
+        except BaseException:
+            # so that a retry of this post stores its messages rather than answering with ids never stored
+            self._forget(project, queue, fresh)
+            raise
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
+
+    def _insert(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         if not messages:
             return
         first = self._reserve_markers(project, queue, len(messages), now)
@@ -187,7 +204,9 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         while len(popped) < limit:
             wanted = limit - len(popped)
             batch = self._visible_candidates(project, queue, now, after, wanted)
-            popped += self._delete_returning(project, queue, [m for m in batch if policy.is_visible(m, now)])
+            visible = [m for m in batch if policy.is_visible(m, now)]
+            popped += self._delete_returning(project, queue, self._heads_only(
+                project, queue, visible, {m.group for m in popped if m.group is not None}))
             if len(batch) < wanted:
                 break
             after = batch[-1].marker
@@ -234,7 +253,7 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         it must be stored; consecutive markers of ``target`` (created if
         missing) are reserved for them in order. One update per message
         rewrites its queue and marker, resets its claim and sets its count,
-        expiry and provenance.
+        expiry and provenance; a moved message leaves its group.
         """
         if not moves:
             return 0, []
@@ -243,7 +262,7 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
             "queue": target, "marker": first + offset, "claim_id": None, "claim_expires": 0.0,
             "claim_count": m.claim_count, "delay_until": 0.0, "expires": m.expires,
             "purge_at": purge_at(m.expires), "dead_letter": m.dead_letter,
-        }}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
+        }, "$unset": {"group": ""}}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
 
     @translated
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
@@ -354,6 +373,12 @@ class MongoStorage(MongoRecords, PlannedClaimStorage):
         return Applied(won, result.matched_count - len(won), result.deleted_count)
 
     @translated
+    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+        heads = {name: self._messages.find_one({"project": project, "queue": queue, "group": name},
+                                               {"_id": 1}, sort=[("marker", ASCENDING)], hint=BY_GROUP)
+                 for name in names}
+        return {name: doc["_id"] for name, doc in heads.items() if doc is not None}
+
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         expires = request.now + request.ttl
         self._claims.insert_one({

@@ -12,7 +12,9 @@ message id, scoped by ``project`` and ``queue`` fields, the other fields those o
 :class:`~zaqar_lite.models.Message` (``claim_expires`` 0 when never claimed, so
 "not claimed" is the range ``<= now``) plus ``purge_at``; ``claims`` ``{_id: claim
 id, project, queue, ttl, grace, created, expires, purge_at}``; ``records`` ``{kind,
-project, key, value, version}``. Client JSON (bodies, metadata, record values) is
+project, key, value, version}``; ``dedup`` ``{project, queue, dedup_id, message_id,
+expires, purge_at}``, the ``dedup_id`` each queue remembers (unique per queue:
+``by_dedup_id``). Client JSON (bodies, metadata, record values) is
 stored as JSON text: BSON cannot hold every JSON object (keys with NUL; ``$ref``
 and ``$id`` read back as a DBRef; MongoDB 4.4 refuses ``.`` and ``$`` keys in updates).
 
@@ -42,8 +44,8 @@ CLIENT_DEFAULTS: dict[str, Any] = {"serverSelectionTimeoutMS": 3000, "connectTim
                                    "socketTimeoutMS": 10000, "appname": "zaqar-lite"}
 #: seconds from a message's expiry to its removal by the TTL monitor: the sweeper's head start
 PURGE_MARGIN = 3600
-BY_ID, CANDIDATES, BY_MARKER, BY_EXPIRY, BY_CLAIM_EXPIRY, BY_CLAIM = (
-    "_id_", "claim_candidates", "by_marker", "by_expiry", "by_claim_expiry", "by_claim_id")
+BY_ID, CANDIDATES, BY_MARKER, BY_EXPIRY, BY_CLAIM_EXPIRY, BY_CLAIM, BY_GROUP = (
+    "_id_", "claim_candidates", "by_marker", "by_expiry", "by_claim_expiry", "by_claim_id", "by_group")
 #: a message without what a move never rewrites (the sweep reads this much)
 WITHOUT_PAYLOAD = {"body": 0, "failures": 0}
 #: what the dead-letter report reads of a message
@@ -64,12 +66,17 @@ INDEXES = {
         _index(BY_EXPIRY, "project", "queue", "expires"),
         _index(BY_CLAIM_EXPIRY, "project", "queue", "claim_expires"),
         _index(BY_CLAIM, "claim_id"),
+        # the heads of message groups; messages without a group are not in it
+        _index(BY_GROUP, "project", "queue", "group", "marker",
+               partialFilterExpression={"group": {"$exists": True}}),
         _index("purge_after_expiry", "purge_at", expireAfterSeconds=0),
     ],
     "queues": [_index("by_name", "project", "name", unique=True)],
     "claims": [_index(BY_EXPIRY, "project", "queue", "expires"),
                _index("purge_after_expiry", "purge_at", expireAfterSeconds=0)],
     "records": [_index("by_key", "kind", "project", "key", unique=True)],
+    "dedup": [_index("by_dedup_id", "project", "queue", "dedup_id", unique=True),
+              _index("purge_after_expiry", "purge_at", expireAfterSeconds=0)],
 }
 
 
@@ -85,14 +92,19 @@ def purge_at(expires: float) -> datetime:
 
 
 def message_document(project: str, queue: str, message: Message, marker: int) -> Document:
-    """Return the document a message is stored as."""
-    return {"_id": message.id, "project": project, "queue": queue, "marker": marker,
+    """Return the document a message is stored as (``dedup_id`` and ``group`` only when it has them)."""
+    doc = {"_id": message.id, "project": project, "queue": queue, "marker": marker,
             "body": json.dumps(message.body), "created": message.created, "expires": message.expires,
             "purge_at": purge_at(message.expires), "delay_until": message.delay_until,
             "client_id": message.client_id, "claim_id": message.claim_id,
             "claim_expires": message.claim_expires or 0.0, "claim_count": message.claim_count,
             "dlq_eligible": message.dlq_eligible, "failures": message.failures,
             "dead_letter": message.dead_letter}
+    if message.dedup_id is not None:
+        doc["dedup_id"] = message.dedup_id
+    if message.group is not None:
+        doc["group"] = message.group
+    return doc
 
 
 def message_from(doc: Document) -> Message:
@@ -103,7 +115,8 @@ def message_from(doc: Document) -> Message:
         client_id=doc["client_id"], claim_id=doc["claim_id"],
         claim_expires=doc["claim_expires"] or None, claim_count=doc["claim_count"],
         dlq_eligible=doc["dlq_eligible"], failures=doc.get("failures") or [],
-        dead_letter=doc["dead_letter"], marker=doc["marker"])
+        dead_letter=doc["dead_letter"], marker=doc["marker"], dedup_id=doc.get("dedup_id"),
+        group=doc.get("group"))
 
 
 def unchanged(project: str, queue: str, message: Message) -> Document:

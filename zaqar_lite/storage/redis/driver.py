@@ -182,9 +182,9 @@ class RedisStorage(RedisRecords, Storage):
                 LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
         raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")
 
-    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> None:
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from remembered metadata; post.lua checks it is still what is stored (see the module)."""
-        self._planned(project, queue, plan,
+        return self._planned(project, queue, plan,
                       lambda messages, text: self._post(project, queue, messages, now, text))
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
@@ -245,11 +245,11 @@ class RedisStorage(RedisRecords, Storage):
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
-        self._post(project, queue, messages, now, None)
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
+        return self._post(project, queue, messages, now, None)
 
     def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
-              metadata_version: str | None) -> None:
+              metadata_version: str | None) -> list[str]:
         """Run post.lua; with ``metadata_version``, only while the stored metadata text is that."""
         args: list[Any] = [queue, stamp(now), *guard(metadata_version)]
         for m in messages:
@@ -257,10 +257,13 @@ class RedisStorage(RedisRecords, Storage):
                      m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
                      "\n".join(json.dumps(f) for f in m.failures),
-                     json.dumps(m.dead_letter) if m.dead_letter else ""]
+                     json.dumps(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
+                     opt(m.group), stamp(m.dedup_until)]
         # a queue that existed when planned was registered before it was created
-        if self._run("post", project, queue, args, register=not metadata_version) == STALE:
+        answered = self._run("post", project, queue, args, register=not metadata_version)
+        if answered == STALE:
             raise _Stale(queue)
+        return list(answered)
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,

@@ -17,9 +17,15 @@ and records share one hash slot, so every script touches a single slot::
     zl:{P}:q:Q:claims      ZSET   claim ids, score claim expiry
     zl:{P}:q:Q:c:<claim>   HASH   ttl, grace, created, expires of one claim
     zl:{P}:q:Q:cm:<claim>  SET    ids of the messages the claim took
+    zl:{P}:q:Q:dedup       HASH   dedup_id -> id of the message first posted with it
+    zl:{P}:q:Q:dedup_expires  ZSET  dedup ids, score when the queue may forget them
     zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
                                   delay_until, client_id, claim_id, claim_expires, claim_count,
-                                  dlq_eligible, failures (JSON objects, one a line), dead_letter
+                                  dlq_eligible, failures (JSON objects, one a line), dead_letter,
+                                  dedup_id, group (each only when set)
+    zl:{P}:q:Q:groups      SET    message groups that have messages in Q
+    zl:{P}:q:Q:g:<group>   ZSET   the group's messages in Q, score marker; only the first
+                                  (the head) is ever in ready (see lua/_lib.lua)
     zl:{P}:r:<kind>        HASH   versioned records: key -> "<version> <value JSON>"
     zl:{P}:rk:<kind>       ZSET   record keys, score 0
     zl:projects            SET    projects that ever had a queue (all_queues)
@@ -156,7 +162,7 @@ def to_message(message_id: str, f: Mapping[str, str]) -> Message:
         claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
         failures=failures_from(f.get("failures")),
         dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
-        marker=int(f["marker"]))
+        marker=int(f["marker"]), dedup_id=f.get("dedup_id"), group=f.get("group"))
 
 
 def from_reply(reply: Sequence[str]) -> Message:

@@ -54,6 +54,11 @@ _READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
           " AND (claim_expires IS NULL OR claim_expires <= :now)")
 _MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
             " AND (claim_expires IS NULL OR claim_expires <= :now)")
+#: a grouped candidate must be its group's head (claims.groups), found in messages_by_group:
+#: the scan passes held messages by itself instead of handing them to the claim loop
+_HEAD = ("(group_name IS NULL OR id = (SELECT id FROM messages AS head INDEXED BY messages_by_group"
+         " WHERE head.project = :project AND head.queue = :queue AND head.group_name = messages.group_name"
+         " ORDER BY head.marker LIMIT 1))")
 
 
 class SqliteStorage(SqliteRecords, PlannedClaimStorage):
@@ -85,6 +90,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def delete_queue(self, project: str, queue: str) -> None:
         with self.transaction() as db:
             db.execute("DELETE FROM queues WHERE project=? AND name=?", (project, queue))
+            db.execute("DELETE FROM dedup WHERE project=? AND queue=?", (project, queue))
             self._purge(db, project, queue)
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
@@ -130,15 +136,38 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 17)})",
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
+              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group)
+             for i, m in enumerate(messages)])
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:
-            self._insert(db, project, queue, messages, now)
+            answered = [self._remembered(db, project, queue, m, now) for m in messages]
+            self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
+                                              if first is None], now)
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
+
+    @staticmethod
+    def _remembered(db: sqlite3.Connection, project: str, queue: str, message: Message,
+                    now: float) -> str | None:
+        """Return the id a live entry of ``message.dedup_id`` names, or remember it with ``message.id``."""
+        if message.dedup_id is None:
+            return None
+        key = (project, queue, message.dedup_id)
+        row = db.execute("SELECT message_id FROM dedup WHERE project=? AND queue=? AND dedup_id=?"
+                         " AND expires > ?", (*key, now)).fetchone()
+        if row is not None:
+            return str(row[0])
+        # forget a few lapsed ids of the queue with each new one, so the table stays small
+        db.execute("DELETE FROM dedup WHERE (project, queue, dedup_id) IN (SELECT project, queue, dedup_id"
+                   " FROM dedup INDEXED BY dedup_by_expiry WHERE project=? AND queue=? AND expires <= ?"
+                   " LIMIT 8)", (project, queue, now))
+        db.execute("INSERT OR REPLACE INTO dedup VALUES (?, ?, ?, ?, ?)",
+                   (*key, message.id, message.dedup_until))
+        return None
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:
@@ -183,14 +212,22 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
         part = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
-                " WHERE project=:project AND queue=:queue AND {} ORDER BY marker LIMIT :limit)")
+                f" WHERE project=:project AND queue=:queue AND {{}} AND {_HEAD}"
+                " ORDER BY marker LIMIT :limit)")
         sql = f"{part.format(_READY)} UNION ALL {part.format(_MATURED)} ORDER BY marker LIMIT :limit"
         return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:
-            popped = self._candidates(db, {"project": project, "queue": queue, "now": now, "marker": 0},
-                                      limit)
+            popped: list[Message] = []
+            args = {"project": project, "queue": queue, "now": now, "marker": 0}
+            while len(popped) < limit:
+                wanted = limit - len(popped)
+                batch = self._candidates(db, args, wanted)
+                popped += self._heads_only(project, queue, batch)
+                if len(batch) < wanted:
+                    break
+                args["marker"] = batch[-1].marker
             db.executemany("DELETE FROM messages WHERE id=?", [(m.id,) for m in popped])
         return popped
 
@@ -317,6 +354,13 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
         self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
         return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
+
+    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+        db = self._connection()
+        found = (db.execute("SELECT id FROM messages INDEXED BY messages_by_group WHERE project=? AND queue=?"
+                            " AND group_name=? ORDER BY marker LIMIT 1", (project, queue, name)).fetchone()
+                 for name in sorted(names))
+        return {name: row[0] for name, row in zip(sorted(names), found, strict=True) if row is not None}
 
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         self._connection().execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (

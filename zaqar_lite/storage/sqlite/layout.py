@@ -5,13 +5,17 @@ handed out in it: a queue's markers count its own posts and moves only.
 ``messages`` holds every message with its queue's marker (unique per queue:
 ``messages_by_queue``, FIFO order) and its id (unique: ``messages_by_id``, how
 rows are addressed); ``claims`` the live claims; ``records`` the versioned
-records. Bodies, metadata, failures and provenance are JSON text. The Spark
+records; ``dedup`` the ``dedup_id`` each queue remembers, with the message id a
+duplicate is answered with and when it may be forgotten (``dedup_by_expiry``
+finds those to drop). Bodies, metadata, failures and provenance are JSON text. The Spark
 reader (``spark_jobs/sources/sqlite.py``) reads ``queues`` and ``messages``
 through ``messages_by_queue``, with this module's URI parsing and decoders.
 
 The layout's number is the file's ``PRAGMA user_version``. Layout 0 (up to
-cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue; the
-driver migrates such a file when it opens it (:func:`prepare_schema`).
+cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue;
+layout 1 had no ``dedup`` table, ``messages.dedup_id`` nor ``messages.group_name``
+(indexed by ``messages_by_group``, which holds grouped messages only). The driver migrates
+such a file when it opens it (:func:`prepare_schema`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
 #: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _QUEUES = """CREATE TABLE queues (
     project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
     last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
@@ -35,16 +39,29 @@ _MESSAGES = """CREATE TABLE {table} (
     body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
     delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
     claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
-    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT)"""
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT, dedup_id TEXT,
+    group_name TEXT)"""
+#: the heads of message groups (added by layout 2); messages without a group are not in it
+_GROUP_INDEX = ("CREATE INDEX messages_by_group ON messages (project, queue, group_name, marker)"
+                " WHERE group_name IS NOT NULL")
 _MESSAGE_INDEXES = (
     "CREATE UNIQUE INDEX messages_by_id ON messages (id)",
     "CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker)",
     "CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker)",
     "CREATE INDEX messages_by_expiry ON messages (project, queue, expires)",
     "CREATE INDEX messages_by_claim ON messages (claim_id)",
+    _GROUP_INDEX,
+)
+#: the ``dedup_id`` a queue remembers (added by layout 2)
+_DEDUP = (
+    """CREATE TABLE dedup (
+    project TEXT NOT NULL, queue TEXT NOT NULL, dedup_id TEXT NOT NULL, message_id TEXT NOT NULL,
+    expires REAL NOT NULL, PRIMARY KEY (project, queue, dedup_id)) WITHOUT ROWID""",
+    "CREATE INDEX dedup_by_expiry ON dedup (project, queue, expires)",
 )
 SCHEMA = (
     _QUEUES,
+    *_DEDUP,
     _MESSAGES.format(table="messages"),
     *_MESSAGE_INDEXES,
     """CREATE TABLE claims (
@@ -55,13 +72,15 @@ SCHEMA = (
     kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID""",
 )
-MESSAGE_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
+#: the columns of layouts 0 and 1 (copied by :func:`migrate_from_global_markers`)
+LAYOUT1_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
                   " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
+MESSAGE_FIELDS = LAYOUT1_FIELDS + ", dedup_id, group_name"
 
 
 #: the columns :func:`message_from_row` reads, in a SELECT of ``messages``
 MESSAGE_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
-                   "claim_count, dlq_eligible, failures, dead_letter, marker")
+                   "claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id, group_name")
 
 
 def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
@@ -92,7 +111,8 @@ def message_from_row(row: sqlite3.Row) -> Message:
         delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
         claim_expires=row["claim_expires"], claim_count=row["claim_count"],
         dlq_eligible=bool(row["dlq_eligible"]), failures=failures_from(row["failures"]),
-        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"])
+        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"], dedup_id=row["dedup_id"],
+        group=row["group_name"])
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:
@@ -103,8 +123,16 @@ def prepare_schema(db: sqlite3.Connection, path: str) -> None:
     if version > SCHEMA_VERSION:
         raise errors.StorageUnavailable(f"{path} has layout {version}, made by a newer zaqar-lite;"
                                         f" this one reads layout {SCHEMA_VERSION}")
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
+    if version == 1:
+        db.execute("ALTER TABLE messages ADD COLUMN dedup_id TEXT")
+        db.execute("ALTER TABLE messages ADD COLUMN group_name TEXT")
+        db.execute(_GROUP_INDEX)
+        for statement in _DEDUP:
+            db.execute(statement)
+    elif db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
         migrate_from_global_markers(db)
+        for statement in _DEDUP:
+            db.execute(statement)
     else:
         for statement in SCHEMA:
             db.execute(statement)
@@ -127,7 +155,7 @@ def migrate_from_global_markers(db: sqlite3.Connection) -> None:
                "(SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'messages'),"
                " (SELECT COALESCE(MAX(marker), 0) FROM messages))")
     db.execute(_MESSAGES.format(table="messages_per_queue"))
-    db.execute(f"INSERT INTO messages_per_queue ({MESSAGE_FIELDS}) SELECT {MESSAGE_FIELDS} FROM messages")
+    db.execute(f"INSERT INTO messages_per_queue ({LAYOUT1_FIELDS}) SELECT {LAYOUT1_FIELDS} FROM messages")
     db.execute("DROP TABLE messages")
     db.execute("ALTER TABLE messages_per_queue RENAME TO messages")
     for statement in _MESSAGE_INDEXES:

@@ -1,12 +1,24 @@
 """What a project's Swift container holds, read and written: queue records and message objects.
 
 Object names, bodies and listing hints: :mod:`~zaqar_lite.storage.swift.layout`.
+
+Deduplicated posts: a post remembers each ``dedup_id`` first, in an object
+``d/<queue>/<dedup id>`` created with ``If-None-Match: *`` and ``X-Delete-At``
+at the window's end, then settled and read back (Swift checks
+``If-None-Match`` before writing, so two creates may both succeed: the last
+one stands and the other post finds it), and stores its messages after. So a
+post with a ``dedup_id`` takes ``settle`` seconds more; a failed store forgets
+the ids it remembered, but a process dying in between leaves the id answering
+with a message never stored until its window ends. Message groups: each
+message's listing hint carries a hash of its group, so a claim finds the
+heads in the listing it reads anyway (:meth:`SwiftContainer._candidate_rows`).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -14,6 +26,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.models import Message
+from zaqar_lite.storage.base import CHANGE_ATTEMPTS
 from zaqar_lite.storage.swift import layout
 from zaqar_lite.storage.swift.client import PAGE
 from zaqar_lite.storage.swift.layout import SwiftOptions
@@ -34,6 +47,59 @@ class SwiftContainer(SwiftRecordsMixin):
                headers: Mapping[str, str] | None = None) -> None:
         self.objects.write(container, name, layout.message_body(message), layout.message_type(message),
                            {**layout.delete_at(message.expires), **(headers or {})})
+
+    def _remembered(self, container: str, queue: str, message: Message, now: float) -> str | None:
+        """Return the id a live ``dedup_id`` object names, or remember it with ``message.id``.
+
+        Swift's ``If-None-Match: *`` is no lock (see the driver), so the write
+        is settled and read back as a queue's creation is: of concurrent
+        writers the last one stands, and the others find its object the next
+        time round. A lapsed object is overwritten the same way.
+        """
+        if message.dedup_id is None:
+            return None
+        name = layout.dedup_object(queue, message.dedup_id)
+        writer = uuid.uuid4().hex
+        body = json.dumps({"message_id": message.id, "expires": message.dedup_until,
+                           "writer": writer}).encode()
+        headers = {"X-Delete-At": str(math.ceil(message.dedup_until))} \
+            if message.dedup_until > time.time() + 1 else {}
+        for _ in range(CHANGE_ATTEMPTS):
+            live = self.objects.read_json(container, name)
+            if live is not None and live["expires"] > now:
+                return str(live["message_id"])
+            started = time.monotonic()
+            if live is None:
+                sent = self.objects.create(container, name, body, layout.QUEUE_TYPE, headers)
+            else:
+                sent = self.objects.write(container, name, body, layout.QUEUE_TYPE, headers)
+            if sent is not None and self.objects.kept(container, name, writer, started, time.monotonic()):
+                return None
+        raise errors.StorageUnavailable(f"the dedup_id {message.dedup_id} of queue {queue} kept changing")
+
+    def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[str]:
+        """Yield the names of a queue's messages a claim may take, FIFO: a prefilter from the hints.
+
+        A row is a candidate when its hint is visible and it is not held behind
+        an earlier message of its group (every listed row counts as the group's
+        head, whatever its state: :mod:`zaqar_lite.claims.groups`).
+        """
+        heads: dict[str, str] = {}
+        for name, hint in self.objects.rows(container, layout.message_prefix(queue)):
+            if hint.group and heads.setdefault(hint.group, name) != name:
+                continue
+            if hint.visible(now):
+                yield name
+
+    def _forget(self, container: str, queue: str, messages: Sequence[Message]) -> None:
+        """Delete the dedup objects remembered for ``messages`` (a post that stored nothing)."""
+        for message in messages:
+            if message.dedup_id is None:
+                continue
+            name = layout.dedup_object(queue, message.dedup_id)
+            record = self.objects.read_json(container, name)
+            if record is not None and record["message_id"] == message.id:
+                self.objects.delete(container, name)
 
     @staticmethod
     def _queue_record(project: str, queue: str, metadata: Mapping[str, Any], now: float) -> dict[str, Any]:

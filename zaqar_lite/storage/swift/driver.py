@@ -90,7 +90,7 @@ from typing import Any
 from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
-from zaqar_lite.claims import policy
+from zaqar_lite.claims import groups, policy
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedStorage
@@ -131,25 +131,32 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     # -- queues (the rest: storage.swift.container) ------------------------------
 
     def delete_queue(self, project: str, queue: str) -> None:
-        self.objects.delete(self._container(project), layout.queue_object(queue))
+        container = self._container(project)
+        self.objects.delete(container, layout.queue_object(queue))
         self.purge_messages(project, queue)
+        names = [n for n, _ in self.objects.rows(container, layout.dedup_prefix(queue))]
+        self.objects.map(lambda n: self.objects.delete(container, n), names)
 
     # -- messages -------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         container = self._container(project)
         self._ensure_queue(container, project, queue, now)
-        markers = self._markers.take(project, queue, len(messages), now)
+        answered = self.objects.map(lambda m: self._remembered(container, queue, m, now), messages)
+        fresh = [m for m, first in zip(messages, answered, strict=True) if first is None]
+        markers = self._markers.take(project, queue, len(fresh), now) if fresh else []
         named = [(layout.message_object(queue, marker, m.id), m)
-                 for marker, m in zip(markers, messages, strict=True)]
+                 for marker, m in zip(markers, fresh, strict=True)]
         try:
             self.objects.map(lambda item: self._store(container, *item), named)
         except BaseException:
             try:
                 self.objects.map(lambda item: self.objects.delete(container, item[0]), named)
+                self._forget(container, queue, fresh)
             except (errors.StorageUnavailable, ClientException):
                 pass
             raise
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -237,14 +244,19 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         return None
 
     def _attempt(self, container: str, project: str, queue: str, name: str, request: ClaimRequest,
-                 already: int) -> _Attempt | None:
-        """Read one candidate, apply the claim plan to it and write the result (steps 1-3)."""
+                 already: int, freed: list[str]) -> _Attempt | None:
+        """Read one candidate, apply the claim plan to it and write the result (steps 1-3).
+
+        A grouped message the plan moves or deletes is added to ``freed``.
+        """
         found = self._read_visible(container, name, request.now)
         if found is None:
             return None
         message, etag, started = found
         plan = policy.plan_claim([message], request, queue, already)
         self._remove(container, project, queue, plan, [message], request.dead_letter, request.now)
+        if groups.frees_a_group([message], [*(m.id for m in plan.moved), *plan.deleted]):
+            freed.append(name)
         if not plan.claimed:
             return None
         try:
@@ -256,31 +268,42 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         return _Attempt(name, message, plan.claimed[0], started, time.monotonic())
 
     def _claim(self, container: str, project: str, queue: str, request: ClaimRequest) -> list[_Attempt]:
-        """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring)."""
-        rows = (n for n, h in self.objects.rows(container, layout.message_prefix(queue))
-                if h.visible(request.now))
+        """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring).
+
+        When a group's head is dead-lettered (or deleted), the listing is read
+        again from its start: the group's next message may be claimable now.
+        """
         won: list[_Attempt] = []
-        while len(won) < request.limit and (batch := list(itertools.islice(rows, request.limit - len(won)))):
-            # One at a time: parallel writes slow each other down, and a slow attempt is given up.
-            attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won))
-                                    for n in batch) if a]
-            if not attempts:
-                continue
-            self.objects.settle(max(a.written for a in attempts))
-
-            def held(attempt: _Attempt) -> bool:
-                got = self._load(container, attempt.name)
-                mine = got is not None and got[0].claim_id == request.claim_id
-                if mine and attempt.written - attempt.started > self.options.settle:
-                    LOG.warning("claim %s gave up %s: its read and write took %.2f s, more than settle "
-                                "(%.2f s); it stays claimed until %s", request.claim_id, attempt.name,
-                                attempt.written - attempt.started, self.options.settle,
-                                iso_utc(request.now + request.ttl))
-                    return False
-                return mine
-
-            won += [a for a, ok in zip(attempts, self.objects.map(held, attempts), strict=True) if ok]
+        while len(won) < request.limit:
+            freed: list[str] = []
+            rows = self._candidate_rows(container, queue, request.now)
+            while not freed and len(won) < request.limit and (
+                    batch := list(itertools.islice(rows, request.limit - len(won)))):
+                # One at a time: parallel writes slow each other down, and a slow attempt is given up.
+                attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won), freed)
+                                        for n in batch) if a]
+                if attempts:
+                    won += self._read_back(container, request, attempts)
+            if not freed:
+                break
         return won
+
+    def _read_back(self, container: str, request: ClaimRequest, attempts: list[_Attempt]) -> list[_Attempt]:
+        """Settle, then return the attempts the claim holds (steps 4-5)."""
+        self.objects.settle(max(a.written for a in attempts))
+
+        def held(attempt: _Attempt) -> bool:
+            got = self._load(container, attempt.name)
+            mine = got is not None and got[0].claim_id == request.claim_id
+            if mine and attempt.written - attempt.started > self.options.settle:
+                LOG.warning("claim %s gave up %s: its read and write took %.2f s, more than settle "
+                            "(%.2f s); it stays claimed until %s", request.claim_id, attempt.name,
+                            attempt.written - attempt.started, self.options.settle,
+                            iso_utc(request.now + request.ttl))
+                return False
+            return mine
+
+        return [a for a, ok in zip(attempts, self.objects.map(held, attempts), strict=True) if ok]
 
     def _write_claim(self, container: str, queue: str, record: Mapping[str, Any]) -> None:
         self.objects.write(container, layout.claim_object(queue, record["id"]), json.dumps(record).encode(),

@@ -8,6 +8,7 @@ percent-encoded, or ``%h`` + its SHA-256 when that would pass Swift's
     m/<queue>/<marker:020d>_<id>   one message; its whole state is the JSON body
     c/<queue>/<claim id>           claim record: {"id", "ttl", "grace", "created", "expires", "names"}
     r/<kind>/<key>                 versioned record: {"project", "key", "value", "version", "writer"}
+    d/<queue>/<dedup id>           a remembered dedup_id: {"message_id", "expires", "writer"}
 
 Queue names, ids and keys are percent-encoded in names (:func:`_segment`).
 A queue and its dead-letter queue are in one container, so a move never
@@ -17,11 +18,11 @@ names sort in post order and no shared counter object is needed.
 Every message and claim object also carries a *listing hint*: its
 Content-Type has parameters with the few numbers a listing needs
 (``e`` expiry, ``d`` delay end, ``c`` claim end, ``n`` claim count, ``k`` a
-hash of the client id). Listings can then pick candidates without reading
-bodies; the body read afterwards always decides (hints can lag on a
-multi-node cluster, and an expired object stays listed while no
-object-expirer runs). The hint is under 120 bytes, far below the ~3.5 KB of
-xattrs ext4 allows per object.
+hash of the client id, ``g`` a hash of the message group when it has one).
+Listings can then pick candidates without reading bodies; the body read
+afterwards always decides (hints can lag on a multi-node cluster, and an
+expired object stays listed while no object-expirer runs). The hint is under
+140 bytes, far below the ~3.5 KB of xattrs ext4 allows per object.
 
 The driver and the Spark reader (``spark_jobs/sources/swift.py``) both name,
 list and decode objects with this module.
@@ -161,6 +162,16 @@ def claim_object(queue: str, claim_id: str) -> str:
     return claim_prefix(queue) + _segment(claim_id)
 
 
+def dedup_prefix(queue: str) -> str:
+    """Return the pseudo-folder of the dedup ids a queue remembers."""
+    return f"d/{_segment(queue)}/"
+
+
+def dedup_object(queue: str, dedup_id: str) -> str:
+    """Return the name of a remembered dedup id."""
+    return dedup_prefix(queue) + _segment(dedup_id)
+
+
 def record_object(kind: str, key: str) -> str:
     """Return the name (or, with a partial key, the listing prefix) of a versioned record."""
     return f"r/{_segment(kind)}/{_segment(key, keep_slash=True)}"
@@ -169,6 +180,15 @@ def record_object(kind: str, key: str) -> str:
 def client_key(client_id: str) -> str:
     """Return the short hash of a client id kept in listing hints."""
     return hashlib.sha1(client_id.encode()).hexdigest()[:8]
+
+
+def group_key(group: str) -> str:
+    """Return the short hash of a message group kept in listing hints.
+
+    Two groups of one queue sharing a hash (about 1 in 2^48 pairs) are ordered
+    as one group: never two of their messages out at once, never out of order.
+    """
+    return hashlib.sha1(group.encode()).hexdigest()[:12]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +200,8 @@ class Hint:
     claim_expires: float = 0.0
     claim_count: int = 0
     client: str = ""
+    #: the short hash of the message's group ('' for none)
+    group: str = ""
 
     def visible(self, now: float) -> bool:
         """Return whether the row may be claimed or popped at ``now``: a prefilter, the body decides."""
@@ -191,15 +213,18 @@ def parse_hint(content_type: str) -> Hint:
     params = dict(p.strip().partition("=")[::2] for p in content_type.split(";")[1:])
     try:
         return Hint(float(params.get("e", math.inf)), float(params.get("d", 0)),
-                    float(params.get("c", 0)), int(params.get("n", 0)), params.get("k", ""))
+                    float(params.get("c", 0)), int(params.get("n", 0)), params.get("k", ""),
+                    params.get("g", ""))
     except ValueError:
         return Hint()
 
 
 def message_type(message: Message) -> str:
     """Return the Content-Type (with hint) a message is stored under."""
+    grouped = "" if message.group is None else f";g={group_key(message.group)}"
     return (f"{MESSAGE_TYPE};e={message.expires!r};d={message.delay_until!r};"
-            f"c={(message.claim_expires or 0.0)!r};n={message.claim_count};k={client_key(message.client_id)}")
+            f"c={(message.claim_expires or 0.0)!r};n={message.claim_count};k={client_key(message.client_id)}"
+            + grouped)
 
 
 def claim_type(expires: float) -> str:
@@ -223,6 +248,10 @@ def message_body(message: Message) -> bytes:
     """Serialise a message's whole state (its marker is in its name)."""
     record = dataclasses.asdict(message)
     record.pop("marker")
+    record.pop("dedup_until")  # a post's instruction, kept by the dedup object
+    for optional in ("dedup_id", "group"):
+        if record[optional] is None:
+            record.pop(optional)
     return json.dumps(record, separators=(",", ":")).encode()
 
 

@@ -17,11 +17,18 @@
 --   zl:{P}:q:Q:claims      ZSET   claim ids; score claim expiry
 --   zl:{P}:q:Q:c:<claim>   HASH   ttl, grace, created, expires of one claim
 --   zl:{P}:q:Q:cm:<claim>  SET    ids of the messages that claim took
+--   zl:{P}:q:Q:groups      SET    message groups of Q that have messages
+--   zl:{P}:q:Q:g:<group>   ZSET   the group's messages in Q; score marker (the first is its head)
 --   zl:{P}:m:<id>          HASH   one message: q, marker, body, created, expires,
 --                                 delay_until, client_id, claim_id, claim_expires,
---                                 claim_count, dlq_eligible, failures, dead_letter
+--                                 claim_count, dlq_eligible, failures, dead_letter,
+--                                 dedup_id, group (the last two only when set)
 -- A message of Q is in all and expires, and in at most one of ready, delayed
 -- and claimed (none once a script has seen it expired: the sweep owns it then).
+-- A grouped message that is not its group's head (claims/groups.py) is *held*:
+-- never in ready (in delayed while its delay runs; promote skips it); when the
+-- head leaves Q (leave_groups) the next message becomes the head and goes to
+-- ready (or delayed, which the next claim promotes from).
 --
 -- Standard KEYS of every script that takes them:
 --   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,
@@ -72,10 +79,44 @@ local function ensure_queue(Q, name, index)
   end
 end
 
--- Drop message ids from every index of queue Q, and each one, ids[i], from the
--- set of its last claim, claims[i] (false for none): one call per key for the
--- whole list (at most a page of ids).
+-- Whether a message of the queue with prefix qp (ARGV[2] when none is given) is
+-- held: it has a group and is not its head.
+local function is_held(id, group, qp)
+  return group ~= false and group ~= nil
+    and redis.call('ZRANGE', (qp or ARGV[2]) .. 'g:' .. group, 0, 0)[1] ~= id
+end
+
+-- Take messages leaving queue Q (prefix qp) out of their groups; a group whose
+-- head leaves gets its next message ready (or delayed when it ever was: the
+-- next claim promotes it once due). Costs one EXISTS when Q has no groups.
+local function leave_groups(qp, Q, ids)
+  if redis.call('EXISTS', qp .. 'groups') == 0 then return end
+  for _, id in ipairs(ids) do
+    local group = redis.call('HGET', message_key(ARGV[1], id), 'group')
+    if group then
+      local members = qp .. 'g:' .. group
+      local was_head = redis.call('ZRANGE', members, 0, 0)[1] == id
+      redis.call('ZREM', members, id)
+      local next_id = redis.call('ZRANGE', members, 0, 0)[1]
+      if not next_id then
+        redis.call('SREM', qp .. 'groups', group)
+      elseif was_head then
+        local f = redis.call('HMGET', message_key(ARGV[1], next_id), 'marker', 'delay_until')
+        if f[2] and tonumber(f[2]) > 0 then
+          redis.call('ZADD', Q.delayed, f[2], next_id)
+        else
+          redis.call('ZADD', Q.ready, f[1], next_id)
+        end
+      end
+    end
+  end
+end
+
+-- Drop message ids from every index of queue Q (and their groups), and each one,
+-- ids[i], from the set of its last claim, claims[i] (false for none): one call
+-- per key for the whole list (at most a page of ids).
 local function unindex_all(qp, Q, ids, claims)
+  leave_groups(qp, Q, ids)
   for _, key in ipairs({Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted}) do
     redis.call('ZREM', key, unpack(ids))
   end
@@ -115,14 +156,15 @@ end
 -- last claim's set), T is created if missing, and the message gets a new
 -- marker of T, no claim, no delay, the expiry `expires` and the claim count
 -- `count` (strings or numbers, stored as given), and is indexed in T's ready,
--- all, expires and, with a count above 0, counted sets. Its other fields
--- (body, created, client_id, dlq_eligible, failures, dead_letter) are kept.
+-- all, expires and, with a count above 0, counted sets; it leaves its group.
+-- Its other fields (body, created, client_id, dlq_eligible, failures,
+-- dead_letter, dedup_id) are kept.
 local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
   local key = message_key(ns, id)
   unindex(qp, Q, id, claim_id)
   ensure_queue(T, name, index)
   local marker = redis.call('INCR', T.marker)
-  redis.call('HDEL', key, 'claim_id', 'claim_expires')
+  redis.call('HDEL', key, 'claim_id', 'claim_expires', 'group')
   redis.call('HSET', key, 'q', name, 'marker', marker, 'delay_until', '0', 'expires', expires,
              'claim_count', count)
   redis.call('ZADD', T.ready, marker, id)
@@ -143,7 +185,7 @@ end
 -- which keeps every digit); else it keeps its expiry.
 local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_head, now, expired)
   local key = message_key(ns, id)
-  local f = redis.call('HMGET', key, 'claim_id', 'claim_count', 'expires', 'created')
+  local f = redis.call('HMGET', key, 'claim_id', 'claim_count', 'expires', 'created', 'group')
   local expires = f[3]
   if dlq_expires ~= '' then
     expires = dlq_expires
@@ -152,21 +194,23 @@ local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_hea
   end
   local last_claim = 'null'
   if f[1] then last_claim = cjson.encode(f[1]) end
-  local record = record_head .. ',"claim_count":' .. f[2] .. ',"last_claim_id":' .. last_claim .. '}'
+  local group = ''
+  if f[5] then group = ',"group":' .. cjson.encode(f[5]) end
+  local record = record_head .. ',"claim_count":' .. f[2] .. ',"last_claim_id":' .. last_claim .. group .. '}'
   rehome(ns, qp, Q, D, index, dlq, id, f[1], expires, f[2])
   redis.call('HSET', key, 'dead_letter', record)
 end
 
 -- Move the entries of zset `from` due at now (score <= now) into Q's ready set,
--- scored by marker; expired ones are only dropped from `from`.
+-- scored by marker; expired and held ones are only dropped from `from`.
 local function promote(ns, Q, from, now_s)
   local due = redis.call('ZRANGEBYSCORE', from, '-inf', now_s)
   if #due == 0 then return end
   local now = tonumber(now_s)
   redis.call('ZREMRANGEBYSCORE', from, '-inf', now_s)
   for _, id in ipairs(due) do
-    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires')
-    if f[1] and tonumber(f[2]) > now then
+    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires', 'group')
+    if f[1] and tonumber(f[2]) > now and not is_held(id, f[3]) then
       redis.call('ZADD', Q.ready, f[1], id)
     end
   end

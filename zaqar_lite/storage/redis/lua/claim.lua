@@ -19,7 +19,9 @@
 -- marker, ZPOPMIN). Of the popped messages an expired one is left to the
 -- sweep, an exhausted one (claim_count >= max) is moved to the DLQ (deleted
 -- when not dlq_eligible), any other is claimed (count + 1, claim_expires,
--- expires >= floor) until `limit` are claimed. Work: O((k + promoted) log n).
+-- expires >= floor) until `limit` are claimed. Only group heads are ever ready
+-- (see _lib.lua); one moved or deleted lets its group's next message in, which
+-- the same claim may take. Work: O((k + promoted) log n).
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
 local Q, D = queue_keys(1), queue_keys(11)
@@ -31,7 +33,12 @@ if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
 local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
+local freed = false  -- a group's head left: its next message may be in delayed, due
 while #claimed < limit do
+  if freed then
+    promote(ns, Q, Q.delayed, now_s)
+    freed = false
+  end
   local heads = redis.call('ZPOPMIN', Q.ready, limit - #claimed)
   if #heads == 0 then break end
   for i = 1, #heads, 2 do
@@ -46,6 +53,7 @@ while #claimed < limit do
         else
           drop(ns, qp, Q, id)
         end
+        freed = true
       else
         local expires = f[1]
         if tonumber(expires) < tonumber(floor) then

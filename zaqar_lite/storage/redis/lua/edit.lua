@@ -16,7 +16,7 @@ local Q = queue_keys(1)
 local ns, now_s, name, id = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
 local now = tonumber(now_s)
 local key = message_key(ns, id)
-local f = redis.call('HMGET', key, 'q', 'expires', 'claim_expires', 'delay_until', 'marker')
+local f = redis.call('HMGET', key, 'q', 'expires', 'claim_expires', 'delay_until', 'marker', 'group')
 if f[1] ~= name or not after(f[2], now) then return {'no_message'} end
 -- policy.editable_at: unexpired (above), its claim (if any) ended, its delay not over
 if after(f[3], now) or not after(f[4], now) then
@@ -41,7 +41,7 @@ if ARGV[9] ~= '' then
     redis.call('ZADD', Q.delayed, ARGV[9], id)
   else
     redis.call('ZREM', Q.delayed, id)
-    redis.call('ZADD', Q.ready, f[5], id)
+    if not is_held(id, f[6]) then redis.call('ZADD', Q.ready, f[5], id) end
   end
 end
 if #values > 0 then redis.call('HSET', key, unpack(values)) end

@@ -12,7 +12,7 @@ local ns, qp, now_s, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = tonumber(now_s)
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
-local popped = {}
+local popped, ids = {}, {}
 while #popped < limit do
   local heads = redis.call('ZRANGE', Q.ready, 0, limit - #popped - 1)
   if #heads == 0 then break end
@@ -20,8 +20,11 @@ while #popped < limit do
     redis.call('ZREM', Q.ready, id)
     if after(redis.call('HGET', message_key(ns, id), 'expires'), now) then
       popped[#popped + 1] = dump(ns, id)
-      drop(ns, qp, Q, id)
+      ids[#ids + 1] = id
     end
   end
 end
+-- deleted once all are taken: a group's next message becomes ready only then,
+-- so one pop takes at most one message of a group (claims/groups.py)
+for _, id in ipairs(ids) do drop(ns, qp, Q, id) end
 return popped

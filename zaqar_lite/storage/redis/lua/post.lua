@@ -5,26 +5,50 @@
 -- ARGV[1]     "zl:{P}:"        ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3]     the queue name   ARGV[4] now
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
--- ARGV[7..]   12 values per message, '' where unset:
+-- ARGV[7..]   15 values per message, '' where unset:
 --             id, body (JSON), created, expires, delay_until, client_id, claim_id,
---             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter
--- Returns:    the number of messages stored (an id already stored is skipped), or
---             'stale' when the metadata is not ARGV[6] (nothing stored).
+--             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter,
+--             dedup_id, group, dedup_until (when the queue may forget the dedup_id)
+-- Returns:    for each message, the id it is acknowledged with: its own (an id already
+--             stored is not stored again), or, when zl:{P}:q:Q:dedup_expires holds its
+--             dedup_id with a score above now, the id zl:{P}:q:Q:dedup names (nothing
+--             stored); or 'stale' when the metadata is not ARGV[6] (nothing stored).
 -- Keys written: zl:{P}:q:Q:{meta,marker,ready|delayed|claimed,all,expires,counted},
---             zl:{P}:queues, zl:{P}:m:<id>; markers follow list order.
+--             zl:{P}:queues, zl:{P}:m:<id>; markers follow list order;
+--             zl:{P}:q:Q:dedup (HASH dedup_id -> message id) and zl:{P}:q:Q:dedup_expires
+--             (ZSET dedup_id, score dedup_until), a few lapsed ids dropped per new one;
+--             zl:{P}:q:Q:g:<group> and zl:{P}:q:Q:groups for a grouped message, which
+--             is held (not ready) unless it is the first of its group.
 local Q = queue_keys(1)
 local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
 local fields = {'id', 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
-                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter'}
+                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'dedup_id', 'group'}
+local dedup, dedup_expires = ARGV[2] .. 'dedup', ARGV[2] .. 'dedup_expires'
 if not metadata_is(Q.meta, ARGV[5], ARGV[6]) then return 'stale' end
 ensure_queue(Q, name, KEYS[10])
-local stored = 0
-for base = 7, #ARGV, 12 do
+
+-- The id a live entry of dedup_id names, or false after remembering it for message_id.
+local function remembered(dedup_id, message_id, dedup_until)
+  local lapses = redis.call('ZSCORE', dedup_expires, dedup_id)
+  if lapses and tonumber(lapses) > now then return redis.call('HGET', dedup, dedup_id) end
+  for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', dedup_expires, '-inf', now, 'LIMIT', 0, 8)) do
+    redis.call('HDEL', dedup, lapsed)
+    redis.call('ZREM', dedup_expires, lapsed)
+  end
+  redis.call('HSET', dedup, dedup_id, message_id)
+  redis.call('ZADD', dedup_expires, dedup_until, dedup_id)
+  return false
+end
+
+local answered = {}
+for base = 7, #ARGV, 15 do
   local m = {}
   for i, field in ipairs(fields) do m[field] = ARGV[base + i - 1] end
   local key = message_key(ns, m.id)
+  local first = m.dedup_id ~= '' and remembered(m.dedup_id, m.id, ARGV[base + 14])
+  answered[#answered + 1] = first or m.id
   -- a retried post (same ids) must not store a message twice
-  if redis.call('EXISTS', key) == 0 then
+  if not first and redis.call('EXISTS', key) == 0 then
     local marker = redis.call('INCR', Q.marker)
     local values = {'q', name, 'marker', marker}
     for i = 2, #fields do
@@ -36,17 +60,23 @@ for base = 7, #ARGV, 12 do
     redis.call('HSET', key, unpack(values))
     redis.call('ZADD', Q.all, marker, m.id)
     redis.call('ZADD', Q.expires, m.expires, m.id)
+    local held = false
+    if m.group ~= '' then
+      local members = ARGV[2] .. 'g:' .. m.group
+      redis.call('ZADD', members, marker, m.id)
+      redis.call('SADD', ARGV[2] .. 'groups', m.group)
+      held = redis.call('ZCARD', members) > 1
+    end
     if m.claim_expires ~= '' and tonumber(m.claim_expires) > now then
       redis.call('ZADD', Q.claimed, m.claim_expires, m.id)
     elseif m.delay_until ~= '' and tonumber(m.delay_until) > now then
       redis.call('ZADD', Q.delayed, m.delay_until, m.id)
-    else
+    elseif not held then
       redis.call('ZADD', Q.ready, marker, m.id)
     end
     if m.claim_count ~= '' and tonumber(m.claim_count) > 0 then
       redis.call('ZADD', Q.counted, m.claim_count, m.id)
     end
-    stored = stored + 1
   end
 end
-return stored
+return answered

@@ -4,9 +4,9 @@
 -- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- KEYS[10]   zl:{P}:queues
 -- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] the queue name
--- ARGV[4] '1' to delete the queue too (metadata, marker counter, name in the index)
+-- ARGV[4] '1' to delete the queue too (metadata, marker counter, dedup ids, name in the index)
 -- Returns: the number of messages deleted.
--- Keys written: zl:{P}:m:<id> and zl:{P}:q:Q:* (deleted), zl:{P}:queues.
+-- Keys written: zl:{P}:m:<id> and zl:{P}:q:Q:* (deleted, message groups included), zl:{P}:queues.
 local Q = queue_keys(1)
 local ns, qp = ARGV[1], ARGV[2]
 local function unlink_all(keys)
@@ -21,10 +21,14 @@ for _, claim_id in ipairs(redis.call('ZRANGE', Q.claims, 0, -1)) do
   doomed[#doomed + 1] = qp .. 'c:' .. claim_id
   doomed[#doomed + 1] = qp .. 'cm:' .. claim_id
 end
+for _, group in ipairs(redis.call('SMEMBERS', qp .. 'groups')) do
+  doomed[#doomed + 1] = qp .. 'g:' .. group
+end
 unlink_all(doomed)
+redis.call('DEL', qp .. 'groups')
 redis.call('DEL', Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted, Q.claims)
 if ARGV[4] == '1' then
-  redis.call('DEL', Q.meta, Q.marker)
+  redis.call('DEL', Q.meta, Q.marker, qp .. 'dedup', qp .. 'dedup_expires')
   redis.call('ZREM', KEYS[10], ARGV[3])
 end
 return #ids

@@ -1,0 +1,122 @@
+"""Ordered message groups on every driver: one message of a group out at a time, in post order."""
+
+from __future__ import annotations
+
+import threading
+
+from zaqar_lite import errors
+
+P, Q, DLQ = "project-a", "orders", "orders-dlq"
+CLIENT = "5f0cbf39-7d2c-4b1f-8f0e-2a4a7fd1b3a1"
+
+
+def post(messaging, *items, **fields):
+    """Post ``(body, group)`` pairs with the given optional fields; return their ids by body."""
+    messages = [{"body": body, "ttl": fields.get("ttl"), "delay": fields.get("delay"), "dlq_eligible": True,
+                 "group": group} for body, group in items]
+    return dict(zip([b for b, _ in items], messaging.post(P, Q, CLIENT, messages, 10), strict=True))
+
+
+def claim(messaging, limit=10, ttl=60):
+    """Claim; return (claim id, claimed bodies)."""
+    claim_id, claimed, _ = messaging.claim(P, Q, limit, ttl, 60)
+    return claim_id, [m.body for m in claimed]
+
+
+def test_a_claim_takes_each_groups_first_message_and_every_ungrouped_one(messaging):
+    post(messaging, ("a1", "a"), ("b1", "b"), ("a2", "a"), ("n1", None), ("b2", "b"), ("a3", "a"))
+    assert claim(messaging)[1] == ["a1", "b1", "n1"]
+    assert claim(messaging)[1] == []
+
+
+def test_the_next_message_of_a_group_comes_once_its_head_is_deleted(messaging):
+    ids = post(messaging, ("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"))
+    claim_id, bodies = claim(messaging)
+    assert bodies == ["a1", "b1"]
+    messaging.delete_message(P, Q, ids["a1"], claim_id)
+    assert claim(messaging)[1] == ["a2"]
+    messaging.delete_message(P, Q, ids["a3"], None)  # a later message may go first: the head stays
+    assert claim(messaging)[1] == []
+
+
+def test_a_released_head_is_handed_out_again_before_the_rest_of_its_group(messaging):
+    post(messaging, ("a1", "a"), ("a2", "a"))
+    claim_id, bodies = claim(messaging)
+    assert bodies == ["a1"]
+    messaging.release_claim(P, Q, claim_id)
+    _, claimed, _ = messaging.claim(P, Q, 10, 60, 60)
+    assert [(m.body, m.claim_count) for m in claimed] == [("a1", 2)]
+
+
+def test_a_lapsed_claim_on_a_head_keeps_its_group_in_order(messaging, clock):
+    post(messaging, ("a1", "a"), ("a2", "a"))
+    assert claim(messaging, ttl=60)[1] == ["a1"]
+    clock.advance(61)
+    assert claim(messaging)[1] == ["a1"]
+
+
+def test_a_delayed_head_holds_its_group_back_until_it_is_due(messaging, clock):
+    post(messaging, ("a1", "a"), delay=30)
+    post(messaging, ("a2", "a"), ("b1", "b"))
+    assert claim(messaging)[1] == ["b1"]
+    clock.advance(30)
+    assert claim(messaging)[1] == ["a1"]
+
+
+def test_pop_takes_only_heads(messaging):
+    post(messaging, ("a1", "a"), ("a2", "a"), ("b1", "b"))
+    popped, _ = messaging.pop(P, Q, 10)
+    assert [m.body for m in popped] == ["a1", "b1"]
+    popped, _ = messaging.pop(P, Q, 10)
+    assert [m.body for m in popped] == ["a2"]
+
+
+def test_a_failing_head_is_dead_lettered_with_its_group_and_the_group_moves_on(messaging):
+    messaging.create_queue(P, DLQ, {})
+    messaging.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ})
+    post(messaging, ("a1", "a"), ("a2", "a"))
+    claim_id, bodies = claim(messaging)
+    assert bodies == ["a1"]
+    messaging.release_claim(P, Q, claim_id)
+    assert claim(messaging)[1] == ["a2"]
+    moved, _ = messaging.list_messages(P, DLQ, client_id=CLIENT, marker=None, limit=10, echo=True,
+                                       include_claimed=True, include_delayed=True)
+    assert [(m.body, m.group, m.dead_letter["group"]) for m in moved] == [("a1", None, "a")]
+
+
+def test_messages_keep_their_group(messaging):
+    ids = post(messaging, ("a1", "a"), ("n1", None))
+    found, _ = messaging.get_messages(P, Q, list(ids.values()))
+    assert {m.body: m.group for m in found} == {"a1": "a", "n1": None}
+
+
+def test_concurrent_claimers_take_each_group_in_order_and_one_at_a_time(messaging, other_worker):
+    post(messaging, *[(f"{g}{n}", g) for n in range(3) for g in "abcd"])
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def consume(service, name):
+        for _ in range(40):
+            claim_id, claimed, _ = service.claim(P, Q, 10, 60, 60)
+            with lock:
+                out = [m.body for m in claimed]
+                assert len({body[0] for body in out}) == len(out), out  # one per group in a claim
+                seen.extend((body, name) for body in out)
+            for m in claimed:
+                try:
+                    service.delete_message(P, Q, m.id, claim_id)
+                except errors.ZaqarLiteError:
+                    pass
+            if len(seen) >= 12:
+                return
+
+    threads = [threading.Thread(target=consume, args=(s, n))
+               for s, n in ((messaging, "one"), (other_worker, "two"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    bodies = [body for body, _ in seen]
+    assert sorted(bodies) == sorted(f"{g}{n}" for n in range(3) for g in "abcd")
+    for group in "abcd":
+        assert [b for b in bodies if b[0] == group] == [f"{group}0", f"{group}1", f"{group}2"]
