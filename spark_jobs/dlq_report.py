@@ -620,10 +620,14 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
             + ", ".join(f"{t.project}/{t.queue}" for t in targets[:10])
             + (" ..." if len(targets) > 10 else "")
         )
-    enriched = transforms.enrich(extract(spark, options)).persist(StorageLevel.MEMORY_AND_DISK)
+    parallelism = spark.sparkContext.defaultParallelism
+    dead_letters = extract(spark, options)
+    # an export file smaller than a block is one partition: spread it over the cores
+    if is_export_file(options.storage) and dead_letters.rdd.getNumPartitions() < parallelism:
+        dead_letters = dead_letters.repartition(2 * parallelism)
+    enriched = transforms.enrich(dead_letters).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         total = enriched.count()
-        parallelism = spark.sparkContext.defaultParallelism
         partitions = options.shuffle_partitions or shuffle_partitions(total, parallelism)
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
         progress(
