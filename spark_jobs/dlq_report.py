@@ -21,20 +21,21 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 from spark_jobs import report_html, transforms  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
 from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
 from zaqar_lite.config import load_settings  # noqa: E402
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_NAME = "zaqar-lite-dlq-report"
 Progress = Callable[[str], None]
 
@@ -52,25 +53,27 @@ class Options:
     fields: tuple[str, ...] | None = None
     max_field_values: int = 12
     min_support: float = 0.02
-    min_confidence: float = 0.5
+    min_confidence: float = 0.8
     min_rule_messages: int = 3
     max_rule_items: int = 2
     partitions: int | None = None
-    shuffle_partitions: int = 8
+    shuffle_partitions: int | None = None
 
 
 @dataclasses.dataclass
 class Tables:
-    """What :func:`transform` computes: DataFrames (lazy) plus the parameters it settled on."""
+    """What :func:`transform` computes: small DataFrames (lazy), rows it had to collect, parameters."""
 
-    counts: DataFrame
+    counts: list[dict[str, Any]]
     signatures: DataFrame
     members: DataFrame
-    shapes: DataFrame
-    rules: DataFrame
+    shapes: list[dict[str, Any]]
+    rules: list[dict[str, Any]]
     rule_base: int
     fields: list[str]
-    per_hour: DataFrame
+    source_fields: list[str]
+    over_time: DataFrame
+    bucket_seconds: int
     claim_counts: DataFrame
     delays: DataFrame
     delay_stats: DataFrame
@@ -129,17 +132,17 @@ def parser() -> argparse.ArgumentParser:
         "--field",
         action="append",
         dest="fields",
-        help="body field (JSON path like currency or customer.tier) whose values feed pattern "
-        "mining (repeatable); default: top-level fields with few distinct values",
+        help="body path (currency, card.network, items[].sku) whose values feed pattern mining "
+        "(repeatable); default: every scalar path of the bodies with few distinct values",
     )
     p.add_argument(
         "--max-field-values",
         type=int,
         default=12,
-        help="most distinct values a body field may have to be chosen by default (12)",
+        help="most distinct values a body path may have to be chosen by default (12)",
     )
     p.add_argument("--min-support", type=float, default=0.02, help="FP-Growth minimum support (0.02)")
-    p.add_argument("--min-confidence", type=float, default=0.5, help="minimum rule confidence (0.5)")
+    p.add_argument("--min-confidence", type=float, default=0.8, help="minimum rule confidence (0.8)")
     p.add_argument(
         "--min-rule-messages",
         type=int,
@@ -151,7 +154,10 @@ def parser() -> argparse.ArgumentParser:
         "--partitions", type=int, help="read partitions to aim for (default 2 x default parallelism)"
     )
     p.add_argument(
-        "--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions on a local master (8)"
+        "--shuffle-partitions",
+        type=int,
+        help="spark.sql.shuffle.partitions (default: sized to the dead letters, from the default "
+        "parallelism up to four times it)",
     )
     return p
 
@@ -189,31 +195,55 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+#: Spark's log configuration of a driver started here: warnings and errors, no routine notices
+LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
+#: dead letters per shuffle partition to aim for (see :func:`shuffle_partitions`)
+ROWS_PER_SHUFFLE_PARTITION = 250_000
+
+
+def shuffle_partitions(rows: int, parallelism: int) -> int:
+    """Return spark.sql.shuffle.partitions for a number of dead letters: a wave of tasks, more for more."""
+    waves = max(1, min(4, -(-rows // (ROWS_PER_SHUFFLE_PARTITION * max(1, parallelism)))))
+    return max(1, parallelism) * waves
+
+
 def spark_session(options: Options) -> SparkSession:
     """Return the session: ``--master``, else spark-submit's, else ``local[*]``.
 
-    Started here on a local master it binds to loopback, runs its Python
-    workers with this interpreter, keeps the console quiet and uses few
-    shuffle partitions. On a cluster, the job's own code (this package and
-    ``zaqar_lite``) is shipped to the executors; their Python needs the
-    client library of the store read (redis, pymongo, python-swiftclient).
+    A driver started here starts fast and quietly: no web UI, no Hive
+    catalog, Spark's log at WARN from the first line (:data:`LOG_CONFIG`, so
+    no banner and no native-Hadoop notice); on a local master it binds to
+    loopback and runs its Python workers with this interpreter. Shuffle
+    partitions are sized to the data once it is read (:func:`run`). On a
+    cluster, the job's own code (this package and ``zaqar_lite``) is shipped
+    to the executors; their Python needs the client library of the store
+    read (redis, pymongo, python-swiftclient).
     """
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ and SparkSession.getActiveSession() is None
     master = options.master or (None if submitted else "local[*]")
-    builder = SparkSession.builder.appName(APP_NAME).config("spark.sql.session.timeZone", "UTC")
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    builder = SparkSession.builder.appName(APP_NAME)
+    for key, value in {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.adaptive.enabled": "true",
+    }.items():
+        builder = builder.config(key, value)
+    if not submitted:
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
     if master:
         builder = builder.master(master)
-    if master and _is_local(master):
+    if master and (_is_local(master) or master.startswith("spark://127.0.0.1")):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
-            .config("spark.driver.memory", os.environ.get("ZAQAR_LITE_SPARK_DRIVER_MEMORY", "2g"))
+        builder = builder.config("spark.driver.host", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
+    if master and _is_local(master):
+        builder = builder.config(
+            "spark.driver.memory", os.environ.get("ZAQAR_LITE_SPARK_DRIVER_MEMORY", "2g")
         )
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("WARN")
     if not _is_local(spark.sparkContext.master or "local"):
         _ship_code(spark)
     return spark
@@ -258,48 +288,101 @@ def extract(spark: SparkSession, options: Options) -> DataFrame:
 # -- transform --------------------------------------------------------------------------------------
 
 
-def transform(dead_letters: DataFrame, options: Options, progress: Progress = lambda _: None) -> Tables:
-    """Return every analysis of the dead letters (lazy, except the pattern mining it has to run).
+#: rows of the sample that decides which body paths are candidate causes
+FIELD_SAMPLE_ROWS = 20_000
+#: shapes (most common first) whose paths are candidate causes
+FIELD_SHAPES = 200
 
-    ``dead_letters`` should be cached by the caller: each table reads it again.
+
+def _since(started: float) -> str:
+    return f"{time.monotonic() - started:.1f} s"
+
+
+def choose_fields(
+    enriched: DataFrame, shapes: Sequence[dict[str, Any]], rows: int, options: Options
+) -> tuple[list[str], list[str]]:
+    """Return the body paths whose values become items, and those of them that only restate the source.
+
+    Every scalar path of the shapes is profiled on a sample of at most
+    :data:`FIELD_SAMPLE_ROWS` dead letters; kept by default: paths with at
+    most ``--max-field-values`` distinct values, each seen twice on average.
+    """
+    paths = transforms.scalar_paths(p for shape in shapes[:FIELD_SHAPES] for p in shape["paths"])
+    if options.fields is not None:
+        paths = sorted({*paths, *options.fields})
+    if not paths:
+        return [], []
+    sample = enriched if rows <= FIELD_SAMPLE_ROWS else enriched.sample(FIELD_SAMPLE_ROWS / rows, seed=7)
+    profile = transforms.body_field_profile(sample, paths)
+    if options.fields is not None:
+        levels = {r["field"]: r["queue_values"] <= 1 for r in profile.collect()}
+        fields = list(options.fields)
+        return fields, [f for f in fields if levels.get(f)]
+    chosen = transforms.categorical_fields(profile, options.max_field_values).collect()
+    return [r["field"] for r in chosen], [r["field"] for r in chosen if r["source_level"]]
+
+
+def mine_rules(enriched: DataFrame, rows: int, fields: Sequence[str], source_fields: Sequence[str],
+               options: Options) -> tuple[list[dict[str, Any]], int]:
+    """Return the cause rules (collected) and how many items carried signal."""
+    features = transforms.message_features(enriched, fields).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        signal = [
+            r["item"]
+            for r in transforms.signal_items(features, options.min_rule_messages, options.min_confidence)
+            .collect()
+        ]
+        min_support = max(options.min_support, options.min_rule_messages / max(1, rows))
+        source_items = (*transforms.SOURCE_ITEMS, *(f"{field}=" for field in source_fields))
+        rules = transforms.association_rules(
+            features, min_support, options.min_confidence, options.max_rule_items, signal, source_items
+        )
+        return _rows(rules), len(signal)
+    finally:
+        features.unpersist()
+
+
+def transform(
+    enriched: DataFrame, rows: int, options: Options, progress: Progress = lambda _: None
+) -> Tables:
+    """Return every analysis of the :func:`transforms.enrich`\\ ed dead letters (cached by the caller).
+
+    Collected here, since later steps depend on them: the per-queue counts
+    (the time chart's span), the payload shapes (their paths are the
+    candidate causes) and the cause rules. The other tables stay lazy.
     """
     started = time.monotonic()
-    enriched = transforms.enrich(dead_letters).persist(StorageLevel.MEMORY_AND_DISK)
-    if options.fields is not None:
-        fields = list(options.fields)
-    else:
-        chosen = transforms.categorical_fields(
-            transforms.body_field_values(dead_letters), options.max_field_values
-        )
-        fields = [row["field"] for row in chosen.collect()]
-    features = transforms.message_features(enriched, fields).persist(StorageLevel.MEMORY_AND_DISK)
-    rule_base = features.count()
-    min_support = max(options.min_support, options.min_rule_messages / max(1, rule_base))
-    rules = (
-        transforms.association_rules(features, min_support, options.min_confidence, options.max_rule_items)
-        if rule_base
-        else dead_letters.sparkSession.createDataFrame(
-            [],
-            "antecedent array<string>, consequent array<string>, confidence double, lift double, "
-            "support double",
-        )
-    )
+    counts = _rows(transforms.dead_letter_counts(enriched))
+    shapes = transforms.shape_paths(_rows(transforms.payload_shapes(enriched)))
+    progress(f"shapes: {len(shapes)} payload shapes in {len(counts)} source queues ({_since(started)})")
+    started = time.monotonic()
+    fields, source_fields = choose_fields(enriched, shapes, rows, options)
     progress(
-        f"patterns: FP-Growth over {rule_base} dead letters, body fields {fields or 'none'} "
-        f"({time.monotonic() - started:.1f} s)"
+        f"fields: {len(fields)} body paths as candidate causes {fields or ''}"
+        + (f", {source_fields} only restate the source" if source_fields else "")
+        + f" ({_since(started)})"
     )
+    started = time.monotonic()
+    rules, signal = mine_rules(enriched, rows, fields, source_fields, options) if rows else ([], 0)
+    progress(f"rules: {len(rules)} cause rules from {signal} items with signal, {rows} dead letters "
+             f"({_since(started)})")
+    first = min((r["first"] for r in counts), default=None)
+    last = max((r["last"] for r in counts), default=None)
+    bucket = transforms.time_bucket(first, last)
     return Tables(
-        counts=transforms.dead_letter_counts(dead_letters),
-        signatures=transforms.failure_signatures(dead_letters),
-        members=transforms.signature_members(dead_letters),
-        shapes=transforms.payload_shapes(enriched),
+        counts=counts,
+        signatures=transforms.failure_signatures(transforms.signature_members(enriched)),
+        members=transforms.signature_members(enriched).select("project", "queue", "signature_id", "id"),
+        shapes=shapes,
         rules=rules,
-        rule_base=rule_base,
+        rule_base=rows,
         fields=fields,
-        per_hour=transforms.dead_letters_per_hour(dead_letters),
-        claim_counts=transforms.claim_count_distribution(dead_letters),
-        delays=transforms.time_to_dead_letter(dead_letters),
-        delay_stats=transforms.time_to_dead_letter_stats(dead_letters),
+        source_fields=source_fields,
+        over_time=transforms.dead_letters_over_time(enriched, bucket),
+        bucket_seconds=bucket,
+        claim_counts=transforms.claim_count_distribution(enriched),
+        delays=transforms.time_to_dead_letter(enriched),
+        delay_stats=transforms.time_to_dead_letter_stats(enriched),
     )
 
 
@@ -326,50 +409,54 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in df.collect()]
 
 
-def write_signature_ids(members: DataFrame, directory: Path) -> dict[str, int]:
-    """Write ``<signature id>.txt`` files of message ids (sorted, one a line), streamed from Spark."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*.txt"):
-        old.unlink()
+def ids_file(project: str, queue: str, signature_id: str) -> str:
+    """Return the id file of a signature in a DLQ, relative to the output directory."""
+    return f"signatures/{project}/{queue}/{signature_id}.txt"
+
+
+def write_signature_ids(members: DataFrame, out: Path) -> dict[str, int]:
+    """Write each DLQ's ``signatures/<project>/<DLQ>/<signature id>.txt``: message ids, sorted, one a line.
+
+    ``members`` has project, queue, signature_id, id. One list per file is
+    gathered and sorted by Spark and streamed to the driver a file at a time.
+    Returns the files written (relative paths) with their line counts.
+    """
+    import shutil
+
+    shutil.rmtree(out / "signatures", ignore_errors=True)
+    grouped = members.groupBy("project", "queue", "signature_id").agg(
+        F.array_sort(F.collect_list("id")).alias("ids")
+    )
     written: dict[str, int] = {}
-    handle: TextIO | None = None
-    current = ""
-    try:
-        for row in members.orderBy("signature_id", "id").toLocalIterator(prefetchPartitions=True):
-            if handle is None or row["signature_id"] != current:
-                if handle is not None:
-                    handle.close()
-                current = str(row["signature_id"])
-                handle = open(directory / f"{current}.txt", "w", encoding="utf-8")
-                written[current] = 0
-            handle.write(row["id"] + "\n")
-            written[current] += 1
-    finally:
-        if handle is not None:
-            handle.close()
+    for row in grouped.toLocalIterator(prefetchPartitions=True):
+        name = ids_file(row["project"], row["queue"], row["signature_id"])
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{i}\n" for i in row["ids"]), encoding="utf-8")
+        written[name] = len(row["ids"])
     return written
 
 
-def build_report(tables: Tables, options: Options, progress: Progress = lambda _: None) -> dict[str, Any]:
-    """Collect the tables into the ``report.json`` document (schema in ``spark_jobs/README.rst``)."""
-    started = time.monotonic()
-    counts = _rows(tables.counts)
+def _summary(counts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by_reason: dict[str, int] = {}
     for row in counts:
         by_reason[row["reason"] or "unknown"] = by_reason.get(row["reason"] or "unknown", 0) + row["messages"]
-    total = sum(row["messages"] for row in counts)
-    summary = {
-        "dead_letters": total,
+    return {
+        "dead_letters": sum(row["messages"] for row in counts),
         "source_queues": len({(r["project"], r["source_queue"]) for r in counts}),
         "by_reason": by_reason,
         "first_dead_lettered_at": iso(min((r["first"] for r in counts), default=None)),
         "last_dead_lettered_at": iso(max((r["last"] for r in counts), default=None)),
         "queues": [{**r, "first": iso(r["first"]), "last": iso(r["last"])} for r in counts],
     }
-    signatures = [
+
+
+def _signatures(tables: Tables) -> list[dict[str, Any]]:
+    return [
         {
             "id": r["signature_id"],
             "project": r["project"],
+            "queue": r["queue"],
             "source_queue": r["source_queue"],
             "signature": r["signature"],
             "error_type": r["error_type"],
@@ -379,52 +466,42 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
             "last_seen": iso(r["last_seen"]),
             "example_error": r["example_error"],
             "examples": r["examples"],
-            "ids_file": f"signatures/{r['signature_id']}.txt",
+            "ids_file": ids_file(r["project"], r["queue"], r["signature_id"]),
         }
         for r in _rows(tables.signatures)
     ]
-    progress(
-        f"signatures: {len(signatures)} in {summary['source_queues']} source queues "
-        f"({time.monotonic() - started:.1f} s)"
-    )
-    started = time.monotonic()
-    shapes = [
-        {
-            "id": r["shape_id"],
-            "project": r["project"],
-            "source_queue": r["source_queue"],
-            "messages": r["messages"],
-            "paths": r["paths"],
-            "missing_paths": r["missing_paths"],
-            "examples": r["examples"],
-        }
-        for r in _rows(tables.shapes)
-    ]
-    progress(f"shapes: {len(shapes)} payload shapes ({time.monotonic() - started:.1f} s)")
-    started = time.monotonic()
-    rules = [
-        {
-            "antecedent": r["antecedent"],
-            "consequent": r["consequent"],
-            "support": r["support"],
-            "confidence": r["confidence"],
-            "lift": r["lift"],
-            "messages": int(round(r["support"] * tables.rule_base)),
-        }
-        for r in _rows(tables.rules)
-    ]
-    progress(f"rules: {len(rules)} cause rules ({time.monotonic() - started:.1f} s)")
-    started = time.monotonic()
-    time_section = {
-        "per_hour": [
+
+
+def _rules(tables: Tables) -> list[dict[str, Any]]:
+    listed = []
+    for r in tables.rules:
+        messages = int(round(r["support"] * tables.rule_base))
+        listed.append(
+            {
+                "antecedent": r["antecedent"],
+                "consequent": r["consequent"],
+                "support": r["support"],
+                "confidence": r["confidence"],
+                "lift": r["lift"],
+                "messages": messages,
+                "explained": int(round(messages * (1 - 1 / r["lift"]))),
+            }
+        )
+    return listed
+
+
+def _time_section(tables: Tables) -> dict[str, Any]:
+    return {
+        "bucket_seconds": tables.bucket_seconds,
+        "over_time": [
             {
                 "project": r["project"],
                 "source_queue": r["source_queue"],
-                "hour": iso(r["hour"]),
-                "hour_start": r["hour"],
+                "start": iso(r["start"]),
+                "start_seconds": r["start"],
                 "messages": r["messages"],
             }
-            for r in _rows(tables.per_hour)
+            for r in _rows(tables.over_time)
         ],
         "claim_counts": _rows(tables.claim_counts),
         "time_to_dead_letter": [
@@ -451,7 +528,24 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
             for r in _rows(tables.delay_stats)
         ],
     }
-    progress(f"time: {len(time_section['per_hour'])} queue-hours ({time.monotonic() - started:.1f} s)")
+
+
+def build_report(tables: Tables, options: Options, progress: Progress = lambda _: None) -> dict[str, Any]:
+    """Collect the tables into the ``report.json`` document (schema in ``spark_jobs/README.rst``)."""
+    started = time.monotonic()
+    summary = _summary(tables.counts)
+    signatures = _signatures(tables)
+    summary["signatures"] = len({s["ids_file"] for s in signatures})
+    progress(
+        f"signatures: {summary['signatures']} in {summary['source_queues']} source queues, "
+        f"{len(signatures)} rows ({_since(started)})"
+    )
+    started = time.monotonic()
+    time_section = _time_section(tables)
+    progress(
+        f"time: {len(time_section['over_time'])} buckets of {tables.bucket_seconds} s "
+        f"({_since(started)})"
+    )
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": iso(time.time()),
@@ -463,6 +557,7 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
         },
         "parameters": {
             "fields": tables.fields,
+            "source_fields": tables.source_fields,
             "min_support": options.min_support,
             "min_rule_messages": options.min_rule_messages,
             "max_rule_items": options.max_rule_items,
@@ -470,25 +565,39 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
             "max_field_values": options.max_field_values,
         },
         "summary": summary,
+        "rules": _rules(tables),
         "signatures": signatures,
-        "shapes": shapes,
-        "rules": rules,
+        "shapes": [
+            {
+                "id": r["shape_id"],
+                "project": r["project"],
+                "source_queue": r["source_queue"],
+                "messages": r["messages"],
+                "paths": r["paths"],
+                "missing_paths": r["missing_paths"],
+                "examples": r["examples"],
+            }
+            for r in tables.shapes
+        ],
         "time": time_section,
     }
 
 
 def load(tables: Tables, options: Options, progress: Progress = lambda _: None) -> dict[str, Any]:
-    """Write report.json, report.html and signatures/<id>.txt into the output directory; return the report."""
+    """Write report.json, report.html and the signatures' id files into ``--out``; return the report."""
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     report = build_report(tables, options, progress)
     started = time.monotonic()
-    written = write_signature_ids(tables.members, out / "signatures")
+    written = write_signature_ids(tables.members, out)
+    missing = {s["ids_file"] for s in report["signatures"]} - set(written)
+    if missing:  # the signatures and their id files are one computation: this is a bug, not bad input
+        raise RuntimeError(f"signatures without id files: {sorted(missing)}")
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     (out / "report.html").write_text(report_html.render(report), encoding="utf-8")
     progress(
-        f"write: report.json, report.html and {len(written)} id lists in {out} "
-        f"({time.monotonic() - started:.1f} s)"
+        f"write: report.json, report.html and {len(written)} id files, {sum(written.values())} ids "
+        f"({_since(started)})"
     )
     return report
 
@@ -502,7 +611,11 @@ def stderr_progress(line: str) -> None:
 
 
 def run(spark: SparkSession, options: Options, progress: Progress = stderr_progress) -> dict[str, Any]:
-    """Run extract, transform and load on a session; return the report document."""
+    """Run extract, transform and load on a session; return the report document.
+
+    The dead letters are read once, signed and shaped (:func:`transforms.enrich`)
+    and cached; every table reads the cache.
+    """
     started = time.monotonic()
     if not is_export_file(options.storage):
         # on the driver, before Spark: a wrong URI or an unreachable store fails here, plainly
@@ -512,17 +625,24 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
             + ", ".join(f"{t.project}/{t.queue}" for t in targets[:10])
             + (" ..." if len(targets) > 10 else "")
         )
-    dead_letters = extract(spark, options).persist(StorageLevel.MEMORY_AND_DISK)
+    parallelism = spark.sparkContext.defaultParallelism
+    dead_letters = extract(spark, options)
+    # an export file smaller than a block is one partition: spread it over the cores
+    if is_export_file(options.storage) and dead_letters.rdd.getNumPartitions() < parallelism:
+        dead_letters = dead_letters.repartition(2 * parallelism)
+    enriched = transforms.enrich(dead_letters).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        total = dead_letters.count()
+        total = enriched.count()
+        partitions = options.shuffle_partitions or shuffle_partitions(total, parallelism)
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
         progress(
-            f"extract: {total} dead letters in "
-            f"{dead_letters.rdd.getNumPartitions()} partitions ({time.monotonic() - started:.1f} s)"
+            f"extract: {total} dead letters in {enriched.rdd.getNumPartitions()} partitions, "
+            f"{partitions} shuffle partitions ({_since(started)})"
         )
-        tables = transform(dead_letters, options, progress)
+        tables = transform(enriched, total, options, progress)
         return load(tables, options, progress)
     finally:
-        dead_letters.unpersist()
+        enriched.unpersist()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -536,18 +656,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not is_export_file(options.storage):
             list(store_reader(options.storage).queues())  # a wrong URI fails now, not after Spark starts
         spark = spark_session(options)
-        stderr_progress(
-            f"spark: {spark.version} on {spark.sparkContext.master} ({time.monotonic() - started:.1f} s)"
-        )
+        stderr_progress(f"spark: {spark.version} on {spark.sparkContext.master} ({_since(started)})")
         report = run(spark, options)
     except (ValueError, FileNotFoundError, StorageUnavailable) as exc:
         stderr_progress(f"failed: {exc}")
         return 2
     summary = report["summary"]
     stderr_progress(
-        f"done: {summary['dead_letters']} dead letters, {len(report['signatures'])} signatures, "
-        f"{len(report['rules'])} rules in {time.monotonic() - started:.1f} s; "
-        f"open {options.out / 'report.html'}"
+        f"done: {summary['dead_letters']} dead letters, {summary['signatures']} signatures, "
+        f"{len(report['rules'])} cause rules in {_since(started)}; report {options.out / 'report.html'}"
     )
     return 0
 

@@ -173,19 +173,32 @@ def _series(
     return series
 
 
-def _hour_charts(report: Mapping[str, Any], projects: int) -> str:
+#: strftime of a time-chart label per bucket width (seconds): the smallest width at or above it
+_BUCKET_LABELS = ((60, "%m-%d %H:%M"), (3600, "%m-%d %H:00"), (86400, "%Y-%m-%d"))
+
+
+def _bucket_name(seconds: int) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}s" if count > 1 else unit
+    return f"{seconds} s"
+
+
+def _time_chart(report: Mapping[str, Any], projects: int) -> str:
     from datetime import datetime
 
-    rows = report["time"]["per_hour"]
+    section = report["time"]
+    rows, width = section["over_time"], int(section["bucket_seconds"])
     if not rows:
         return '<p class="muted">No dead letters.</p>'
-    first, last = min(r["hour_start"] for r in rows), max(r["hour_start"] for r in rows)
-    hours = list(range(first, last + 3600, 3600))
-    if len(hours) > 24 * 62:  # keep the page light: show the last two months
-        hours = hours[-24 * 62 :]
-    labels = [datetime.fromtimestamp(h, UTC).strftime("%m-%d %H:00") for h in hours]
-    series = _series(rows, "hour_start", hours, projects)
-    return bar_chart(labels, series, "Dead letters per hour (UTC), by source queue")
+    first = min(r["start_seconds"] for r in rows)
+    last = max(r["start_seconds"] for r in rows)
+    starts = list(range(first, last + width, width))
+    pattern = next((p for size, p in reversed(_BUCKET_LABELS) if width >= size), _BUCKET_LABELS[0][1])
+    labels = [datetime.fromtimestamp(start, UTC).strftime(pattern) for start in starts]
+    series = _series(rows, "start_seconds", starts, projects)
+    return bar_chart(labels, series, f"Dead letters per {_bucket_name(width)} (UTC), by source queue")
 
 
 def _distribution_charts(report: Mapping[str, Any], projects: int) -> str:
@@ -223,7 +236,7 @@ def render(report: Mapping[str, Any]) -> str:
         ("dead letters", _num(summary["dead_letters"])),
         ("DLQs", _num(len({(q["project"], q["queue"]) for q in summary["queues"]}))),
         ("source queues", _num(summary["source_queues"])),
-        ("signatures", _num(len(report["signatures"]))),
+        ("signatures", _num(summary["signatures"])),
         ("payload shapes", _num(len(report["shapes"]))),
         ("cause rules", _num(len(report["rules"]))),
     ]
@@ -240,6 +253,42 @@ def render(report: Mapping[str, Any]) -> str:
         + "".join(f'<div class="card"><b>{v}</b>{_e(k)}</div>' for k, v in cards)
         + "</div>",
     ]
+
+    page.append(
+        '<h2>Top causes</h2><p class="muted">What the dead letters of a failure have in common: '
+        "association rules (FP-Growth over the items that separate a failure from the rest of its "
+        "queue) concluding an error type or a signature, most explaining first. A rule that only "
+        "names the source queue, shape, message type or client is left out when a body field "
+        "explains the same dead letters. <i>Explained</i>: dead letters beyond what the failure's "
+        "own rate predicts; confidence: share of the dead letters with the left side that have "
+        "the right side; lift: how many times likelier than on average.</p>"
+    )
+    names = {s["id"]: s["signature"] for s in report["signatures"]}
+
+    def item(text: str) -> str:
+        kind, _, value = text.partition("=")
+        title = f' title="{_e(names[value])}"' if kind == "signature" and value in names else ""
+        return f'<code class="item"{title}>{_e(text)}</code>'
+
+    page.append(
+        _table(
+            ["when", "then", "dead letters", "explained", "confidence", "lift"],
+            [
+                [
+                    " ".join(item(i) for i in r["antecedent"]),
+                    " ".join(item(i) for i in r["consequent"]),
+                    _num(r["messages"]),
+                    _num(r["explained"]),
+                    _num(r["confidence"], 3),
+                    _num(r["lift"], 2),
+                ]
+                for r in report["rules"][:TOP_RULES]
+            ],
+            numeric=(2, 3, 4, 5),
+        )
+        if report["rules"]
+        else '<p class="muted">No rule reached the support and confidence thresholds.</p>'
+    )
 
     page.append("<h2>Dead-letter queues</h2>")
     page.append(
@@ -264,14 +313,16 @@ def render(report: Mapping[str, Any]) -> str:
     page.append(
         '<h2>Top failure signatures</h2><p class="muted">Error texts with numbers, ids, hex, quoted '
         "values, paths and addresses masked. The ids of the messages of each signature are in "
-        "<code>signatures/&lt;id&gt;.txt</code> (a redrive filter).</p>"
+        "<code>signatures/&lt;project&gt;/&lt;DLQ&gt;/&lt;id&gt;.txt</code> (a redrive filter).</p>"
     )
     page.append(
         _table(
-            ["signature", "source queue", "messages", "failures", "first seen", "last seen", "example"],
+            ["signature", "DLQ", "source queue", "messages", "failures", "first seen", "last seen",
+             "example"],
             [
                 [
-                    f'<code>{_e(s["signature"])}</code><br><span class="muted">{_e(s["id"])}</span>',
+                    f'<code>{_e(s["signature"])}</code><br><span class="muted">{_e(s["ids_file"])}</span>',
+                    _e(s["queue"]),
                     _e(_queue_label(s, projects)),
                     _num(s["messages"]),
                     _num(s["failures"]),
@@ -282,45 +333,12 @@ def render(report: Mapping[str, Any]) -> str:
                 ]
                 for s in report["signatures"][:TOP_SIGNATURES]
             ],
-            numeric=(2, 3),
+            numeric=(3, 4),
         )
-    )
-
-    page.append(
-        '<h2>Patterns that point at causes</h2><p class="muted">Association rules (FP-Growth) '
-        "whose conclusion is an error type or a signature. Support: share of all dead letters "
-        "with every item; confidence: share of those with the left side that also have the right "
-        "side; lift: how many times likelier than on average.</p>"
-    )
-    names = {s["id"]: s["signature"] for s in report["signatures"]}
-
-    def item(text: str) -> str:
-        kind, _, value = text.partition("=")
-        title = f' title="{_e(names[value])}"' if kind == "signature" and value in names else ""
-        return f'<code class="item"{title}>{_e(text)}</code>'
-
-    page.append(
-        _table(
-            ["when", "then", "dead letters", "support", "confidence", "lift"],
-            [
-                [
-                    " ".join(item(i) for i in r["antecedent"]),
-                    " ".join(item(i) for i in r["consequent"]),
-                    _num(r["messages"]),
-                    _num(r["support"], 3),
-                    _num(r["confidence"], 3),
-                    _num(r["lift"], 2),
-                ]
-                for r in report["rules"][:TOP_RULES]
-            ],
-            numeric=(2, 3, 4, 5),
-        )
-        if report["rules"]
-        else '<p class="muted">No rule reached the support and confidence thresholds.</p>'
     )
 
     page.append("<h2>Time</h2>")
-    page.append(_hour_charts(report, projects))
+    page.append(_time_chart(report, projects))
     page.append(_distribution_charts(report, projects))
     page.append(
         _table(

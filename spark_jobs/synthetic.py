@@ -4,12 +4,18 @@ The model: three producer queues of a shop (``orders``, ``payments``,
 ``notifications``), each with ``_max_claim_count`` and a DLQ
 (``commerce-dlq`` takes orders and payments, ``notifications-dlq`` the
 rest), bodies posted by several clients, and a consumer that fails
-deterministically on four planted causes (:data:`CAUSES`) and transiently,
+deterministically on five planted causes (:data:`CAUSES`) and transiently,
 once, on a share of the other messages:
 
 * ``missing_customer``: orders posted by ``partner-api-7`` lack ``customer.id``
-  -> ``ValidationError``;
-* ``jpy_gateway``: payments in ``JPY`` -> ``GatewayError`` (an upstream 502);
+  -> ``ValidationError`` (every body names its poster in ``producer``, the
+  report's client label);
+* ``amex_timeout``: orders of the shop paid by a card whose nested
+  ``card.network`` is ``amex`` time out at authorisation (JPY orders go
+  another way) -> ``AuthorizationTimeout``;
+* ``jpy_gateway``: payments in ``JPY`` -> ``GatewayError`` (an upstream 502); every
+  dead letter of ``payments`` is one, so the source queue and the body field
+  both carry this cause and the report must name the body field only;
 * ``legacy_template``: notifications with template ``legacy_v1`` -> ``TemplateNotFound``;
 * ``fax_crash``: notifications on channel ``fax`` crash the consumer, which
   releases them without a reason.
@@ -29,7 +35,7 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 #: source queue -> its DLQ
@@ -63,6 +69,13 @@ CAUSES = {
             "ValidationError",
             "ValidationError: order <n> rejected: missing field '<str>'",
             f"client={PARTNER}",
+        ),
+        Cause(
+            "amex_timeout",
+            "orders",
+            "AuthorizationTimeout",
+            "AuthorizationTimeout: card authorization for order <n> timed out after <n> ms",
+            "card.network=amex",
         ),
         Cause(
             "jpy_gateway",
@@ -122,25 +135,31 @@ def _order(rng: random.Random, n: int) -> Produced:
     }
     if not partner:
         customer["id"] = f"c-{rng.randrange(10**6):06d}"
+    networks = ("visa", "mastercard") if partner else ("visa", "mastercard", "amex")
     body = {
         "type": "order.created",
+        "producer": client,
         "order_id": 100000 + n,
         "customer": customer,
         "items": [
             {"sku": f"SKU-{rng.randrange(1000):04d}", "qty": rng.randint(1, 4)}
             for _ in range(rng.randint(1, 3))
         ],
+        "card": {"network": rng.choice(networks), "last4": f"{rng.randrange(10**4):04d}"},
         "currency": rng.choice(("EUR", "USD")) if partner else rng.choice(("EUR", "USD", "GBP", "JPY")),
         "region": rng.choice(("eu", "us")),
         "total": round(rng.uniform(5, 500), 2),
     }
-    return Produced("orders", client, body, "missing_customer" if partner else None)
+    amex = body["card"]["network"] == "amex" and body["currency"] != "JPY"
+    cause = "missing_customer" if partner else "amex_timeout" if amex else None
+    return Produced("orders", client, body, cause)
 
 
 def _payment(rng: random.Random, n: int) -> Produced:
     currency = rng.choice(("EUR", "USD", "GBP", "JPY", "EUR"))
     body = {
         "type": "payment.requested",
+        "producer": "billing",
         "txn": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
         "amount": round(rng.uniform(1, 900), 2),
         "currency": currency,
@@ -159,6 +178,7 @@ def _notification(rng: random.Random, n: int) -> Produced:
     template = rng.choice(templates)
     body = {
         "type": "notification",
+        "producer": "mailer",
         "channel": channel,
         "template": template,
         "lang": rng.choice(("en", "de", "fr")),
@@ -176,28 +196,37 @@ def produce(count: int, seed: int = 7) -> Iterator[Produced]:
         yield makers[n % len(makers)](rng, n)
 
 
-def failure_for(produced: Produced, attempt: int, rng: random.Random) -> dict[str, str] | None:
-    """Return the release reason of a consumer attempt (``{}``: released without one), or None on success."""
-    body = produced.body
-    if produced.cause == "missing_customer":
-        return {
+def _planted_reason(cause: str, body: dict[str, Any], rng: random.Random) -> dict[str, str]:
+    """Return the release reason of a planted cause (``{}``: released without one)."""
+    reasons: dict[str, Callable[[], dict[str, str]]] = {
+        "missing_customer": lambda: {
             "error_type": "ValidationError",
             "error": f"order {body['order_id']} rejected: missing field 'customer.id'",
-        }
-    if produced.cause == "jpy_gateway":
-        return {
+        },
+        "amex_timeout": lambda: {
+            "error_type": "AuthorizationTimeout",
+            "error": f"card authorization for order {body['order_id']} timed out after "
+            f"{rng.randrange(5000, 30000)} ms",
+        },
+        "jpy_gateway": lambda: {
             "error_type": "GatewayError",
             "error": f"upstream 10.0.{rng.randrange(8)}.{rng.randrange(2, 250)}:8443 returned 502 for txn "
             f"{body['txn']} after {rng.randrange(1000, 30000)} ms",
-        }
-    if produced.cause == "legacy_template":
-        return {
+        },
+        "legacy_template": lambda: {
             "error_type": "TemplateNotFound",
             "error": f"template /srv/templates/{body['lang']}/legacy_v1.html not found "
             f"(request f0{rng.getrandbits(40):010x})",
-        }
-    if produced.cause == "fax_crash":
-        return {}
+        },
+        "fax_crash": dict,
+    }
+    return reasons[cause]()
+
+
+def failure_for(produced: Produced, attempt: int, rng: random.Random) -> dict[str, str] | None:
+    """Return the release reason of a consumer attempt (``{}``: released without one), or None on success."""
+    if produced.cause:
+        return _planted_reason(produced.cause, produced.body, rng)
     if attempt == 1 and rng.random() < TRANSIENT_SHARE:
         return {"error_type": "TimeoutError", "error": f"read timed out after {rng.uniform(1, 9):.1f} s"}
     return None
@@ -242,9 +271,8 @@ CLIENT_NAMES = {_client_uuid(n): n for n in (*SHOP_CLIENTS, PARTNER, "billing", 
 
 
 def rule_item(cause: Cause) -> str:
-    """Return the pattern-mining item of a cause as the report shows it (clients by their Client-ID)."""
-    kind, _, value = cause.rule_item.partition("=")
-    return f"client={_client_uuid(value)}" if kind == "client" else cause.rule_item
+    """Return the pattern-mining item of a cause as the report shows it (clients by ``producer`` label)."""
+    return cause.rule_item
 
 
 def configure_queues(api: _Api, max_claims: int = MAX_CLAIMS) -> None:

@@ -26,6 +26,7 @@ from tests.e2e.harness import start_server, stop_server
 
 pytestmark = pytest.mark.slow
 MESSAGES = 160
+STAGES = ["plan", "extract", "shapes", "fields", "rules", "signatures", "time", "write"]
 #: the Redis database of these tests (the storage suites empty database 0 between their tests)
 REDIS_DB = 7
 
@@ -67,16 +68,7 @@ def report(request, spark, tmp_path_factory):
     out = directory / "report"
     lines: list[str] = []
     document = dlq_report.run(spark, dlq_report.Options(storage=uri, out=out), lines.append)
-    assert [line.split(":")[0] for line in lines] == [
-        "plan",
-        "extract",
-        "patterns",
-        "signatures",
-        "shapes",
-        "rules",
-        "time",
-        "write",
-    ]
+    assert [line.split(":")[0] for line in lines] == STAGES
     return plan, document, out
 
 
@@ -89,8 +81,17 @@ def test_every_planted_cause_is_a_signature_with_its_count(report):
         cause = synthetic.CAUSES[name]
         signature = found[(cause.source_queue, cause.signature)]
         assert signature["messages"] == count, name
+        dlq = synthetic.QUEUES[cause.source_queue]
+        assert signature["ids_file"] == f"signatures/{plan.project}/{dlq}/{signature['id']}.txt"
         ids = (out / signature["ids_file"]).read_text().split()
         assert len(ids) == count and ids == sorted(ids), name
+
+
+def test_the_headline_counts_one_id_file_per_signature(report):
+    plan, document, out = report
+    files = sorted(str(p.relative_to(out)) for p in (out / "signatures").rglob("*.txt"))
+    assert document["summary"]["signatures"] == len(files) == len(synthetic.CAUSES)
+    assert sorted(s["ids_file"] for s in document["signatures"]) == files
 
 
 def test_every_planted_cause_is_predicted_by_its_planted_item(report):
@@ -103,11 +104,47 @@ def test_every_planted_cause_is_predicted_by_its_planted_item(report):
         assert rule["lift"] > 1.0
 
 
+def test_a_nested_body_field_is_a_candidate_cause(report):
+    plan, document, _ = report
+    assert "card.network" in document["parameters"]["fields"]
+    rules = [r for r in document["rules"] if r["antecedent"] == ["card.network=amex"]]
+    assert [(r["consequent"], r["messages"]) for r in rules] == [
+        (["error_type=AuthorizationTimeout"], plan.planted["amex_timeout"])
+    ]
+
+
+def test_a_cause_carried_by_a_body_field_and_its_source_queue_is_named_once_by_the_field(report):
+    # every dead letter of payments is a JPY gateway failure: queue=payments, its type and its shape
+    # say as much as currency=JPY, and the report names the body field alone
+    plan, document, _ = report
+    gateway = [r for r in document["rules"] if r["consequent"] == ["error_type=GatewayError"]]
+    assert [(r["antecedent"], r["messages"]) for r in gateway] == [
+        (["currency=JPY"], plan.planted["jpy_gateway"])
+    ]
+    assert document["parameters"]["source_fields"] == ["type"]
+
+
+def test_the_client_is_named_by_the_label_its_messages_carry(report):
+    _, document, _ = report
+    clients = {i for r in document["rules"] for i in r["antecedent"] if i.startswith("client=")}
+    assert clients == {"client=partner-api-7"}
+
+
+def test_rules_that_explain_more_come_first(report):
+    _, document, _ = report
+    explained = [r["explained"] for r in document["rules"]]
+    assert explained == sorted(explained, reverse=True)
+    page = (report[2] / "report.html").read_text()
+    assert page.index("<h2>Top causes</h2>") < page.index("<h2>Top failure signatures</h2>")
+
+
 def test_the_time_section_counts_every_dead_letter(report):
     plan, document, _ = report
     total = sum(plan.planted.values())
     time_section = document["time"]
-    assert sum(r["messages"] for r in time_section["per_hour"]) == total
+    assert sum(r["messages"] for r in time_section["over_time"]) == total
+    # the planted traffic is dead-lettered within minutes: minute buckets, not hours
+    assert time_section["bucket_seconds"] == 60
     assert {(r["claim_count"], r["messages"]) for r in time_section["claim_counts"]} <= {
         (synthetic.MAX_CLAIMS, n) for n in range(1, total + 1)
     }

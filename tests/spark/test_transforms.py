@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from spark_jobs import transforms
@@ -12,6 +14,15 @@ pytestmark = pytest.mark.slow
 
 def rows(df):
     return [tuple(r) for r in df.collect()]
+
+
+def signatures_of(df):
+    return transforms.failure_signatures(transforms.signature_members(transforms.enrich(df)))
+
+
+def shape_id(structure: str) -> str:
+    """The shape id of a body structure: the first 12 hex digits of its SHA-1."""
+    return hashlib.sha1(structure.encode()).hexdigest()[:12]
 
 
 def test_failure_signatures_group_masked_errors_per_source_queue(dead_letters):
@@ -33,9 +44,10 @@ def test_failure_signatures_group_masked_errors_per_source_queue(dead_letters):
             dead_lettered_at=600.0,
         ),
     )
-    assert rows(transforms.failure_signatures(df)) == [
+    assert rows(signatures_of(df)) == [
         (
             "p",
+            "dlq",
             "orders",
             "68a77eba133a",
             "ValueError: bad id <n>",
@@ -47,9 +59,10 @@ def test_failure_signatures_group_masked_errors_per_source_queue(dead_letters):
             "bad id 42",
             ["m1", "m2"],
         ),
-        ("p", "orders", "49471713812f", "(no reason given)", None, 1, 1, 500.0, 500.0, None, ["m3"]),
+        ("p", "dlq", "orders", "49471713812f", "(no reason given)", None, 1, 1, 500.0, 500.0, None, ["m3"]),
         (
             "p",
+            "dlq",
             "payments",
             "b6015d91ce7f",
             "IOError: cannot open <path>",
@@ -68,7 +81,7 @@ def test_signature_examples_are_the_three_smallest_ids(dead_letters):
     df = dead_letters(
         *[dead_letter(f"m{i}", failures=[failure(1.0, 1, "E", f"n {i}")]) for i in range(5, 0, -1)]
     )
-    (row,) = transforms.failure_signatures(df).collect()
+    (row,) = signatures_of(df).collect()
     assert (row["messages"], row["examples"]) == (5, ["m1", "m2", "m3"])
 
 
@@ -84,10 +97,11 @@ def test_signature_members_list_each_message_once_per_signature(dead_letters):
         ),
         dead_letter("m2", failures=[]),
     )
-    assert sorted(rows(transforms.signature_members(df))) == [
-        ("49471713812f", "m2"),
-        ("68a77eba133a", "m1"),
-        ("b6015d91ce7f", "m1"),
+    members = transforms.signature_members(transforms.enrich(df))
+    assert sorted(rows(members.select("signature_id", "id", "failures"))) == [
+        ("49471713812f", "m2", 1),
+        ("68a77eba133a", "m1", 2),
+        ("b6015d91ce7f", "m1", 1),
     ]
 
 
@@ -121,10 +135,29 @@ def test_payload_shapes_group_bodies_and_name_the_paths_other_shapes_have(dead_l
         dead_letter("a3", body='{"a": "x"}'),
         dead_letter("a4", source_queue="payments", body='{"a": 5, "b": ["s"]}'),
     )
-    assert rows(transforms.payload_shapes(transforms.enrich(df))) == [
-        ("p", "orders", "2a11eef7fa57", ["$:object", "a:integer"], 2, ["a:string"], ["a1", "a2"]),
-        ("p", "orders", "45762c6048f2", ["$:object", "a:string"], 1, ["a:integer"], ["a3"]),
-        ("p", "payments", "a55cef19f1d5", ["$:object", "a:integer", "b:array", "b[]:string"], 1, [], ["a4"]),
+    shapes = [r.asDict() for r in transforms.payload_shapes(transforms.enrich(df)).collect()]
+    assert transforms.shape_paths(shapes) == [
+        {"project": "p", "source_queue": "orders", "shape_id": shape_id("OBJECT<a: INTEGER>"), "messages": 2,
+         "examples": ["a1", "a2"], "paths": ["$:object", "a:integer"], "missing_paths": ["a:string"]},
+        {"project": "p", "source_queue": "orders", "shape_id": shape_id("OBJECT<a: STRING>"), "messages": 1,
+         "examples": ["a3"], "paths": ["$:object", "a:string"], "missing_paths": ["a:integer"]},
+        {"project": "p", "source_queue": "payments",
+         "shape_id": shape_id("OBJECT<a: INTEGER, b: ARRAY<STRING>>"),
+         "messages": 1, "examples": ["a4"], "paths": ["$:object", "a:integer", "b:array", "b[]:string"],
+         "missing_paths": []},
+    ]
+
+
+def test_body_structure_names_json_types_whatever_the_numbers(spark):
+    bodies = ['{"price": 1.25, "n": 12345678901, "x": 1.5e3, "ok": true, "z": null, "t": ["a", 2]}',
+              '{"price": 310.5, "n": 1, "x": 7, "ok": false, "z": null, "t": [1, "b"]}',
+              "{not json", "[1, 2]"]
+    df = spark.createDataFrame([(b,) for b in bodies], "body string")
+    assert [r[0] for r in df.select(transforms.body_structure(df["body"])).collect()] == [
+        "OBJECT<n: INTEGER, ok: BOOLEAN, price: NUMBER, t: ARRAY<VARIANT>, x: NUMBER, z: VOID>",
+        "OBJECT<n: INTEGER, ok: BOOLEAN, price: NUMBER, t: ARRAY<VARIANT>, x: INTEGER, z: VOID>",
+        "INVALID",
+        "ARRAY<INTEGER>",
     ]
 
 
@@ -142,18 +175,35 @@ def test_enrich_takes_the_cause_from_the_last_failure(dead_letters):
     ]
 
 
-def test_body_field_values_count_messages_and_distinct_scalar_values(dead_letters):
-    df = dead_letters(
-        dead_letter("m1", body='{"currency": "EUR", "id": 1}'),
-        dead_letter("m2", body='{"currency": "JPY", "id": 2, "nested": {"x": 1}, "list": [1]}'),
-        dead_letter("m3", body='{"currency": "EUR", "id": 3}'),
-        dead_letter("m4", body='{"currency": "JPY", "id": 4}'),
-        dead_letter("m5", body="[1, 2]"),
+def test_scalar_paths_are_the_readable_scalar_paths_of_the_shapes():
+    paths = transforms.body_paths(
+        '{"currency": "JPY", "card": {"network": "amex"}, "items": [{"qty": 2, "tags": ["a"]}], '
+        '"ok": true, "n": null, "a=b": 1, "": 2}'
     )
-    values = transforms.body_field_values(df)
-    assert rows(values) == [("currency", 4, 2), ("id", 4, 4)]
-    assert rows(transforms.categorical_fields(values, max_values=12)) == [("currency",)]
-    assert rows(transforms.categorical_fields(values, max_values=1)) == []
+    assert transforms.scalar_paths(paths) == ["card.network", "currency", "items[].qty", "ok"]
+
+
+def test_body_field_profile_counts_values_of_nested_paths_per_queue(dead_letters):
+    df = dead_letters(
+        dead_letter("m1", body='{"card": {"network": "amex"}, "id": 1, "items": [{"q": 1}, {"q": 2}]}'),
+        dead_letter("m2", body='{"card": {"network": "visa"}, "id": 2, "items": [{"q": 1}]}'),
+        dead_letter("m3", body='{"card": {"network": "amex"}, "id": 3, "type": "order"}'),
+        dead_letter("m4", body='{"card": {"network": "visa"}, "id": 4, "type": "order"}'),
+        dead_letter("m5", source_queue="mails", body='{"type": "mail"}'),
+        dead_letter("m6", source_queue="mails", body='{"type": "mail"}'),
+    )
+    profile = transforms.body_field_profile(df, ["card.network", "id", "items[].q", "type"])
+    assert rows(profile) == [
+        ("card.network", 4, 2, 2),
+        ("id", 4, 4, 4),
+        ("items[].q", 2, 2, 2),
+        ("type", 4, 2, 1),
+    ]
+    assert rows(transforms.categorical_fields(profile, max_values=12)) == [
+        ("card.network", False),
+        ("type", True),
+    ]
+    assert rows(transforms.categorical_fields(profile, max_values=1)) == []
 
 
 def test_message_features_name_queue_cause_shape_client_hour_and_chosen_fields(dead_letters):
@@ -170,14 +220,24 @@ def test_message_features_name_queue_cause_shape_client_hour_and_chosen_fields(d
             reason="expired",
             first_posted_at=86400.0 + 59,
         ),
+        dead_letter(
+            "m3",
+            body='{"producer": "partner-7", "card": {"network": "amex"}, '
+            '"lines": [{"sku": "a"}, {"sku": "b"}]}',
+            client_id="0b7c-uuid",
+            first_posted_at=3600.0,
+        ),
     )
     features = transforms.message_features(
-        transforms.enrich(df), ["currency", "customer.tier", "items", "missing"]
+        transforms.enrich(df),
+        ["currency", "customer.tier", "items", "missing", "card.network", "lines[].sku", "producer"],
     )
-    # sha1("E: x <n>")[:12] = 4a667bb50d6c; sha1 of the six shape paths joined by newlines = 73ccece5eea3
+    # sha1("E: x <n>")[:12] = 4a667bb50d6c
     assert sorted(rows(features)) == [
         (
             "m1",
+            "p",
+            "orders",
             [
                 "client=client-a",
                 "currency=JPY",
@@ -186,21 +246,70 @@ def test_message_features_name_queue_cause_shape_client_hour_and_chosen_fields(d
                 "hour=05",
                 "queue=orders",
                 "reason=max_claims",
-                "shape=73ccece5eea3",
+                "shape="
+                + shape_id("OBJECT<currency: STRING, customer: OBJECT<tier: STRING>, items: ARRAY<INTEGER>>"),
                 "signature=4a667bb50d6c",
             ],
         ),
         (
             "m2",
+            "p",
+            "mails",
             [
                 "error_type=(none)",
                 "hour=00",
                 "queue=mails",
                 "reason=expired",
-                "shape=95262741db3e",
+                "shape=" + shape_id("OBJECT<>"),
                 "signature=49471713812f",
             ],
         ),
+        (
+            "m3",
+            "p",
+            "orders",
+            [
+                "card.network=amex",
+                "client=partner-7",
+                "error_type=(none)",
+                "hour=01",
+                "lines[].sku=a",
+                "lines[].sku=b",
+                "queue=orders",
+                "reason=max_claims",
+                "shape="
+                + shape_id(
+                    "OBJECT<card: OBJECT<network: STRING>, lines: ARRAY<OBJECT<sku: STRING>>, "
+                    "producer: STRING>"
+                ),
+                "signature=49471713812f",
+            ],
+        ),
+    ]
+
+
+def test_signal_items_separate_a_cause_from_the_rest_of_its_queue(spark):
+    def message(queue: str, cause: str, *items: str) -> tuple[str, str, list[str]]:
+        return (queue, cause, [f"queue={queue}", f"error_type={cause}", f"signature=s-{cause}", *items])
+
+    features = spark.createDataFrame(
+        [
+            *[message("orders", "Timeout", "card=amex", "tier=gold", "reason=max_claims")] * 4,
+            *[message("orders", "Invalid", "card=visa", "tier=gold", "reason=max_claims")] * 4,
+            *[message("orders", "Invalid", "card=visa", "tier=basic", "reason=max_claims")] * 4,
+            *[message("payments", "Gateway", "currency=JPY", "type=payment", "reason=max_claims")] * 3,
+        ],
+        "source_queue string, cause string, items array<string>",
+    ).selectExpr("'p' as project", "source_queue", "items")
+    # card=amex and card=visa separate; tier=gold does not (half its messages are each cause);
+    # in payments everything is on every dead letter: the queue and its items stay, not the reason
+    assert rows(transforms.signal_items(features, 3, 0.8)) == [
+        ("card=amex",),
+        ("card=visa",),
+        ("currency=JPY",),
+        ("queue=payments",),
+        ("tier=basic",),
+        ("type=payment",),
     ]
 
 
@@ -233,11 +342,48 @@ def test_cause_rules_keep_informative_rules_that_conclude_a_cause(spark):
         ],
         "items array<string>, freq long",
     )
+    # most explained first: support x (1 - 1/lift) = 0.25, 0.133, 0.1 (confidence 1.0), 0.1 (0.9)
     assert rows(transforms.cause_rules(rules, itemsets)) == [
         (["client=x"], ["error_type=E"], 1.0, 2.0, 0.5),
+        (["currency=JPY"], ["signature=s2"], 0.8, 3.0, 0.2),
         (["region=us"], ["error_type=E"], 1.0, 2.0, 0.2),
         (["client=x", "region=eu"], ["error_type=F"], 0.9, 1.5, 0.3),
-        (["currency=JPY"], ["signature=s2"], 0.8, 3.0, 0.2),
+    ]
+
+
+def test_cause_rules_name_the_body_field_not_the_source_it_came_from(spark):
+    rules = spark.createDataFrame(
+        [
+            (["queue=payments"], ["error_type=G"], 1.0, 4.0, 0.25),
+            (["type=payment"], ["error_type=G"], 1.0, 4.0, 0.25),
+            (["currency=JPY"], ["error_type=G"], 1.0, 4.0, 0.25),
+            (["queue=payments", "reason=max_claims"], ["error_type=G"], 1.0, 4.0, 0.25),
+            (["client=billing"], ["error_type=H"], 1.0, 4.0, 0.25),  # no body field says as much
+            (["reason=max_claims", "shape=s1"], ["error_type=H"], 1.0, 4.0, 0.25),
+        ],
+        "antecedent array<string>, consequent array<string>, confidence double, lift double, support double",
+    )
+    itemsets = spark.createDataFrame(
+        [
+            (["queue=payments"], 5),
+            (["type=payment"], 5),
+            (["currency=JPY"], 5),
+            (["currency=JPY", "queue=payments"], 5),
+            (["currency=JPY", "type=payment"], 5),
+            (["queue=payments", "type=payment"], 5),
+            (["queue=payments", "reason=max_claims"], 5),
+            (["currency=JPY", "queue=payments", "reason=max_claims"], 5),
+            (["client=billing"], 5),
+            (["reason=max_claims", "shape=s1"], 5),
+            (["client=billing", "reason=max_claims", "shape=s1"], 5),
+        ],
+        "items array<string>, freq long",
+    )
+    kept = transforms.cause_rules(rules, itemsets, source_items=(*transforms.SOURCE_ITEMS, "type="))
+    assert rows(kept.select("antecedent", "consequent")) == [
+        (["client=billing"], ["error_type=H"]),
+        (["currency=JPY"], ["error_type=G"]),
+        (["reason=max_claims", "shape=s1"], ["error_type=H"]),
     ]
 
 
@@ -252,18 +398,32 @@ def test_association_rules_find_the_item_that_predicts_an_error_type(spark):
     ]
 
 
-def test_dead_letters_per_hour_per_source_queue(dead_letters):
+def test_dead_letters_over_time_per_source_queue(dead_letters):
     df = dead_letters(
         dead_letter("m1", dead_lettered_at=7205.0),
         dead_letter("m2", dead_lettered_at=7300.0),
         dead_letter("m3", dead_lettered_at=10800.0),
         dead_letter("m4", source_queue="payments", dead_lettered_at=7200.0),
     )
-    assert rows(transforms.dead_letters_per_hour(df)) == [
+    assert rows(transforms.dead_letters_over_time(df, 3600)) == [
         ("p", "orders", 7200, 2),
         ("p", "orders", 10800, 1),
         ("p", "payments", 7200, 1),
     ]
+    assert rows(transforms.dead_letters_over_time(df, 60)) == [
+        ("p", "orders", 7200, 1),
+        ("p", "orders", 7260, 1),
+        ("p", "orders", 10800, 1),
+        ("p", "payments", 7200, 1),
+    ]
+
+
+def test_time_buckets_adapt_to_the_span():
+    assert transforms.time_bucket(0.0, 3600.0) == 60
+    assert transforms.time_bucket(0.0, 12 * 3600.0) == 900
+    assert transforms.time_bucket(0.0, 2 * 86400.0) == 3600
+    assert transforms.time_bucket(0.0, 60 * 86400.0) == 86400
+    assert transforms.time_bucket(None, None) == 60
 
 
 def test_claim_count_distribution(dead_letters):
