@@ -35,6 +35,7 @@ SETTINGS_KEYS = {
     "auth_strategy": ("auth", "strategy"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
     "console_enabled": ("console", "enabled"),
+    "signed_url_secret_key": ("signed_urls", "secret_key"),
 }
 
 
@@ -231,3 +232,17 @@ def test_a_console_switch_that_is_not_true_or_false_is_refused(tmp_path):
     conf.write_text("[console]\nenabled = yes\n")
     with pytest.raises(ValueError, match=r"^\[console\] enabled must be true or false, got 'yes'$"):
         load_settings(conf)
+
+
+def test_the_signed_url_key_comes_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[signed_urls]\nsecret_key = from-the-file\n")
+    assert load_settings(conf).signed_url_secret_key == "from-the-file"
+    monkeypatch.setenv("ZAQAR_LITE_SIGNED_URLS_SECRET_KEY", "from-the-environment")
+    assert load_settings(conf).signed_url_secret_key == "from-the-environment"
+
+
+def test_the_signed_url_key_is_never_shown_in_the_settings_repr(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[signed_urls]\nsecret_key = do-not-print-me\n")
+    assert "do-not-print-me" not in repr(load_settings(conf))

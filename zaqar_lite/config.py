@@ -223,6 +223,8 @@ class Settings:
     #: serve the operators' web console at /console (off by default)
     console_enabled: bool = False
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    #: the key pre-signed URLs are signed with (``[signed_urls] secret_key``; "": no signed URLs)
+    signed_url_secret_key: str = dataclasses.field(default="", repr=False)
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
@@ -401,6 +403,12 @@ def _console_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
     return {} if raw is None else {"console_enabled": _boolean(raw.strip(), "[console] enabled")}
 
 
+def _signed_url_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """Read ``[signed_urls]``."""
+    raw = get("signed_urls", "secret_key")
+    return {} if raw is None else {"signed_url_secret_key": raw}
+
+
 def _limits(get: Callable[[str, str], str | None]) -> Limits:
     """Read ``[limits]``."""
     limit_values = {}
@@ -449,6 +457,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     values.update(_transport_values(get))
     values.update(_auth_values(get, parser))
     values.update(_console_values(get))
+    values.update(_signed_url_values(get))
     values["limits"] = _limits(get)
     values.update(_queue_values(get, values["limits"]))
     values.update(_queue_templates(parser))

@@ -14,6 +14,7 @@ from zaqar_lite.api import (
     messages,
     queues,
     redrive,
+    share,
     subscriptions,
     templates,
     versions,
@@ -50,6 +51,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None) -> list[tupl
         (q, queues.QueueItem(messaging)),
         (q + "/stats", queues.QueueStatsResource(messaging)),
         (q + "/purge", queues.QueuePurge(messaging)),
+        (q + "/share", share.QueueShare(messaging)),
         (q + "/redrive", redrive.QueueRedrive(messaging)),
         (q + "/redrive/tasks", redrive.RedriveTaskCollection(messaging)),
         (q + "/redrive/tasks/{task_id}", redrive.RedriveTaskItem(messaging)),
@@ -98,7 +100,7 @@ def make_app(messaging: Messaging) -> WsgiApp:
     ``[console] enabled``.
     """
     console_on = messaging.settings.console_enabled
-    app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings),
+    app: WsgiApp = falcon.App(middleware=[RequestContext(messaging.settings, messaging.clock),
                                           QueueNameCheck(messaging.limits),
                                           *([console.ConsolePages()] if console_on else [])])
     app.req_options.auto_parse_form_urlencoded = False
