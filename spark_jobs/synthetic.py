@@ -136,7 +136,8 @@ def _order(rng: random.Random, n: int) -> Produced:
     if not partner:
         customer["id"] = f"c-{rng.randrange(10**6):06d}"
     networks = ("visa", "mastercard") if partner else ("visa", "mastercard", "amex")
-    body = {
+    network = rng.choice(networks)
+    body: dict[str, Any] = {
         "type": "order.created",
         "producer": client,
         "order_id": 100000 + n,
@@ -145,12 +146,12 @@ def _order(rng: random.Random, n: int) -> Produced:
             {"sku": f"SKU-{rng.randrange(1000):04d}", "qty": rng.randint(1, 4)}
             for _ in range(rng.randint(1, 3))
         ],
-        "card": {"network": rng.choice(networks), "last4": f"{rng.randrange(10**4):04d}"},
+        "card": {"network": network, "last4": f"{rng.randrange(10**4):04d}"},
         "currency": rng.choice(("EUR", "USD")) if partner else rng.choice(("EUR", "USD", "GBP", "JPY")),
         "region": rng.choice(("eu", "us")),
         "total": round(rng.uniform(5, 500), 2),
     }
-    amex = body["card"]["network"] == "amex" and body["currency"] != "JPY"
+    amex = network == "amex" and body["currency"] != "JPY"
     cause = "missing_customer" if partner else "amex_timeout" if amex else None
     return Produced("orders", client, body, cause)
 

@@ -50,6 +50,7 @@ SETTINGS_KEYS = {
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
     "console_enabled": ("console", "enabled"),
     "claim_max_wait": ("claims", "max_wait"),
+    "signed_url_secret_key": ("signed_urls", "secret_key"),
 }
 #: a key line of the file, commented out or not
 KEY_LINE = re.compile(r"^#? ?([a-z_]+) =", re.MULTILINE)
@@ -234,10 +235,12 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
 @pytest.mark.parametrize(("text", "message"), [
     ("[sever]\nbind = 127.0.0.1:8000\n",
      "unknown section [sever] (did you mean server?); the sections are auth, claims, console, limits, "
-     "metrics, notifier, queue_template:NAME, queues, server, smtp, storage, tokens, transport"),
+     "metrics, notifier, queue_template:NAME, queues, server, signed_urls, smtp, storage, tokens, "
+     "transport"),
     ("[DEFAULT]\nworkers = 2\n",
      "unknown section [DEFAULT]; the sections are auth, claims, console, limits, "
-     "metrics, notifier, queue_template:NAME, queues, server, smtp, storage, tokens, transport"),
+     "metrics, notifier, queue_template:NAME, queues, server, signed_urls, smtp, storage, tokens, "
+     "transport"),
     ("[storage]\nurl = sqlite:///x.db\n",
      "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
     ("[limits]\nmax_message_ttl = 600\nmax_messages_per_post = 5\n",
@@ -454,3 +457,17 @@ def test_a_claim_max_wait_that_is_not_a_positive_whole_number_is_refused(tmp_pat
     rule = r"\[claims\] max_wait must be a whole number of at least 1"
     with pytest.raises(ValueError, match=rule):
         load_settings(path)
+
+
+def test_the_signed_url_key_comes_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[signed_urls]\nsecret_key = from-the-file\n")
+    assert load_settings(conf).signed_url_secret_key == "from-the-file"
+    monkeypatch.setenv("ZAQAR_LITE_SIGNED_URLS_SECRET_KEY", "from-the-environment")
+    assert load_settings(conf).signed_url_secret_key == "from-the-environment"
+
+
+def test_the_signed_url_key_is_never_shown_in_the_settings_repr(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[signed_urls]\nsecret_key = do-not-print-me\n")
+    assert "do-not-print-me" not in repr(load_settings(conf))

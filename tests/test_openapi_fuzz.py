@@ -36,7 +36,11 @@ HTTP_METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}
 
 @pytest.fixture
 def server(tmp_path):
-    running = start_server(f"sqlite:///{tmp_path}/zaqar.db", tmp_path, workers=2)
+    # a signing key, so that the share operation signs rather than answering 403
+    config = tmp_path / "zaqar-lite.conf"
+    config.write_text("[signed_urls]\nsecret_key = fuzz-signing-key\n")
+    running = start_server(f"sqlite:///{tmp_path}/zaqar.db", tmp_path, workers=2,
+                           extra_args=["--config", str(config)])
     yield running
     stop_server(running)
 

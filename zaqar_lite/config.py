@@ -267,6 +267,8 @@ class Settings:
     token_file: str = setting("", section="auth", key="token_file")
     #: token -> (project, role), from the ``[tokens]`` section and then ``token_file``
     tokens: Mapping[str, tuple[str, str]] = setting(factory=dict, section="tokens")
+    #: the key pre-signed URLs are signed with (``[signed_urls] secret_key``; "": no signed URLs)
+    signed_url_secret_key: str = setting("", section="signed_urls", key="secret_key", secret=True)
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)

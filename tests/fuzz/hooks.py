@@ -51,6 +51,9 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"^options\.(from|subject) (is not valid|must be a string)")),
     # names of post_headers (an RFC 9110 token)
     ("Invalid API request", re.compile(r"options\.post_headers: .* is not a valid header name")),
+    # a share's expiry must exist and lie in the future (docs/api.rst, "Pre-signed URLs")
+    ("Invalid API request", re.compile(r"^expires names no existing date and time")),
+    ("Invalid API request", re.compile(r"^expires must be later than now")),
     # SPEC 1.4: the claim rules of a message DELETE or release depend on the message's state
     ("Invalid claim", re.compile(r".")),
     ("Message is not claimed", re.compile(r".")),

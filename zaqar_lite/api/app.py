@@ -14,6 +14,7 @@ from zaqar_lite.api import (
     messages,
     queues,
     redrive,
+    share,
     subscriptions,
     templates,
     versions,
@@ -57,6 +58,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None,
         (q, queues.QueueItem(messaging)),
         (q + "/stats", queues.QueueStatsResource(messaging)),
         (q + "/purge", queues.QueuePurge(messaging)),
+        (q + "/share", share.QueueShare(messaging)),
         (q + "/redrive", redrive.QueueRedrive(messaging)),
         (q + "/redrive/tasks", redrive.RedriveTaskCollection(messaging)),
         (q + "/redrive/tasks/{task_id}", redrive.RedriveTaskItem(messaging)),
@@ -116,7 +118,8 @@ def make_app(messaging: Messaging, long_poll: LongPoll | None = None) -> WsgiApp
     is the waiting claims' loop, fed by a channel the caller set up (by
     default one within this process: :func:`in_process_long_poll`).
     """
-    middleware: list[Any] = [RequestContext(messaging.settings), QueueNameCheck(messaging.limits)]
+    middleware: list[Any] = [RequestContext(messaging.settings, messaging.clock),
+                             QueueNameCheck(messaging.limits)]
     if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
         middleware.insert(0, metrics_api.RequestMetrics(messaging.storage.name))
     if messaging.settings.console_enabled:

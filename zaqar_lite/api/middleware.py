@@ -8,6 +8,8 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import PROJECT_ENVIRON, inputs
+from zaqar_lite.claims import signed_urls
+from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -31,18 +33,37 @@ def console_token(req: falcon.Request) -> str | None:
     return values[0] if values else None
 
 
-def credentials(settings: Settings, token: str | None, project: str | None) -> tuple[str, str]:
+def signed_request(req: falcon.Request, clock: Clock) -> signed_urls.SignedRequest | None:
+    """Return what a request signed with a pre-signed URL presents; None without ``URL-Signature``."""
+    signature = req.get_header("URL-Signature")
+    if signature is None:
+        return None
+    return signed_urls.SignedRequest(
+        signature=signature, expires=req.get_header("URL-Expires"), methods=req.get_header("URL-Methods"),
+        paths=req.get_header("URL-Paths"), method=req.method, path=req.path, at=clock())
+
+
+def credentials(settings: Settings, token: str | None, project: str | None,
+                signed: signed_urls.SignedRequest | None = None) -> tuple[str, str]:
     """Return the ``(project, role)`` a request acts as: the one check of the API and the console.
 
-    Under token auth the token decides the project and the role, and a
-    project named besides (``X-Project-ID``, or the console's URL) must be
-    the token's; under noauth the named project is trusted, as an admin.
+    A request signed with a pre-signed URL acts for the project it names
+    (``X-Project-ID``, which the signature covers), as a member, whatever the
+    strategy: the signature replaces the token. Otherwise, under token auth
+    the token decides the project and the role, and a project named besides
+    (``X-Project-ID``, or the console's URL) must be the token's; under noauth
+    the named project is trusted, as an admin.
 
     Raises:
         Unauthorized: token auth, and the token is missing or unknown.
-        Forbidden: the named project is not the token's.
-        ValidationFailed: noauth, and the project is missing or malformed.
+        Forbidden: the named project is not the token's; or the signed request
+            is not allowed (``claims.signed_urls.authorise`` says why).
+        ValidationFailed: noauth or a signed request, and the project is missing or malformed.
     """
+    if signed is not None:
+        named = inputs.project_id(project, settings.limits)
+        signed_urls.authorise(settings.signed_url_secret_key, signed, named)
+        return named, "member"
     if settings.auth_strategy == "token":
         if not token or token not in settings.tokens:
             raise errors.Unauthorized("A valid X-Auth-Token header is required.")
@@ -75,8 +96,9 @@ class RequestContext:
     the public versions document gets a checked context or is never called.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = wall_clock) -> None:
         self.settings = settings
+        self.clock = clock
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          params: dict[str, Any]) -> None:
@@ -92,7 +114,8 @@ class RequestContext:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
         req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
         req.context.project, req.context.role = credentials(
-            self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"))
+            self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"),
+            signed_request(req, self.clock))
         req.env[PROJECT_ENVIRON] = req.context.project
 
     def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from zaqar_lite.claims import dedup, groups
+from zaqar_lite.claims import dedup, groups, signed_urls
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
@@ -495,3 +495,28 @@ def _check_redrive_mode(document: dict[str, Any], as_task: bool, limits: Limits)
     if document.get("max_per_second", 0) > limits.max_redrive_rate:
         raise ValidationFailed(f"max_per_second may be at most {limits.max_redrive_rate} "
                                "(max_redrive_rate) when async is true.")
+
+
+#: the largest share body accepted (its longest valid form is a few hundred bytes)
+SHARE_BODY_SIZE = 4096
+
+
+@functools.cache
+def _share_schema() -> Schema:
+    """A pre-signed URL request (Zaqar's ``/share``): each field optional, null meaning its default."""
+    return Schema({
+        "type": "object",
+        "properties": {
+            "paths": {"type": ["array", "null"], "items": {"enum": list(signed_urls.SHAREABLE_PATHS)}},
+            "methods": {"type": ["array", "null"], "items": {"enum": list(signed_urls.SHAREABLE_METHODS)}},
+            "expires": {"type": ["string", "null"]},
+        },
+        "additionalProperties": False,
+    })
+
+
+def share_request(document: Any) -> dict[str, Any]:
+    """Check a share body and return its ``paths``, ``methods`` and ``expires`` (None where left out)."""
+    document = {} if document is None else document
+    _share_schema().check(document)
+    return {key: document.get(key) for key in ("paths", "methods", "expires")}

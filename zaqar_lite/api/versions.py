@@ -33,6 +33,7 @@ HOME = {
         "rel/queue": _resource("/v2/queues/{queue_name}", ["PUT", "GET", "PATCH", "DELETE"],
                                queue_name=QUEUE),
         "rel/queue_stats": _resource("/v2/queues/{queue_name}/stats", ["GET"], queue_name=QUEUE),
+        "rel/queue_share": _resource("/v2/queues/{queue_name}/share", ["POST"], queue_name=QUEUE),
         "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", ["POST"], queue_name=QUEUE),
         "rel/queue_redrive": _resource("/v2/queues/{queue_name}/redrive", ["POST"], queue_name=QUEUE),
         "rel/redrive_tasks": _resource("/v2/redrive/tasks", ["GET"]),
