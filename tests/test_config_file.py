@@ -56,7 +56,8 @@ def parsed() -> configparser.ConfigParser:
 
 
 def test_every_settings_field_is_known_to_this_test():
-    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp", "queue_templates"}
+    known = set(SETTINGS_KEYS) | {"tokens", "limits", "notifier", "smtp", "queue_templates",
+                                  "keystone_authtoken"}
     assert {f.name for f in dataclasses.fields(Settings)} == known
 
 
@@ -231,3 +232,20 @@ def test_a_console_switch_that_is_not_true_or_false_is_refused(tmp_path):
     conf.write_text("[console]\nenabled = yes\n")
     with pytest.raises(ValueError, match=r"^\[console\] enabled must be true or false, got 'yes'$"):
         load_settings(conf)
+
+
+def test_the_keystone_strategy_hands_its_section_to_keystonemiddleware_as_written(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[auth]\nstrategy = keystone\n[keystone_authtoken]\n"
+                    "auth_url = http://127.0.0.1:5000/v3\nauth_type = password\nuser_domain_id = Default\n")
+    settings = load_settings(str(conf))
+    assert settings.auth_strategy == "keystone"
+    assert dict(settings.keystone_authtoken) == {
+        "auth_url": "http://127.0.0.1:5000/v3", "auth_type": "password", "user_domain_id": "Default"}
+
+
+def test_an_unknown_auth_strategy_is_refused_naming_the_three(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[auth]\nstrategy = ldap\n")
+    with pytest.raises(ValueError, match="strategy must be 'noauth', 'token' or 'keystone'"):
+        load_settings(str(conf))

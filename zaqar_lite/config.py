@@ -223,6 +223,8 @@ class Settings:
     #: serve the operators' web console at /console (off by default)
     console_enabled: bool = False
     tokens: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    #: ``[keystone_authtoken]`` as written, handed to keystonemiddleware under ``strategy = keystone``
+    keystone_authtoken: Mapping[str, str] = dataclasses.field(default_factory=dict)
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
@@ -339,14 +341,18 @@ def _server_values(get: Callable[[str, str], str | None]) -> dict[str, Any]:
     return values
 
 
+#: who decides a request's project and role: nobody (``X-Project-ID``), ``[tokens]``, or a Keystone
+AUTH_STRATEGIES = ("noauth", "token", "keystone")
+
+
 def _auth_values(get: Callable[[str, str], str | None],
                  parser: configparser.ConfigParser) -> dict[str, Any]:
     """Read ``[auth]`` and the tokens, from ``[tokens]`` and then ``[auth] token_file``."""
     values: dict[str, Any] = {}
     strategy = get("auth", "strategy")
     if strategy is not None:
-        if strategy not in ("noauth", "token"):
-            raise ValueError("[auth] strategy must be 'noauth' or 'token'")
+        if strategy not in AUTH_STRATEGIES:
+            raise ValueError("[auth] strategy must be 'noauth', 'token' or 'keystone'")
         values["auth_strategy"] = strategy
     tokens: dict[str, tuple[str, str]] = {}
     if parser.has_section("tokens"):
@@ -355,6 +361,8 @@ def _auth_values(get: Callable[[str, str], str | None],
     if token_file:
         tokens.update(_read_token_file(token_file))
     values["tokens"] = tokens
+    if parser.has_section("keystone_authtoken"):
+        values["keystone_authtoken"] = dict(parser.items("keystone_authtoken"))
     return values
 
 

@@ -14,13 +14,15 @@ import math
 import multiprocessing
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import falcon
 from gunicorn.app.base import BaseApplication
 
 from zaqar_lite.balance import AcceptBalance
 from zaqar_lite.config import WORKER_CLASSES, Settings
+
+if TYPE_CHECKING:
+    from zaqar_lite.api.keystone import WsgiCallable
 
 LOG = logging.getLogger(__name__)
 
@@ -79,13 +81,15 @@ def _outcome(function: Callable[..., Any], args: tuple[Any, ...],
 
 
 def worker_app(settings: Settings, with_sweeper: bool = True,
-               off_the_hub: bool = True) -> falcon.App[falcon.Request, falcon.Response]:
+               off_the_hub: bool = True) -> WsgiCallable:
     """Build one worker's app (its own store connection) and start its sweeper and redrive runner threads.
 
     Under the gevent worker a store of :data:`BLOCKING_STORES`, and the service
     around it, are used through :class:`OffTheHub` (unless ``off_the_hub`` is
-    false: a benchmark's comparison).
+    false: a benchmark's comparison). Under ``[auth] strategy = keystone`` the app
+    is wrapped in keystonemiddleware's ``auth_token`` (``api/keystone.py``).
     """
+    from zaqar_lite.api import keystone
     from zaqar_lite.api.app import make_app
     from zaqar_lite.redrive_runner import RedriveRunnerThread
     from zaqar_lite.service import Messaging
@@ -103,6 +107,8 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
         RedriveRunnerThread(messaging, settings.sweep_interval,
                             lock_path(settings.storage_uri, "redrive")).start()
+    if settings.auth_strategy == "keystone":
+        return keystone.wrap(make_app(messaging), settings.keystone_authtoken)
     return make_app(messaging)
 
 
@@ -187,7 +193,7 @@ class Server(BaseApplication):  # type: ignore[misc]
         for key, value in options.items():
             self.cfg.set(key, value)
 
-    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
+    def load(self) -> WsgiCallable:
         """Build the app inside a worker."""
         return worker_app(self.settings)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import inputs
+from zaqar_lite.api import inputs, keystone
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -31,18 +32,23 @@ def console_token(req: falcon.Request) -> str | None:
     return values[0] if values else None
 
 
-def credentials(settings: Settings, token: str | None, project: str | None) -> tuple[str, str]:
+def credentials(settings: Settings, token: str | None, project: str | None,
+                identity: Mapping[str, str | None] | None = None) -> tuple[str, str]:
     """Return the ``(project, role)`` a request acts as: the one check of the API and the console.
 
     Under token auth the token decides the project and the role, and a
     project named besides (``X-Project-ID``, or the console's URL) must be
-    the token's; under noauth the named project is trusted, as an admin.
+    the token's; under keystone auth ``identity`` (the headers keystonemiddleware
+    set from the token, see :mod:`zaqar_lite.api.keystone`) does; under noauth
+    the named project is trusted, as an admin.
 
     Raises:
         Unauthorized: token auth, and the token is missing or unknown.
         Forbidden: the named project is not the token's.
         ValidationFailed: noauth, and the project is missing or malformed.
     """
+    if settings.auth_strategy == "keystone":
+        return keystone.credentials(identity or {}, project)
     if settings.auth_strategy == "token":
         if not token or token not in settings.tokens:
             raise errors.Unauthorized("A valid X-Auth-Token header is required.")
@@ -64,6 +70,13 @@ def console_project(project: str, limits: Limits) -> str:
     except errors.ValidationFailed as exc:
         raise errors.ValidationFailed(f"The project is not a valid project id, which follows the rules "
                                       f"of the X-Project-ID header: {exc}") from None
+
+
+def identity(req: falcon.Request) -> dict[str, str | None]:
+    """Return the identity headers keystonemiddleware set (it strips any a client sent), and the
+    ``X-Project-ID`` the client sent (:data:`~zaqar_lite.api.keystone.NAMED_PROJECT`)."""
+    found = {name: req.get_header(name) for name in keystone.IDENTITY_HEADERS}
+    return {**found, keystone.NAMED_PROJECT: req.env.get(keystone.NAMED_PROJECT)}
 
 
 class RequestContext:
@@ -92,7 +105,8 @@ class RequestContext:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
         req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
         req.context.project, req.context.role = credentials(
-            self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"))
+            self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"),
+            identity(req))
 
     def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:
         """Check a console page's credentials: the project of its URL, the token of its cookie.
@@ -107,10 +121,10 @@ class RequestContext:
         project = params.get("project")
         if project is None:
             return
-        if self.settings.auth_strategy != "token":
+        if self.settings.auth_strategy == "noauth":
             project = console_project(project, self.settings.limits)
         token = req.get_header("X-Auth-Token") or console_token(req)
-        req.context.project, req.context.role = credentials(self.settings, token, project)
+        req.context.project, req.context.role = credentials(self.settings, token, project, identity(req))
 
 
 class QueueNameCheck:
