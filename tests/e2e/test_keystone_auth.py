@@ -12,10 +12,17 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from zaqarclient.queues import client as zaqar
+from zaqarclient.transport import errors as zaqar_errors
 
 from tests.conftest import STORE_KIND
 from tests.e2e.harness import STORES, ApiSession, RunningServer, start_server, stop_server
-from tests.servers.keystone import KeystoneServer, keystone_server_fixture  # noqa: F401  (the fixture)
+from tests.servers.keystone import (  # noqa: F401  (the fixture)
+    ADMIN_PASSWORD,
+    USER_PASSWORD,
+    KeystoneServer,
+    keystone_server_fixture,
+)
 
 pytestmark = pytest.mark.skipif(STORE_KIND != "sqlite", reason="authentication does not depend on the store")
 
@@ -126,3 +133,35 @@ def test_a_token_of_one_project_cannot_touch_another(keystone_zaqar, tokens, key
 def test_the_versions_document_stays_public(keystone_zaqar):
     with as_user(keystone_zaqar, None) as anonymous:
         assert anonymous.get("/").status_code == 300
+
+
+def test_a_system_scoped_token_is_refused_as_naming_no_project(keystone_zaqar, keystone_server):
+    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": "admin", "domain": {"id": "default"}, "password": ADMIN_PASSWORD}}},
+        "scope": {"system": {"all": True}}}}
+    issued = requests.post(f"{keystone_server.url}/auth/tokens", json=body, timeout=30)
+    assert issued.status_code == 201
+    with as_user(keystone_zaqar, issued.headers["X-Subject-Token"]) as system_admin:
+        answer = system_admin.get("/v2/queues")
+    assert answer.status_code == 403
+    assert answer.json()["description"] == "The Keystone token is not scoped to a project."
+
+
+def keystone_client(server: RunningServer, keystone: KeystoneServer, user: str, project: str) -> zaqar.Client:
+    """Return python-zaqarclient with its keystone backend: it gets its token from Keystone itself."""
+    return zaqar.Client(server.url, version=2, conf={"auth_opts": {"backend": "keystone", "options": {
+        "os_auth_url": keystone.url, "os_username": user, "os_password": USER_PASSWORD,
+        "os_project_name": project, "os_user_domain_id": "default", "os_project_domain_id": "default"}}})
+
+
+def test_python_zaqarclient_with_keystone_credentials_works_unchanged(keystone_zaqar, keystone_server):
+    member = keystone_client(keystone_zaqar, keystone_server, "alpha-member", "alpha")
+    queue = member.queue("from-zaqarclient")
+    queue.post([{"body": {"n": 1}, "ttl": 300}])
+    assert [m.body for m in queue.messages(echo=True)] == [{"n": 1}]
+    with pytest.raises(zaqar_errors.ForbiddenError):
+        member.health()
+    admin = keystone_client(keystone_zaqar, keystone_server, "alpha-admin", "alpha")
+    assert isinstance(admin.health(), dict)
+    # the admin of the same project sees the member's message
+    assert admin.queue("from-zaqarclient").stats["messages"]["total"] == 1
