@@ -39,7 +39,8 @@ def keystone_zaqar(keystone_server: KeystoneServer, tokens: dict[str, str],
     """A zaqar-lite with ``[auth] strategy = keystone`` on the session's Keystone."""
     directory = tmp_path_factory.mktemp("keystone-zaqar")
     config = directory / "zaqar-lite.conf"
-    config.write_text("[auth]\nstrategy = keystone\n" + keystone_server.authtoken_section())
+    config.write_text("[auth]\nstrategy = keystone\n[console]\nenabled = true\n"
+                      + keystone_server.authtoken_section())
     running = start_server(STORES["sqlite"].uri(directory), directory, extra_args=["--config", str(config)],
                            token=tokens["alpha-member"])
     yield running
@@ -165,3 +166,13 @@ def test_python_zaqarclient_with_keystone_credentials_works_unchanged(keystone_z
     assert isinstance(admin.health(), dict)
     # the admin of the same project sees the member's message
     assert admin.queue("from-zaqarclient").stats["messages"]["total"] == 1
+
+
+def test_console_pages_need_a_keystone_token_sent_as_a_header(keystone_zaqar, tokens, keystone_server):
+    page = f"/console/projects/{keystone_server.projects['alpha']}/queues"
+    with as_user(keystone_zaqar, tokens["alpha-member"]) as proxied:
+        assert proxied.get(page, headers={"Accept": "text/html"}).status_code == 200
+    with as_user(keystone_zaqar, None) as anonymous:
+        assert anonymous.get(page, headers={"Accept": "text/html"}).status_code == 401
+    with as_user(keystone_zaqar, tokens["beta-member"]) as other:
+        assert other.get(page, headers={"Accept": "text/html"}).status_code == 403
