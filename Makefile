@@ -10,8 +10,11 @@ STAMP := $(VENV)/.installed
 # tempest and zaqar-tempest-plugin (Zaqar's own API suite) live in a virtualenv of their own
 TEMPEST_VENV ?= .venv-tempest
 TEMPEST_STAMP := $(TEMPEST_VENV)/.installed
+# a real Keystone for the keystone auth suites, likewise in a virtualenv of its own
+KEYSTONE_VENV ?= .venv-keystone
+KEYSTONE_STAMP := $(KEYSTONE_VENV)/.installed
 
-.PHONY: install serve test tempest tempest-venv lint bench clean
+.PHONY: install serve test tempest tempest-venv keystone-venv lint bench clean
 
 $(BASE_STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,17 +33,24 @@ $(TEMPEST_STAMP): tests/tempest/requirements.txt
 	$(TEMPEST_VENV)/bin/pip install --quiet -r tests/tempest/requirements.txt
 	touch $(TEMPEST_STAMP)
 
+$(KEYSTONE_STAMP): tests/servers/keystone-requirements.txt
+	$(PYTHON) -m venv $(KEYSTONE_VENV)
+	$(KEYSTONE_VENV)/bin/pip install --quiet -r tests/servers/keystone-requirements.txt
+	touch $(KEYSTONE_STAMP)
+
 install: $(STAMP)
 
 tempest-venv: $(TEMPEST_STAMP)
+
+keystone-venv: $(KEYSTONE_STAMP)
 
 serve: $(BASE_STAMP)
 	$(BIN)/zaqar-lite serve
 
 # lint first: a lint failure fails `make test` before any suite runs
-test: lint $(TEMPEST_STAMP)
+test: lint $(TEMPEST_STAMP) $(KEYSTONE_STAMP)
 	bash tests/install_servers.sh
-	TEMPEST_VENV=$(TEMPEST_VENV) bash tests/run_all.sh $(BIN)
+	TEMPEST_VENV=$(TEMPEST_VENV) KEYSTONE_VENV=$(abspath $(KEYSTONE_VENV)) bash tests/run_all.sh $(BIN)
 
 # Zaqar's own API suite alone (zaqar-tempest-plugin v2 tests against a real server)
 tempest: $(STAMP) $(TEMPEST_STAMP)
@@ -52,4 +62,4 @@ lint: $(STAMP)
 	$(BIN)/mypy zaqar_lite
 
 clean:
-	rm -rf $(VENV) $(TEMPEST_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(TEMPEST_VENV) $(KEYSTONE_VENV) build *.egg-info .pytest_cache

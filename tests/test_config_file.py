@@ -208,7 +208,7 @@ def test_a_default_dead_letter_queue_that_is_no_queue_name_is_refused_at_start_u
 def test_every_key_in_the_shipped_file_is_a_known_setting(parsed):
     known = {place.section: set(keys) for place in PLACES for keys in [KEYS[place.section]]}
     for section in parsed.sections():
-        if section == "tokens":
+        if section in ("tokens", "keystone_authtoken"):
             continue
         written = set(KEY_LINE.findall(section_text(section)))
         assert written - known[section] == set(), f"[{section}] names unknown keys"
@@ -221,7 +221,8 @@ def test_every_setting_appears_in_its_section_of_the_shipped_file(place):
 
 def test_every_settings_field_has_a_place_in_the_file():
     fields = {f.name for f in dataclasses.fields(Settings)}
-    placed = {place.group or place.field for place in PLACES} | {"tokens", "queue_templates"}
+    free = {"tokens", "queue_templates", "keystone_authtoken"}
+    placed = {place.group or place.field for place in PLACES} | free
     assert fields == placed
     assert "[tokens]" in CONF.read_text()
 
@@ -234,13 +235,13 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("[sever]\nbind = 127.0.0.1:8000\n",
-     "unknown section [sever] (did you mean server?); the sections are auth, claims, console, limits, "
-     "metrics, notifier, queue_template:NAME, queues, server, signed_urls, smtp, storage, tokens, "
-     "transport"),
+     "unknown section [sever] (did you mean server?); the sections are auth, claims, console, "
+     "keystone_authtoken, limits, metrics, notifier, queue_template:NAME, queues, server, signed_urls, "
+     "smtp, storage, tokens, transport"),
     ("[DEFAULT]\nworkers = 2\n",
-     "unknown section [DEFAULT]; the sections are auth, claims, console, limits, "
-     "metrics, notifier, queue_template:NAME, queues, server, signed_urls, smtp, storage, tokens, "
-     "transport"),
+     "unknown section [DEFAULT]; the sections are auth, claims, console, "
+     "keystone_authtoken, limits, metrics, notifier, queue_template:NAME, queues, server, signed_urls, "
+     "smtp, storage, tokens, transport"),
     ("[storage]\nurl = sqlite:///x.db\n",
      "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
     ("[limits]\nmax_message_ttl = 600\nmax_messages_per_post = 5\n",
@@ -303,7 +304,7 @@ def test_a_mistake_in_the_file_is_refused_in_one_line_naming_file_section_and_ke
      "ZAQAR_LITE_SERVER_THREADS, ZAQAR_LITE_SERVER_HEADER_TIMEOUT, ZAQAR_LITE_SERVER_BODY_TIMEOUT, "
      "ZAQAR_LITE_SERVER_ACCESS_LOG, ZAQAR_LITE_SERVER_REDRIVE_TASK_LEASE"),
     ("ZAQAR_LITE_TOKENS_ABC", "ops:admin",
-     "environment variable ZAQAR_LITE_TOKENS_ABC names no setting; tokens are read from the configuration "
+     "environment variable ZAQAR_LITE_TOKENS_ABC names no setting; [tokens] is read from the configuration "
      "file only"),
 ])
 def test_a_mistake_in_the_environment_is_refused_naming_the_variable(tmp_path, monkeypatch, variable, value,
@@ -471,3 +472,21 @@ def test_the_signed_url_key_is_never_shown_in_the_settings_repr(tmp_path):
     conf = tmp_path / "zaqar-lite.conf"
     conf.write_text("[signed_urls]\nsecret_key = do-not-print-me\n")
     assert "do-not-print-me" not in repr(load_settings(conf))
+
+
+def test_the_keystone_strategy_hands_its_section_to_keystonemiddleware_as_written(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[auth]\nstrategy = keystone\n[keystone_authtoken]\n"
+                    "auth_url = http://127.0.0.1:5000/v3\nauth_type = password\nuser_domain_id = Default\n")
+    settings = load_settings(str(conf))
+    assert settings.auth_strategy == "keystone"
+    assert dict(settings.keystone_authtoken) == {
+        "auth_url": "http://127.0.0.1:5000/v3", "auth_type": "password", "user_domain_id": "Default"}
+
+
+def test_an_unknown_auth_strategy_is_refused_naming_the_three(tmp_path):
+    conf = tmp_path / "zaqar-lite.conf"
+    conf.write_text("[auth]\nstrategy = ldap\n")
+    rule = r"\[auth\] strategy must be one of noauth, token, keystone, got 'ldap'"
+    with pytest.raises(ValueError, match=rule):
+        load_settings(str(conf))

@@ -33,6 +33,8 @@ from typing import Any
 from zaqar_lite.models import QueueTemplate
 
 CONFIG_ENV = "ZAQAR_LITE_CONFIG"
+#: who decides a request's project and role: nobody (``X-Project-ID``), ``[tokens]``, or a Keystone
+AUTH_STRATEGIES = ("noauth", "token", "keystone")
 #: the section prefix of a queue template in the configuration file
 TEMPLATE_SECTION = "queue_template:"
 ENV_PREFIX = "ZAQAR_LITE_"
@@ -262,13 +264,15 @@ class Settings:
     console_enabled: bool = setting(False, section="console", key="enabled")
     #: ``[claims] max_wait``: the longest ``wait`` (seconds) of a long-polling claim
     claim_max_wait: int = setting(20, section="claims", key="max_wait", minimum=1)
-    auth_strategy: str = setting("noauth", section="auth", key="strategy", choices=("noauth", "token"))
+    auth_strategy: str = setting("noauth", section="auth", key="strategy", choices=AUTH_STRATEGIES)
     #: a file of more tokens, one ``token = project:role`` a line ("": none)
     token_file: str = setting("", section="auth", key="token_file")
     #: token -> (project, role), from the ``[tokens]`` section and then ``token_file``
     tokens: Mapping[str, tuple[str, str]] = setting(factory=dict, section="tokens")
     #: the key pre-signed URLs are signed with (``[signed_urls] secret_key``; "": no signed URLs)
     signed_url_secret_key: str = setting("", section="signed_urls", key="secret_key", secret=True)
+    #: ``[keystone_authtoken]`` as written, handed to keystonemiddleware under ``strategy = keystone``
+    keystone_authtoken: Mapping[str, str] = setting(factory=dict, section="keystone_authtoken")
     limits: Limits = dataclasses.field(default_factory=Limits)
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
@@ -301,8 +305,9 @@ class Place:
         return f"{ENV_PREFIX}{self.section}_{self.key}".upper()
 
 
-#: sections whose keys are free (``[tokens]``: one key per token), read from the file only
-FREE_SECTIONS = ("tokens",)
+#: sections whose keys are free (``[tokens]``: one key per token; ``[keystone_authtoken]``:
+#: keystonemiddleware's options), read from the file only
+FREE_SECTIONS = ("tokens", "keystone_authtoken")
 
 
 def _place(section: str, key: str, field: str, group: str | None, kind: Any, rule: Rule) -> Place:
@@ -623,6 +628,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     if values.get("token_file"):
         tokens.update(_read_token_file(values["token_file"]))
     values.setdefault("tokens", tokens)
+    if parser.has_section("keystone_authtoken"):
+        values["keystone_authtoken"] = dict(parser.items("keystone_authtoken"))
     values.update(_queue_templates(parser, source))
     hints = typing.get_type_hints(Settings)
     for group, fields in groups.items():
@@ -638,7 +645,7 @@ def _check_variables(environ: Mapping[str, str]) -> None:
     for name in _unknown_variables(environ):
         section = next(s for s in SECTIONS if name.startswith(f"{ENV_PREFIX}{s.upper()}_"))
         keys = [place.variable for place in PLACES if place.section == section]
-        why = "tokens are read from the configuration file only" if section in FREE_SECTIONS \
+        why = f"[{section}] is read from the configuration file only" if section in FREE_SECTIONS \
             else f"the variables of [{section}] are {', '.join(keys)}"
         raise ConfigError(f"environment variable {name} names no setting{_suggestion(name, keys)}; {why}")
 

@@ -20,14 +20,16 @@ import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import falcon
 from gunicorn.app.base import BaseApplication
 
 from zaqar_lite.api import PROJECT_ENVIRON
 from zaqar_lite.balance import AcceptBalance
 from zaqar_lite.config import WORKER_CLASSES, Settings
+
+if TYPE_CHECKING:
+    from zaqar_lite.api.keystone import WsgiCallable
 
 LOG = logging.getLogger(__name__)
 
@@ -127,13 +129,15 @@ def _outcome(function: Callable[..., Any], args: tuple[Any, ...],
 
 
 def worker_app(settings: Settings, with_sweeper: bool = True,
-               off_the_hub: bool = True) -> falcon.App[falcon.Request, falcon.Response]:
+               off_the_hub: bool = True) -> WsgiCallable:
     """Build one worker's app (its own store connection) and start its sweeper and redrive runner threads.
 
     Under the gevent worker a store of :data:`BLOCKING_STORES`, and the service
     around it, are used through :class:`OffTheHub` (unless ``off_the_hub`` is
-    false: a benchmark's comparison).
+    false: a benchmark's comparison). Under ``[auth] strategy = keystone`` the app
+    is wrapped in keystonemiddleware's ``auth_token`` (``api/keystone.py``).
     """
+    from zaqar_lite.api import keystone
     from zaqar_lite.api.app import make_app
     from zaqar_lite.redrive_runner import RedriveRunnerThread
     from zaqar_lite.service import Messaging
@@ -159,7 +163,10 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
         RedriveRunnerThread(messaging, settings.sweep_interval,
                             lock_path(settings.storage_uri, "redrive")).start()
-    return make_app(messaging, LongPoll(messaging, room, sees_every_write=channel.sees_every_write))
+    app = make_app(messaging, LongPoll(messaging, room, sees_every_write=channel.sees_every_write))
+    if settings.auth_strategy == "keystone":
+        return keystone.wrap(app, settings.keystone_authtoken)
+    return app
 
 
 def _open_and_describe(settings: Settings, answer: Connection) -> None:
@@ -286,7 +293,7 @@ class Server(BaseApplication):  # type: ignore[misc]
         self.balance.child_exit(arbiter, worker)
         mark_worker_dead(arbiter, worker)
 
-    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
+    def load(self) -> WsgiCallable:
         """Build the app inside a worker."""
         return worker_app(self.settings)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import falcon
 
 from zaqar_lite import errors
-from zaqar_lite.api import PROJECT_ENVIRON, inputs
+from zaqar_lite.api import PROJECT_ENVIRON, inputs, keystone
 from zaqar_lite.claims import signed_urls
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Limits, Settings
@@ -44,14 +45,17 @@ def signed_request(req: falcon.Request, clock: Clock) -> signed_urls.SignedReque
 
 
 def credentials(settings: Settings, token: str | None, project: str | None,
-                signed: signed_urls.SignedRequest | None = None) -> tuple[str, str]:
+                signed: signed_urls.SignedRequest | None = None,
+                identity: Mapping[str, str | None] | None = None) -> tuple[str, str]:
     """Return the ``(project, role)`` a request acts as: the one check of the API and the console.
 
     A request signed with a pre-signed URL acts for the project it names
     (``X-Project-ID``, which the signature covers), as a member, whatever the
     strategy: the signature replaces the token. Otherwise, under token auth
     the token decides the project and the role, and a project named besides
-    (``X-Project-ID``, or the console's URL) must be the token's; under noauth
+    (``X-Project-ID``, or the console's URL) must be the token's; under keystone
+    auth ``identity`` (the headers keystonemiddleware set from the token, see
+    :mod:`zaqar_lite.api.keystone`) does; under noauth
     the named project is trusted, as an admin.
 
     Raises:
@@ -61,9 +65,13 @@ def credentials(settings: Settings, token: str | None, project: str | None,
         ValidationFailed: noauth or a signed request, and the project is missing or malformed.
     """
     if signed is not None:
+        if settings.auth_strategy == "keystone":  # keystonemiddleware strips X-Project-Id
+            project = (identity or {}).get(keystone.NAMED_PROJECT)
         named = inputs.project_id(project, settings.limits)
         signed_urls.authorise(settings.signed_url_secret_key, signed, named)
         return named, "member"
+    if settings.auth_strategy == "keystone":
+        return keystone.credentials(identity or {}, project)
     if settings.auth_strategy == "token":
         if not token or token not in settings.tokens:
             raise errors.Unauthorized("A valid X-Auth-Token header is required.")
@@ -85,6 +93,13 @@ def console_project(project: str, limits: Limits) -> str:
     except errors.ValidationFailed as exc:
         raise errors.ValidationFailed(f"The project is not a valid project id, which follows the rules "
                                       f"of the X-Project-ID header: {exc}") from None
+
+
+def identity(req: falcon.Request) -> dict[str, str | None]:
+    """Return the identity headers keystonemiddleware set (it strips any a client sent), and the
+    ``X-Project-ID`` the client sent (:data:`~zaqar_lite.api.keystone.NAMED_PROJECT`)."""
+    found = {name: req.get_header(name) for name in keystone.IDENTITY_HEADERS}
+    return {**found, keystone.NAMED_PROJECT: req.env.get(keystone.NAMED_PROJECT)}
 
 
 class RequestContext:
@@ -115,7 +130,7 @@ class RequestContext:
         req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
         req.context.project, req.context.role = credentials(
             self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"),
-            signed_request(req, self.clock))
+            signed_request(req, self.clock), identity(req))
         req.env[PROJECT_ENVIRON] = req.context.project
 
     def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:
@@ -131,10 +146,11 @@ class RequestContext:
         project = params.get("project")
         if project is None:
             return
-        if self.settings.auth_strategy != "token":
+        if self.settings.auth_strategy == "noauth":
             project = console_project(project, self.settings.limits)
         token = req.get_header("X-Auth-Token") or console_token(req)
-        req.context.project, req.context.role = credentials(self.settings, token, project)
+        req.context.project, req.context.role = credentials(self.settings, token, project,
+                                                            identity=identity(req))
         req.env[PROJECT_ENVIRON] = req.context.project
 
 
