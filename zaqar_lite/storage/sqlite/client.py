@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,29 @@ from zaqar_lite import errors
 from zaqar_lite.storage.sqlite.layout import parse_uri, prepare_schema
 
 _UNAVAILABLE_HINTS = ("locked", "unable to open", "disk i/o", "readonly", "busy")
+
+
+#: seconds a connection keeps asking for WAL mode while other openers hold the file's lock
+WAL_PATIENCE = 30.0
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode, waiting while other processes hold its lock.
+
+    Leaving rollback mode needs the file to itself, and SQLite answers
+    "database is locked" at once, without its busy timeout, while another
+    opener (a worker starting beside this one, one migrating an old file)
+    holds a lock: ask again until it is free.
+    """
+    deadline = time.monotonic() + WAL_PATIENCE
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class SqliteConnected:
@@ -42,7 +66,7 @@ class SqliteConnected:
                 conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                        check_same_thread=False)
                 conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
+                _enter_wal(conn)
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
             except sqlite3.Error as exc:
                 raise errors.StorageUnavailable(str(exc)) from exc
