@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims import backoff as retry_backoff
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.clock import Clock, wall_clock
@@ -51,13 +53,16 @@ class Messaging:
     """Queue, message and claim operations with zaqar-lite's policy applied."""
 
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
-                 ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep) -> None:
+                 ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
+                 draw: Callable[[], float] = random.random) -> None:
         self.storage = storage
         self.settings = settings
         self.limits = settings.limits
         self.clock = clock
         self.ids = ids
         self.sleep = sleep
+        #: the random source of ``_retry_backoff`` jitter: a number in [0, 1) per call
+        self.draw = draw
 
     # -- queues ---------------------------------------------------------------
 
@@ -231,10 +236,14 @@ class Messaging:
         return self.storage.pop_messages(project, queue, limit, now), now
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str,
-                        reason: Mapping[str, Any] | None) -> None:
-        """Release one claimed message at once, recording the reason in its failure history."""
+                        reason: Mapping[str, Any] | None, delay: int | None = None) -> None:
+        """Release one claimed message, recording the reason in its failure history.
+
+        It is claimable again after ``delay`` seconds when given (0: at once),
+        else after the wait of the queue's ``_retry_backoff`` (none without it).
+        """
         self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
-                                     self.limits.failure_history_length)
+                                     self.limits.failure_history_length, delay)
 
     # -- claims ---------------------------------------------------------------
 
@@ -254,8 +263,10 @@ class Messaging:
 
         def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
             default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
+            backoff = meta.retry_backoff(stored, self.limits)
             return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
-                                dead_letter=meta.dead_letter_policy(stored, default))
+                                dead_letter=meta.dead_letter_policy(stored, default), backoff=backoff,
+                                draws=retry_backoff.draws(backoff, limit, self.draw))
 
         return claim_id, self.storage.claim_planned(project, queue, plan), now
 
@@ -270,7 +281,7 @@ class Messaging:
         self.storage.renew_claim(project, queue, claim_id, self.clock(), ttl, grace)
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
-        """Release a claim; its messages become claimable at once."""
+        """Release a claim; its messages become claimable at once (or after their ``_retry_backoff`` wait)."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
 
     # -- redrive --------------------------------------------------------------

@@ -112,11 +112,11 @@ class MessageRelease(Resource):
     """``POST /v2/queues/{queue}/messages/{message_id}/release?claim_id=C`` (our extension)."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
-        """Release one claimed message at once, recording an optional failure reason."""
+        """Release one claimed message, recording an optional failure reason, after an optional delay."""
         claim_id = req.get_param("claim_id")
         if not claim_id:
             raise errors.ValidationFailed("claim_id is required to release a message.")
         document, _ = read_json(req, RELEASE_BODY_MAX)
-        reason = schemas.release_reason(document)
-        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason)
+        reason, delay = schemas.release_body(document, self.messaging.limits)
+        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason, delay)
         resp.status = falcon.HTTP_204

@@ -6,11 +6,12 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from zaqar_lite.claims.backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed
-from zaqar_lite.models import DeadLetterPolicy
+from zaqar_lite.models import DeadLetterPolicy, RetryBackoff
 
 MAX_CLAIM_COUNT = "_max_claim_count"
 DEAD_LETTER_QUEUE = "_dead_letter_queue"
@@ -23,7 +24,7 @@ DEAD_LETTER_ON_EXPIRY = "_dead_letter_on_expiry"
 RETRY_POLICY = "_retry_policy"
 MAX_MESSAGE_TTL = "_max_message_ttl"
 #: reserved keys of zaqar-lite's own: shown only when set
-OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL)
+OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, RETRY_BACKOFF)
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
@@ -85,6 +86,8 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
             "stored in plaintext, so true is refused. Leave it out or set it to false.")
     if RETRY_POLICY in stored:
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
+    if RETRY_BACKOFF in stored:
+        check_backoff(stored[RETRY_BACKOFF], limits.max_message_delay)
     if stored.get(DEAD_LETTER_ON_EXPIRY) and stored.get(DEAD_LETTER_QUEUE) is None \
             and not default_dead_letter_queue:
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
@@ -199,3 +202,9 @@ def dead_letter_policy(metadata: Mapping[str, Any] | None,
         on_expiry=bool(metadata.get(DEAD_LETTER_ON_EXPIRY, False)),
         default_queue=own is None and default_queue is not None,
     )
+
+
+def retry_backoff(metadata: Mapping[str, Any] | None, limits: Limits) -> RetryBackoff | None:
+    """Return the queue's ``_retry_backoff`` policy (validated when stored), or None when unset."""
+    value = (metadata or {}).get(RETRY_BACKOFF)
+    return None if value is None else check_backoff(value, limits.max_message_delay)

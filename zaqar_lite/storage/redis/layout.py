@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.models import DeadLetterPolicy, Message
+from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff
 
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"
@@ -87,6 +87,13 @@ def to_message(message_id: str, f: Mapping[str, str]) -> Message:
 def from_reply(reply: Sequence[str]) -> Message:
     """Parse a script's ``{id, field, value, ...}`` message."""
     return to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
+
+
+def backoff_args(backoff: RetryBackoff | None) -> list[str]:
+    """Return claim.lua's ARGV of a ``_retry_backoff``: base, factor, max, jitter (base '' for none)."""
+    if backoff is None:
+        return ["", "", "", ""]
+    return [stamp(backoff.base), stamp(backoff.factor), stamp(backoff.max), stamp(backoff.jitter)]
 
 
 def record_head(queue: str, reason: str, now: float, dead_letter: DeadLetterPolicy) -> str:

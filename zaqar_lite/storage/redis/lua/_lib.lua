@@ -157,19 +157,45 @@ local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_hea
   redis.call('HSET', key, 'dead_letter', record)
 end
 
+-- Index message id of queue Q as its delay says: in delayed (score delay_until)
+-- while delay_until > now, else in ready (score marker).
+local function reindex(Q, id, marker, delay_until, now)
+  if after(delay_until, now) then
+    redis.call('ZADD', Q.delayed, delay_until, id)
+  else
+    redis.call('ZADD', Q.ready, marker, id)
+  end
+end
+
 -- Move the entries of zset `from` due at now (score <= now) into Q's ready set,
--- scored by marker; expired ones are only dropped from `from`.
+-- scored by marker, or into its delayed set when a lapsed claim left a
+-- _retry_backoff wait (delay_until > now); expired ones are only dropped from `from`.
 local function promote(ns, Q, from, now_s)
   local due = redis.call('ZRANGEBYSCORE', from, '-inf', now_s)
   if #due == 0 then return end
   local now = tonumber(now_s)
   redis.call('ZREMRANGEBYSCORE', from, '-inf', now_s)
   for _, id in ipairs(due) do
-    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires')
+    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires', 'delay_until')
     if f[1] and tonumber(f[2]) > now then
-      redis.call('ZADD', Q.ready, f[1], id)
+      reindex(Q, id, f[1], f[3], now)
     end
   end
+end
+
+-- backoff.released_delay_until: the delay_until of a claimed message (stored
+-- delay_until d and claim_expires c) released at now; delay is the explicit
+-- delay ('' for none): a wait of delay, else the wait its claim fixed (d - c
+-- when d > c), starts now; no wait is 0.
+local function released_delay_until(d, c, now, delay)
+  local wait = 0
+  if delay ~= '' then
+    wait = tonumber(delay)
+  elseif d and c and tonumber(d) > tonumber(c) then
+    wait = tonumber(d) - tonumber(c)
+  end
+  if wait == 0 then return 0 end
+  return now + wait
 end
 
 -- Whether claim_id names a live claim of the queue with prefix qp.
