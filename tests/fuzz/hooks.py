@@ -34,6 +34,7 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"_dead_letter_queue: queue .* chains are not supported")),
     # a field compared with another field, or with the path
     ("Invalid API request", re.compile(r"_retry_policy\.minimum_delay \(\d+\) may not be greater than")),
+    ("Invalid API request", re.compile(r"^_retry_backoff\.max must be between ")),
     ("Invalid API request", re.compile(r"^destination cannot be the queue redriven from")),
     # a queue's own stored _max_messages_post_size caps its posts; every body has a size in
     # bytes (docs/api.rst, "Request bodies"), which a schema of its JSON value cannot state
