@@ -30,6 +30,8 @@ class Message:
     failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     dead_letter: dict[str, Any] | None = None
     marker: int = 0
+    #: the W3C trace context of its post (``traceparent``, ``tracestate`` if sent), None without
+    trace: dict[str, str] | None = None
 
     def is_claimed(self, now: float) -> bool:
         """Return whether a live claim holds the message at ``now``."""

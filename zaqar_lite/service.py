@@ -156,10 +156,12 @@ class Messaging:
     # -- messages -------------------------------------------------------------
 
     def post(self, project: str, queue: str, client_id: str,
-             messages: Sequence[Mapping[str, Any]], body_size: int) -> list[str]:
+             messages: Sequence[Mapping[str, Any]], body_size: int,
+             trace: Mapping[str, str] | None = None) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
 
         A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
+        Each message keeps ``trace``, the post's W3C trace context, when given.
 
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
@@ -181,7 +183,7 @@ class Messaging:
                 records.append(Message(
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
                     delay_until=now + delay if delay else 0.0, client_id=client_id,
-                    dlq_eligible=item["dlq_eligible"]))
+                    dlq_eligible=item["dlq_eligible"], trace=dict(trace) if trace else None))
             return records
 
         self.storage.post_planned(project, queue, plan, now)

@@ -146,10 +146,52 @@ def test_a_file_of_the_global_marker_layout_is_migrated_on_open_keeping_its_mess
     reopened.post_messages(P, Q, _messages(1, now, prefix="later"), now)
     assert _markers(reopened, P, Q) == [("a3", 3), ("new0", 8), ("new1", 9), ("later0", 10)]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         unique = {row[1]: row[2] for row in db.execute("PRAGMA index_list(messages)")}
     assert unique == {"messages_by_id": 1, "messages_by_queue": 1, "messages_by_visibility": 0,
                       "messages_by_expiry": 0, "messages_by_claim": 0}
+
+
+#: layout 1 (before the trace column), as zaqar-lite wrote it
+LAYOUT_1 = """
+CREATE TABLE queues (project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
+    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID;
+CREATE TABLE messages (id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
+    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL, delay_until REAL NOT NULL DEFAULT 0,
+    client_id TEXT NOT NULL, claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
+CREATE UNIQUE INDEX messages_by_id ON messages (id);
+CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker);
+CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker);
+CREATE INDEX messages_by_expiry ON messages (project, queue, expires);
+CREATE INDEX messages_by_claim ON messages (claim_id);
+CREATE TABLE claims (id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
+    ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
+CREATE INDEX claims_by_queue ON claims (project, queue, expires);
+CREATE TABLE records (kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
+PRAGMA user_version=1;
+"""
+
+
+def test_a_file_of_layout_1_gets_the_trace_column_and_keeps_its_messages(tmp_path):
+    path = tmp_path / "layout1.db"
+    now = 1_800_000_001.0
+    with sqlite3.connect(path) as db:
+        db.executescript(LAYOUT_1)
+        db.execute("INSERT INTO queues VALUES (?, ?, '{}', ?, 1)", (P, Q, now))
+        db.execute("INSERT INTO messages (id, project, queue, marker, body, created, expires, client_id)"
+                   " VALUES ('old', ?, ?, 1, '\"kept\"', ?, ?, 'c')", (P, Q, now, now + 3600))
+    storage = SqliteStorage(f"sqlite:///{path}")
+    traced = Message(id="new", body="traced", created=now, expires=now + 3600,
+                     trace={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    storage.post_messages(P, Q, [traced], now)
+    found = storage.get_messages(P, Q, ["old", "new"], now)
+    assert [(m.id, m.body, m.marker, m.trace) for m in found] == [
+        ("old", "kept", 1, None),
+        ("new", "traced", 2, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_a_file_of_a_newer_layout_is_refused_with_its_version(tmp_path):

@@ -73,7 +73,9 @@ class MessageRenderer:
 
     A dead letter also carries its ``dead_letter`` provenance block when the
     request says ``include_dead_letter=true``, or when the deployment makes
-    that the default (``[transport] include_dead_letter``): python-zaqarclient
+    that the default (``[transport] include_dead_letter``), and a message
+    posted with a W3C trace context its ``trace`` when the request says
+    ``include_trace=true``: python-zaqarclient
     builds messages with ``Message(**fields)`` and fails on any field it does
     not know, so nothing beyond Zaqar's fields is sent unasked.
 
@@ -85,6 +87,7 @@ class MessageRenderer:
         self.queue = queue
         self.dead_letter = inputs.boolean(
             req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
+        self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:
         """Return the representation of one message as of ``now``."""
@@ -102,6 +105,8 @@ class MessageRenderer:
             view["claim_id"] = message.claim_id
         if self.dead_letter and message.dead_letter is not None:
             view["dead_letter"] = policy.provenance(message)
+        if self.trace and message.trace is not None:
+            view["trace"] = dict(message.trace)
         return view
 
     def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:

@@ -22,7 +22,8 @@ class MessageCollection(Resource):
         if document is None:
             raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
         messages = schemas.message_post(document, self.limits)
-        ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size)
+        trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+        ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size, trace)
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/messages?ids={','.join(ids)}"
         resp.media = {"resources": [f"/v2/queues/{queue}/messages/{i}" for i in ids]}
@@ -53,6 +54,8 @@ class MessageCollection(Resource):
                      **{k: str(v).lower() for k, v in flags.items()}}
             if req.get_param("include_dead_letter") is not None:
                 query["include_dead_letter"] = str(render.dead_letter).lower()
+            if render.trace:
+                query["include_trace"] = "true"
             links = next_links(f"/v2/queues/{queue}/messages", query)
         resp.media = {"messages": render.many(found, now), "links": links}
 

@@ -357,4 +357,6 @@ def provenance(message: Message) -> dict[str, Any]:
     }
     if record.get(DEFAULT_DLQ):
         block[DEFAULT_DLQ] = True
+    if message.trace is not None:  # the W3C trace context the message was posted with
+        block["trace"] = dict(message.trace)
     return block

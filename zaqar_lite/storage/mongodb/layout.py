@@ -85,14 +85,17 @@ def purge_at(expires: float) -> datetime:
 
 
 def message_document(project: str, queue: str, message: Message, marker: int) -> Document:
-    """Return the document a message is stored as."""
-    return {"_id": message.id, "project": project, "queue": queue, "marker": marker,
+    """Return the document a message is stored as (``trace`` only when it has one)."""
+    document: Document = {"_id": message.id, "project": project, "queue": queue, "marker": marker,
             "body": json.dumps(message.body), "created": message.created, "expires": message.expires,
             "purge_at": purge_at(message.expires), "delay_until": message.delay_until,
             "client_id": message.client_id, "claim_id": message.claim_id,
             "claim_expires": message.claim_expires or 0.0, "claim_count": message.claim_count,
             "dlq_eligible": message.dlq_eligible, "failures": message.failures,
             "dead_letter": message.dead_letter}
+    if message.trace is not None:
+        document["trace"] = message.trace
+    return document
 
 
 def message_from(doc: Document) -> Message:
@@ -103,7 +106,7 @@ def message_from(doc: Document) -> Message:
         client_id=doc["client_id"], claim_id=doc["claim_id"],
         claim_expires=doc["claim_expires"] or None, claim_count=doc["claim_count"],
         dlq_eligible=doc["dlq_eligible"], failures=doc.get("failures") or [],
-        dead_letter=doc["dead_letter"], marker=doc["marker"])
+        dead_letter=doc["dead_letter"], marker=doc["marker"], trace=doc.get("trace"))
 
 
 def unchanged(project: str, queue: str, message: Message) -> Document:

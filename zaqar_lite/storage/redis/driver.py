@@ -256,7 +256,8 @@ class RedisStorage(RedisRecords, Storage):
                      m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
                      "\n".join(json.dumps(f) for f in m.failures),
-                     json.dumps(m.dead_letter) if m.dead_letter else ""]
+                     json.dumps(m.dead_letter) if m.dead_letter else "",
+                     json.dumps(m.trace) if m.trace else ""]
         # a queue that existed when planned was registered before it was created
         if self._run("post", project, queue, args, register=not metadata_version) == STALE:
             raise _Stale(queue)

@@ -19,7 +19,8 @@ and records share one hash slot, so every script touches a single slot::
     zl:{P}:q:Q:cm:<claim>  SET    ids of the messages the claim took
     zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
                                   delay_until, client_id, claim_id, claim_expires, claim_count,
-                                  dlq_eligible, failures (JSON objects, one a line), dead_letter
+                                  dlq_eligible, failures (JSON objects, one a line), dead_letter,
+                                  trace (JSON; absent without one)
     zl:{P}:r:<kind>        HASH   versioned records: key -> "<version> <value JSON>"
     zl:{P}:rk:<kind>       ZSET   record keys, score 0
     zl:projects            SET    projects that ever had a queue (all_queues)
@@ -81,7 +82,7 @@ def to_message(message_id: str, f: Mapping[str, str]) -> Message:
         claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
         failures=failures_from(f.get("failures")),
         dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
-        marker=int(f["marker"]))
+        marker=int(f["marker"]), trace=json.loads(f["trace"]) if f.get("trace") else None)
 
 
 def from_reply(reply: Sequence[str]) -> Message:

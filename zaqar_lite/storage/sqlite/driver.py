@@ -130,11 +130,12 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 16)})",
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None) for i, m in enumerate(messages)])
+              json.dumps(m.dead_letter) if m.dead_letter else None,
+              json.dumps(m.trace) if m.trace else None) for i, m in enumerate(messages)])
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> None:
         with self.transaction() as db:

@@ -10,8 +10,10 @@ reader (``spark_jobs/sources/sqlite.py``) reads ``queues`` and ``messages``
 through ``messages_by_queue``, with this module's URI parsing and decoders.
 
 The layout's number is the file's ``PRAGMA user_version``. Layout 0 (up to
-cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue; the
-driver migrates such a file when it opens it (:func:`prepare_schema`).
+cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue;
+layout 1 had no ``trace`` column (a message's W3C trace context, JSON text,
+NULL when it was posted without one). The driver migrates such files when it
+opens them (:func:`prepare_schema`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
 #: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _QUEUES = """CREATE TABLE queues (
     project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
     last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
@@ -35,7 +37,7 @@ _MESSAGES = """CREATE TABLE {table} (
     body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
     delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
     claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
-    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT)"""
+    dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT, trace TEXT)"""
 _MESSAGE_INDEXES = (
     "CREATE UNIQUE INDEX messages_by_id ON messages (id)",
     "CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker)",
@@ -55,13 +57,15 @@ SCHEMA = (
     kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID""",
 )
-MESSAGE_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
-                  " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
+#: the columns of layout 1, which a layout-0 file is first migrated to
+_LAYOUT_1_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
+                    " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
+MESSAGE_FIELDS = _LAYOUT_1_FIELDS + ", trace"
 
 
 #: the columns :func:`message_from_row` reads, in a SELECT of ``messages``
 MESSAGE_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
-                   "claim_count, dlq_eligible, failures, dead_letter, marker")
+                   "claim_count, dlq_eligible, failures, dead_letter, marker, trace")
 
 
 def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
@@ -92,7 +96,8 @@ def message_from_row(row: sqlite3.Row) -> Message:
         delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
         claim_expires=row["claim_expires"], claim_count=row["claim_count"],
         dlq_eligible=bool(row["dlq_eligible"]), failures=failures_from(row["failures"]),
-        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"])
+        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"],
+        trace=json_or_none(row["trace"]))
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:
@@ -104,7 +109,10 @@ def prepare_schema(db: sqlite3.Connection, path: str) -> None:
         raise errors.StorageUnavailable(f"{path} has layout {version}, made by a newer zaqar-lite;"
                                         f" this one reads layout {SCHEMA_VERSION}")
     if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
-        migrate_from_global_markers(db)
+        if version == 0:
+            migrate_from_global_markers(db)  # the table it builds has this layout's columns
+        else:
+            db.execute("ALTER TABLE messages ADD COLUMN trace TEXT")
     else:
         for statement in SCHEMA:
             db.execute(statement)
@@ -127,7 +135,7 @@ def migrate_from_global_markers(db: sqlite3.Connection) -> None:
                "(SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'messages'),"
                " (SELECT COALESCE(MAX(marker), 0) FROM messages))")
     db.execute(_MESSAGES.format(table="messages_per_queue"))
-    db.execute(f"INSERT INTO messages_per_queue ({MESSAGE_FIELDS}) SELECT {MESSAGE_FIELDS} FROM messages")
+    db.execute(f"INSERT INTO messages_per_queue ({_LAYOUT_1_FIELDS}) SELECT {_LAYOUT_1_FIELDS} FROM messages")
     db.execute("DROP TABLE messages")
     db.execute("ALTER TABLE messages_per_queue RENAME TO messages")
     for statement in _MESSAGE_INDEXES:

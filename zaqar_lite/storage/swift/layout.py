@@ -220,9 +220,11 @@ def delete_at(expires: float) -> dict[str, str]:
 
 
 def message_body(message: Message) -> bytes:
-    """Serialise a message's whole state (its marker is in its name)."""
+    """Serialise a message's whole state (its marker is in its name; no ``trace`` when it has none)."""
     record = dataclasses.asdict(message)
     record.pop("marker")
+    if record["trace"] is None:
+        record.pop("trace")
     return json.dumps(record, separators=(",", ":")).encode()
 
 

@@ -19,7 +19,8 @@
 --   zl:{P}:q:Q:cm:<claim>  SET    ids of the messages that claim took
 --   zl:{P}:m:<id>          HASH   one message: q, marker, body, created, expires,
 --                                 delay_until, client_id, claim_id, claim_expires,
---                                 claim_count, dlq_eligible, failures, dead_letter
+--                                 claim_count, dlq_eligible, failures, dead_letter,
+--                                 trace (absent without one)
 -- A message of Q is in all and expires, and in at most one of ready, delayed
 -- and claimed (none once a script has seen it expired: the sweep owns it then).
 --
@@ -116,7 +117,7 @@ end
 -- marker of T, no claim, no delay, the expiry `expires` and the claim count
 -- `count` (strings or numbers, stored as given), and is indexed in T's ready,
 -- all, expires and, with a count above 0, counted sets. Its other fields
--- (body, created, client_id, dlq_eligible, failures, dead_letter) are kept.
+-- (body, created, client_id, dlq_eligible, failures, dead_letter, trace) are kept.
 local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
   local key = message_key(ns, id)
   unindex(qp, Q, id, claim_id)

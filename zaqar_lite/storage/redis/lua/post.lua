@@ -5,9 +5,10 @@
 -- ARGV[1]     "zl:{P}:"        ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3]     the queue name   ARGV[4] now
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
--- ARGV[7..]   12 values per message, '' where unset:
+-- ARGV[7..]   13 values per message, '' where unset (and then not stored):
 --             id, body (JSON), created, expires, delay_until, client_id, claim_id,
---             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter
+--             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter,
+--             trace (JSON)
 -- Returns:    the number of messages stored (an id already stored is skipped), or
 --             'stale' when the metadata is not ARGV[6] (nothing stored).
 -- Keys written: zl:{P}:q:Q:{meta,marker,ready|delayed|claimed,all,expires,counted},
@@ -15,11 +16,11 @@
 local Q = queue_keys(1)
 local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
 local fields = {'id', 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
-                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter'}
+                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'trace'}
 if not metadata_is(Q.meta, ARGV[5], ARGV[6]) then return 'stale' end
 ensure_queue(Q, name, KEYS[10])
 local stored = 0
-for base = 7, #ARGV, 12 do
+for base = 7, #ARGV, #fields do
   local m = {}
   for i, field in ipairs(fields) do m[field] = ARGV[base + i - 1] end
   local key = message_key(ns, m.id)
