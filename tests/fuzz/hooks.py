@@ -35,6 +35,9 @@ INEXPRESSIBLE_REFUSALS = [
     # a field compared with another field, or with the path
     ("Invalid API request", re.compile(r"_retry_policy\.minimum_delay \(\d+\) may not be greater than")),
     ("Invalid API request", re.compile(r"^_retry_backoff\.max must be between ")),
+    # W3C Trace Context rules beyond the documented patterns, and tracestate's need of traceparent
+    ("Invalid API request", re.compile(r"^traceparent(: an all-zero| must be W3C .*; version)")),
+    ("Invalid API request", re.compile(r"^tracestate (list-member|may hold at most|needs a traceparent)")),
     ("Invalid API request", re.compile(r"^destination cannot be the queue redriven from")),
     # a queue's own stored _max_messages_post_size caps its posts; every body has a size in
     # bytes (docs/api.rst, "Request bodies"), which a schema of its JSON value cannot state

@@ -175,7 +175,7 @@ def trace_context(traceparent: str | None, tracestate: str | None) -> dict[str, 
         if tracestate is not None:
             raise ValidationFailed("tracestate needs a traceparent header (W3C Trace Context).")
         return None
-    context = {"traceparent": _traceparent(traceparent.strip(" \t"))}
+    context = {"traceparent": _traceparent(traceparent)}
     if tracestate is not None and tracestate.strip(" \t"):
         context["tracestate"] = _tracestate(tracestate)
     return context
