@@ -38,6 +38,12 @@ def test_factor_jitter_and_max_have_defaults():
     assert backoff.check_backoff({"base": 5}, 900) == expected
 
 
+def test_a_policy_stored_under_a_larger_delay_limit_is_capped_at_todays():
+    stored = {"_retry_backoff": {"base": 600, "factor": 2}}  # stored while max_message_delay was 3600
+    capped = metadata.retry_backoff(stored, Limits(max_message_delay=300))
+    assert capped == RetryBackoff(base=300.0, factor=2.0, max=300.0, jitter=0.0)
+
+
 def test_a_queue_without_the_key_has_no_policy():
     assert metadata.retry_backoff({"_max_claim_count": 3}, LIMITS) is None
     assert metadata.retry_backoff(None, LIMITS) is None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -205,6 +207,17 @@ def dead_letter_policy(metadata: Mapping[str, Any] | None,
 
 
 def retry_backoff(metadata: Mapping[str, Any] | None, limits: Limits) -> RetryBackoff | None:
-    """Return the queue's ``_retry_backoff`` policy (validated when stored), or None when unset."""
+    """Return the queue's ``_retry_backoff`` policy (validated when stored), or None when unset.
+
+    A policy stored under a larger ``max_message_delay`` than the server has
+    now keeps working: its waits are capped at today's limit.
+    """
     value = (metadata or {}).get(RETRY_BACKOFF)
-    return None if value is None else check_backoff(value, limits.max_message_delay)
+    if value is None:
+        return None
+    try:
+        return check_backoff(value, limits.max_message_delay)
+    except ValidationFailed:
+        stored = check_backoff(value, sys.maxsize)
+        cap = float(limits.max_message_delay)
+        return dataclasses.replace(stored, base=min(stored.base, cap), max=min(stored.max, cap))
