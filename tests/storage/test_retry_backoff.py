@@ -158,3 +158,14 @@ def test_a_queue_without_the_policy_stores_no_wait(messaging, clock):
     assert messaging.get_messages(P, Q, ids)[0][0].delay_until == 0.0
     clock.advance(60)
     assert claim(messaging)[1] == ids
+
+
+def test_stats_count_a_lapsed_claims_message_as_delayed_before_any_claim_looks(messaging, clock):
+    backoff_queue(messaging)
+    ids = post(messaging, "job", "other")
+    claim(messaging, limit=1, ttl=60)
+    clock.advance(61)  # no claim or pop runs between the lapse and the stats
+    stats, _ = messaging.queue_stats(P, Q)
+    assert (stats.claimed, stats.delayed, stats.free) == (0, 1, 1)
+    assert listed(messaging) == ids[1:]
+    assert listed(messaging, include_delayed=True) == ids
