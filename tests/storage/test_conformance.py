@@ -920,7 +920,7 @@ def test_every_filter_given_must_hold(messaging, clock):
 
 def test_redrive_to_a_destination_instead_of_the_source_queue(messaging, clock):
     moved, = stored_dead_letters(messaging, clock, [])
-    assert redrive(messaging, destination="orders-replay").redriven == 1
+    assert redrive(messaging, destination="orders-replay", create_destination=True).redriven == 1
     assert listed(messaging, queue="orders-replay") == [moved]
     assert listed(messaging) == []
 
@@ -936,7 +936,7 @@ def test_redrive_recreates_a_deleted_source_queue(messaging, clock):
 
 def test_messages_without_provenance_are_not_redriven(messaging, clock):
     plain, = post(messaging, "plain", queue=DLQ)
-    result = redrive(messaging, destination="elsewhere")
+    result = redrive(messaging, destination="elsewhere", create_destination=True)
     assert (result.matched, result.redriven) == (0, 0)
     assert listed(messaging, queue=DLQ) == [plain]
 
