@@ -44,7 +44,7 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"^tracestate (list-member|may hold at most|needs a traceparent)")),
     ("Invalid API request", re.compile(r"^destination cannot be the queue redriven from")),
     # a redrive's limit and rate depend on its async field (docs/api.rst, "Redrive tasks")
-    ("Invalid request body", re.compile(r"^limit: \d+ is greater than the maximum of \d+\.$")),
+    ("Invalid request body", re.compile(r"^limit must be at most \d+, got \d+\.$")),
     ("Invalid API request", re.compile(r"^dry_run and async exclude each other")),
     ("Invalid API request", re.compile(r"^max_per_second may be at most \d+ \(max_redrive_rate\)")),
     # a queue's own stored _max_messages_post_size caps its posts; every body has a size in
