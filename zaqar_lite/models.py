@@ -38,14 +38,20 @@ class Message:
     dedup_id: str | None = None
     dedup_until: float = 0.0
     group: str | None = None
+    #: the W3C trace context of its post (``traceparent``, ``tracestate`` if sent), None without
+    trace: dict[str, str] | None = None
 
     def is_claimed(self, now: float) -> bool:
         """Return whether a live claim holds the message at ``now``."""
         return self.claim_id is not None and (self.claim_expires or 0) > now
 
     def is_delayed(self, now: float) -> bool:
-        """Return whether the message is still invisible because of its delay."""
-        return self.delay_until > now
+        """Return whether the message is still invisible because of its delay (a claimed one is claimed).
+
+        A claim of a queue with a ``_retry_backoff`` stores the wait after it
+        in ``delay_until`` already: the message is delayed once the claim ends.
+        """
+        return self.delay_until > now and not self.is_claimed(now)
 
     def ttl(self) -> int:
         """Return the lifetime the message was given, in seconds.
@@ -105,6 +111,21 @@ NO_DEAD_LETTER = DeadLetterPolicy()
 
 
 @dataclasses.dataclass(frozen=True)
+class RetryBackoff:
+    """A queue's ``_retry_backoff``: the wait after a claim that ends without a delete (seconds).
+
+    The wait after a message's ``n``-th claim is ``min(max, base * factor ** (n - 1))``,
+    shortened by up to ``jitter`` of itself at random
+    (:func:`zaqar_lite.claims.backoff.retry_wait`).
+    """
+
+    base: float
+    factor: float
+    max: float
+    jitter: float
+
+
+@dataclasses.dataclass(frozen=True)
 class ClaimRequest:
     """Everything a claim primitive needs: the claim, its times and the policy inputs."""
 
@@ -114,6 +135,10 @@ class ClaimRequest:
     grace: int
     limit: int
     dead_letter: DeadLetterPolicy = NO_DEAD_LETTER
+    #: the queue's ``_retry_backoff`` (None: a claim that ends lets its messages go at once)
+    backoff: RetryBackoff | None = None
+    #: random draws in [0, 1), the i-th for the i-th message claimed (none: no jitter)
+    draws: tuple[float, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

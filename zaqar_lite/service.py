@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
+from zaqar_lite.claims import backoff as retry_backoff
 from zaqar_lite.claims import dedup
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import redrive as redrive_policy
@@ -67,7 +69,8 @@ class Messaging:
     """Queue, message and claim operations with zaqar-lite's policy applied."""
 
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
-                 ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep) -> None:
+                 ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
+                 draw: Callable[[], float] = random.random) -> None:
         self.storage = storage
         self.settings = settings
         self.limits = settings.limits
@@ -78,6 +81,8 @@ class Messaging:
         #: called with (project, queue) after a write that may make messages of the queue
         #: claimable; long polling (``waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits
+        #: the random source of ``_retry_backoff`` jitter: a number in [0, 1) per call
+        self.draw = draw
 
     # -- queues ---------------------------------------------------------------
 
@@ -205,13 +210,15 @@ class Messaging:
     # -- messages -------------------------------------------------------------
 
     def post(self, project: str, queue: str, client_id: str,
-             messages: Sequence[Mapping[str, Any]], body_size: int) -> list[str]:
+             messages: Sequence[Mapping[str, Any]], body_size: int,
+             trace: Mapping[str, str] | None = None) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
 
         A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
         A message with a ``dedup_id`` the queue remembers is not stored: its id is the
         remembered message's; so is that of a message repeating an earlier one's
         ``dedup_id`` in the same post (:mod:`zaqar_lite.claims.dedup`).
+        Each message keeps ``trace``, the post's W3C trace context, when given.
 
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
@@ -238,7 +245,8 @@ class Messaging:
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
                     delay_until=now + delay if delay else 0.0, client_id=client_id,
                     dlq_eligible=item["dlq_eligible"], dedup_id=dedup_id,
-                    dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group")))
+                    dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group"),
+                    trace=dict(trace) if trace else None))
             return records
 
         answered = self.storage.post_planned(project, queue, plan, now)
@@ -304,10 +312,14 @@ class Messaging:
         return popped, now
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str,
-                        reason: Mapping[str, Any] | None) -> None:
-        """Release one claimed message at once, recording the reason in its failure history."""
+                        reason: Mapping[str, Any] | None, delay: int | None = None) -> None:
+        """Release one claimed message, recording the reason in its failure history.
+
+        It is claimable again after ``delay`` seconds when given (0: at once),
+        else after the wait of the queue's ``_retry_backoff`` (none without it).
+        """
         self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
-                                     self.limits.failure_history_length)
+                                     self.limits.failure_history_length, delay)
         counted.MESSAGES_RELEASED.inc()
         self.wake_up(project, queue)
 
@@ -329,8 +341,10 @@ class Messaging:
 
         def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
             default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
+            backoff = meta.retry_backoff(stored, self.limits)
             return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
-                                dead_letter=meta.dead_letter_policy(stored, default))
+                                dead_letter=meta.dead_letter_policy(stored, default), backoff=backoff,
+                                draws=retry_backoff.draws(backoff, limit, self.draw))
 
         claimed = self.storage.claim_planned(project, queue, plan)
         counted.MESSAGES_CLAIMED.inc(len(claimed))
@@ -347,7 +361,7 @@ class Messaging:
         self.storage.renew_claim(project, queue, claim_id, self.clock(), ttl, grace)
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
-        """Release a claim; its messages become claimable at once."""
+        """Release a claim; its messages become claimable at once (or after their ``_retry_backoff`` wait)."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
         counted.CLAIMS_RELEASED.inc()
         self.wake_up(project, queue)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from zaqar_lite import errors
+from zaqar_lite.claims import policy
 
 P, Q, DLQ = "project-a", "orders", "orders-dlq"
 CLIENT = "5f0cbf39-7d2c-4b1f-8f0e-2a4a7fd1b3a1"
@@ -120,3 +121,59 @@ def test_concurrent_claimers_take_each_group_in_order_and_one_at_a_time(messagin
     assert sorted(bodies) == sorted(f"{g}{n}" for n in range(3) for g in "abcd")
     for group in "abcd":
         assert [b for b in bodies if b[0] == group] == [f"{group}0", f"{group}1", f"{group}2"]
+
+
+# -- groups with retry backoff, dedup ids and trace context ----------------------
+
+BACKOFF = {"_retry_backoff": {"base": 10, "factor": 2, "max": 300}}
+TRACE = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "rojo=1"}
+
+
+def test_a_heads_backoff_wait_after_a_lapsed_claim_holds_its_group(messaging, clock):
+    messaging.create_queue(P, Q, BACKOFF)
+    post(messaging, ("a1", "a"), ("a2", "a"), ("n1", None))
+    assert claim(messaging, ttl=60)[1] == ["a1", "n1"]
+    clock.advance(61)  # the claim ended at +60; the 1st retry of a1 and n1 waits 10 s, to +70
+    assert claim(messaging)[1] == []
+    clock.advance(9)
+    assert claim(messaging)[1] == ["a1", "n1"]
+
+
+def test_a_head_released_with_a_delay_holds_its_group_for_the_delay(messaging, clock):
+    ids = post(messaging, ("a1", "a"), ("a2", "a"), ("b1", "b"))
+    claim_id, bodies = claim(messaging)
+    assert bodies == ["a1", "b1"]
+    messaging.release_message(P, Q, ids["a1"], claim_id, None, 30)
+    messaging.delete_message(P, Q, ids["b1"], claim_id)
+    assert claim(messaging)[1] == []
+    clock.advance(29)
+    assert claim(messaging)[1] == []
+    clock.advance(1)
+    assert claim(messaging)[1] == ["a1"]
+
+
+def test_a_head_deleted_during_its_backoff_wait_lets_the_next_of_its_group_in(messaging, clock):
+    messaging.create_queue(P, Q, BACKOFF)
+    ids = post(messaging, ("a1", "a"), ("a2", "a"))
+    assert claim(messaging, ttl=60)[1] == ["a1"]
+    clock.advance(65)  # a1 waits until +70
+    messaging.delete_message(P, Q, ids["a1"], None)
+    assert claim(messaging)[1] == ["a2"]
+
+
+def test_a_dead_letter_of_a_traced_group_keeps_the_group_the_trace_and_the_dedup_id(messaging):
+    messaging.create_queue(P, DLQ, {})
+    messaging.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ, **BACKOFF})
+    items = [{"body": body, "ttl": None, "delay": None, "dlq_eligible": True, "group": "a", "dedup_id": body}
+             for body in ("a1", "a2")]
+    first, _ = messaging.post(P, Q, CLIENT, items, 10, TRACE)
+    claim_id, bodies = claim(messaging)
+    assert bodies == ["a1"]
+    messaging.release_claim(P, Q, claim_id)  # the last claim allowed: no wait, moved by the next claim
+    assert claim(messaging)[1] == ["a2"]
+    moved, _ = messaging.list_messages(P, DLQ, client_id=CLIENT, marker=None, limit=10, echo=True,
+                                       include_claimed=True, include_delayed=True)
+    assert [(m.id, m.group, m.dedup_id, m.trace) for m in moved] == [(first, None, "a1", TRACE)]
+    block = policy.provenance(moved[0])
+    assert (block["group"], block["trace"]) == ("a", {
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "rojo=1"})

@@ -49,8 +49,9 @@ class Twins:
         self.services = []
         for uri in (sqlite_uri, redis_uri):
             counter = itertools.count()
+            jitter = random.Random(1234)  # the same draws for both, in lockstep
             self.services.append(Messaging(open_storage(uri), settings, self.clock,
-                                           ids=lambda c=counter: f"id{next(c):05d}"))
+                                           ids=lambda c=counter: f"id{next(c):05d}", draw=jitter.random))
 
     def both(self, method: str, *args: Any, pick: Callable[[Any], Any] = lambda r: r, **kwargs: Any) -> Any:
         """Call ``method`` on both services; assert the same result (through ``pick``) or error."""
@@ -75,11 +76,17 @@ class Twins:
         self.both("list_queues", P, marker=None, limit=10, name=None, filters={})
 
 
+#: the W3C trace context some posts carry
+TRACE = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "rojo=1"}
+
+
 class Walk:
     """One random walk over both stores: a step draws a queue, a known claim and message, and an operation."""
 
-    def __init__(self, twins: Twins, rnd: random.Random) -> None:
+    def __init__(self, twins: Twins, rnd: random.Random, backoff: bool = False) -> None:
         self.twins, self.rnd = twins, rnd
+        #: the queue has a _retry_backoff and releases may carry a delay
+        self.backoff = backoff
         self.ids: list[str] = []
         self.claims: list[tuple[str, str]] = []
         self.queue = Q
@@ -97,7 +104,17 @@ class Walk:
                 metadata["_dead_letter_queue_messages_ttl"] = rnd.choice([60, 600])
             if rnd.random() < 0.3:
                 metadata["_default_message_delay"] = 30
-            twins.both("create_queue", P, Q, metadata)
+            twins.both("create_queue", P, Q, {**metadata, **self.backoff_metadata()})
+        elif self.backoff:
+            twins.both("create_queue", P, Q, self.backoff_metadata())
+
+    def backoff_metadata(self) -> dict[str, Any]:
+        """A random ``_retry_backoff`` for a walk with backoff, else nothing."""
+        if not self.backoff:
+            return {}
+        rnd = self.rnd
+        return {"_retry_backoff": {"base": rnd.choice([1, 7.5, 20]), "factor": rnd.choice([1, 1.5, 3]),
+                                   "max": 200, "jitter": rnd.choice([0, 0.3, 0.9])}}
 
     def step(self) -> None:
         """Draw and run one operation on both stores, then compare their queues."""
@@ -116,7 +133,8 @@ class Walk:
                   "group": rnd.choice([None, None, "ga", "gb"]),
                   "dedup_id": rnd.choice([None, None, "d1", "d2"])}
                  for i in range(rnd.randint(1, 3))]
-        outcome = self.twins.both("post", P, self.queue, rnd.choice(["c1", "c2"]), items, 10)
+        trace = rnd.choice([None, None, TRACE])
+        outcome = self.twins.both("post", P, self.queue, rnd.choice(["c1", "c2"]), items, 10, trace)
         self.ids.extend(outcome[1])
 
     def claim(self) -> None:
@@ -150,7 +168,8 @@ class Walk:
     def release_message(self) -> None:
         reason = self.rnd.choice([None, {"error": "timeout 30s", "error_type": "Timeout"}])
         queue, claim_id = self.known_claim
-        self.twins.both("release_message", P, queue, self.message_id, claim_id, reason)
+        delay = self.rnd.choice([None, None, 0, 45]) if self.backoff else None
+        self.twins.both("release_message", P, queue, self.message_id, claim_id, reason, delay)
 
     def renew_claim(self) -> None:
         self.twins.both("renew_claim", P, *self.known_claim, self.rnd.choice([60, 120]), 30)
@@ -195,6 +214,15 @@ OPERATIONS: list[tuple[float, Callable[[Walk], None]]] = [
 def test_random_operation_sequences_match_the_sqlite_reference(seed, tmp_path, redis_store_uri):
     twins = Twins(f"sqlite:///{tmp_path}/reference.db?synchronous=normal", redis_store_uri)
     walk = Walk(twins, random.Random(seed))
+    walk.setup()
+    for _ in range(STEPS):
+        walk.step()
+
+
+@pytest.mark.parametrize("seed", range(100, 106))
+def test_random_sequences_with_retry_backoff_match_the_sqlite_reference(seed, tmp_path, redis_store_uri):
+    twins = Twins(f"sqlite:///{tmp_path}/reference.db?synchronous=normal", redis_store_uri)
+    walk = Walk(twins, random.Random(seed), backoff=True)
     walk.setup()
     for _ in range(STEPS):
         walk.step()

@@ -146,57 +146,112 @@ def test_a_file_of_the_global_marker_layout_is_migrated_on_open_keeping_its_mess
     reopened.post_messages(P, Q, _messages(1, now, prefix="later"), now)
     assert _markers(reopened, P, Q) == [("a3", 3), ("new0", 8), ("new1", 9), ("later0", 10)]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert [row[1] for row in db.execute("PRAGMA table_info(messages)")] == LAYOUT_3_COLUMNS
         unique = {row[1]: row[2] for row in db.execute("PRAGMA index_list(messages)")}
     assert unique == {"messages_by_id": 1, "messages_by_queue": 1, "messages_by_visibility": 0,
                       "messages_by_expiry": 0, "messages_by_claim": 0, "messages_by_group": 0}
 
 
-#: the messages table of layout 1 (per-queue markers; no dedup_id nor group_name)
-LAYOUT_1_MESSAGES = """
-CREATE TABLE messages (
-    id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
-    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
-    delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
-    claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
+#: layout 1 (per-queue markers; no dedup table, dedup_id, group_name nor trace), as zaqar-lite wrote it
+LAYOUT_1 = """
+CREATE TABLE queues (project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
+    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID;
+CREATE TABLE messages (id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
+    body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL, delay_until REAL NOT NULL DEFAULT 0,
+    client_id TEXT NOT NULL, claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
     dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT);
 CREATE UNIQUE INDEX messages_by_id ON messages (id);
 CREATE UNIQUE INDEX messages_by_queue ON messages (project, queue, marker);
 CREATE INDEX messages_by_visibility ON messages (project, queue, delay_until, marker);
 CREATE INDEX messages_by_expiry ON messages (project, queue, expires);
 CREATE INDEX messages_by_claim ON messages (claim_id);
-CREATE TABLE queues (
-    project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
-    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID;
-CREATE TABLE claims (
-    id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
+CREATE TABLE claims (id TEXT PRIMARY KEY, project TEXT NOT NULL, queue TEXT NOT NULL,
     ttl INTEGER NOT NULL, grace INTEGER NOT NULL, created REAL NOT NULL, expires REAL NOT NULL);
-CREATE TABLE records (
-    kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+CREATE INDEX claims_by_queue ON claims (project, queue, expires);
+CREATE TABLE records (kind TEXT NOT NULL, project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
     version INTEGER NOT NULL, PRIMARY KEY (kind, project, key)) WITHOUT ROWID;
 PRAGMA user_version=1;
 """
 
+#: what layout 2 added to layout 1: dedup ids and message groups (no trace column yet)
+LAYOUT_2_ADDITIONS = """
+ALTER TABLE messages ADD COLUMN dedup_id TEXT;
+ALTER TABLE messages ADD COLUMN group_name TEXT;
+CREATE INDEX messages_by_group ON messages (project, queue, group_name, marker) WHERE group_name IS NOT NULL;
+CREATE TABLE dedup (project TEXT NOT NULL, queue TEXT NOT NULL, dedup_id TEXT NOT NULL,
+    message_id TEXT NOT NULL, expires REAL NOT NULL, PRIMARY KEY (project, queue, dedup_id)) WITHOUT ROWID;
+CREATE INDEX dedup_by_expiry ON dedup (project, queue, expires);
+PRAGMA user_version=2;
+"""
 
-def test_a_file_of_layout_1_gains_dedup_ids_and_groups_on_open_keeping_its_messages(tmp_path):
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+
+
+def _layout_columns(path) -> tuple[int, list[str], set[str]]:
+    """Return a file's layout number, its messages columns and its indexes of messages."""
+    with sqlite3.connect(path) as db:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        columns = [row[1] for row in db.execute("PRAGMA table_info(messages)")]
+        indexes = {row[1] for row in db.execute("PRAGMA index_list(messages)")}
+    return version, columns, indexes
+
+
+LAYOUT_3_COLUMNS = ["id", "project", "queue", "marker", "body", "created", "expires", "delay_until",
+                    "client_id", "claim_id", "claim_expires", "claim_count", "dlq_eligible", "failures",
+                    "dead_letter", "dedup_id", "group_name", "trace"]
+LAYOUT_3_INDEXES = {"messages_by_id", "messages_by_queue", "messages_by_visibility", "messages_by_expiry",
+                    "messages_by_claim", "messages_by_group"}
+
+
+def test_a_file_of_layout_1_gains_dedup_ids_groups_and_traces_on_open_keeping_its_messages(tmp_path):
     path = tmp_path / "layout1.db"
     now = 1_800_000_000.0
     with sqlite3.connect(path) as db:
-        db.executescript(LAYOUT_1_MESSAGES)
+        db.executescript(LAYOUT_1)
         db.execute("INSERT INTO queues VALUES (?, ?, '{}', ?, 1)", (P, Q, now))
         db.execute("INSERT INTO messages (id, project, queue, marker, body, created, expires, client_id)"
                    " VALUES ('old', ?, ?, 1, '\"kept\"', ?, ?, 'c')", (P, Q, now, now + 3600))
     storage = SqliteStorage(f"sqlite:///{path}")
+    assert _layout_columns(path) == (3, LAYOUT_3_COLUMNS, LAYOUT_3_INDEXES)
     grouped = Message(id="new", body="n", created=now, expires=now + 3600, dedup_id="d-1",
-                      dedup_until=now + 300, group="g")
+                      dedup_until=now + 300, group="g", trace=TRACE)
     assert storage.post_messages(P, Q, [grouped], now) == ["new"]
     again = Message(id="again", body="a", created=now, expires=now + 3600, dedup_id="d-1",
                     dedup_until=now + 300)
     assert storage.post_messages(P, Q, [again], now) == ["new"]
-    assert [(m.id, m.body, m.marker, m.group) for m in storage.get_messages(P, Q, ["old", "new"], now)] == [
-        ("old", "kept", 1, None), ("new", "n", 2, "g")]
+    found = storage.get_messages(P, Q, ["old", "new"], now)
+    assert [(m.id, m.body, m.marker, m.dedup_id, m.group, m.trace) for m in found] == [
+        ("old", "kept", 1, None, None, None),
+        ("new", "n", 2, "d-1", "g",
+         {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})]
+
+
+def test_a_file_of_layout_2_gets_the_trace_column_keeping_its_groups_and_dedup_ids(tmp_path):
+    path = tmp_path / "layout2.db"
+    now = 1_800_000_001.0
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        db.executescript(LAYOUT_1 + LAYOUT_2_ADDITIONS)
+        db.execute("INSERT INTO queues VALUES (?, ?, '{}', ?, 2)", (P, Q, now))
+        db.executemany(
+            "INSERT INTO messages (id, project, queue, marker, body, created, expires, client_id, dedup_id,"
+            " group_name) VALUES (?, ?, ?, ?, '\"old\"', ?, ?, 'c', ?, 'g')",
+            [("g1", P, Q, 1, now, now + 3600, "d-1"), ("g2", P, Q, 2, now, now + 3600, None)])
+        db.execute("INSERT INTO dedup VALUES (?, ?, 'd-1', 'g1', ?)", (P, Q, now + 300))
+    storage = SqliteStorage(f"sqlite:///{path}")
+    assert _layout_columns(path) == (3, LAYOUT_3_COLUMNS, LAYOUT_3_INDEXES)
+    # the remembered dedup_id still answers with its message
+    repeated = Message(id="repeat", body="r", created=now, expires=now + 3600, dedup_id="d-1",
+                       dedup_until=now + 300, trace=TRACE)
+    traced = Message(id="new", body="traced", created=now, expires=now + 3600, trace=TRACE)
+    assert storage.post_messages(P, Q, [repeated, traced], now) == ["g1", "new"]
+    found = storage.get_messages(P, Q, ["g1", "g2", "new"], now)
+    assert [(m.id, m.marker, m.dedup_id, m.group, m.trace) for m in found] == [
+        ("g1", 1, "d-1", "g", None), ("g2", 2, None, "g", None),
+        ("new", 3, None, None, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})]
+    # the group still holds g2 behind its head g1
+    claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 5))
+    assert [m.id for m in claimed] == ["g1", "new"]
 
 
 def test_a_file_of_a_newer_layout_is_refused_with_its_version(tmp_path):

@@ -73,7 +73,9 @@ class MessageRenderer:
 
     A dead letter also carries its ``dead_letter`` provenance block when the
     request says ``include_dead_letter=true``, or when the deployment makes
-    that the default (``[transport] include_dead_letter``): python-zaqarclient
+    that the default (``[transport] include_dead_letter``), and a message
+    posted with a W3C trace context its ``trace`` when the request says
+    ``include_trace=true``: python-zaqarclient
     builds messages with ``Message(**fields)`` and fails on any field it does
     not know, so nothing beyond Zaqar's fields is sent unasked. Likewise a
     message's ``dedup_id`` and ``group``, when it has them, only with
@@ -88,6 +90,7 @@ class MessageRenderer:
         self.dead_letter = inputs.boolean(
             req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
         self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
+        self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:
         """Return the representation of one message as of ``now``."""
@@ -109,6 +112,8 @@ class MessageRenderer:
             view["dedup_id"] = message.dedup_id
         if self.fifo and message.group is not None:
             view["group"] = message.group
+        if self.trace and message.trace is not None:
+            view["trace"] = dict(message.trace)
         return view
 
     def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:

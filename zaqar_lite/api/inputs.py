@@ -6,6 +6,7 @@ names the offending parameter and the rule, so the client can fix its request.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from zaqar_lite.api.schemas import INT64_MAX
@@ -16,6 +17,15 @@ from zaqar_lite.errors import ValidationFailed, sent
 #: query booleans, compared in any letter case: Zaqar's words (falcon's) and ours
 TRUE_VALUES = ("true", "t", "yes", "y", "1", "on")
 FALSE_VALUES = ("false", "f", "no", "n", "0", "off")
+#: W3C Trace Context: version, trace-id, parent-id and flags, lower-case hex (a version above
+#: 00 may append fields after a dash, which a receiver of version 00 must accept)
+TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+#: one list-member of a W3C tracestate: a key (simple or tenant@system) = a value
+TRACESTATE_MEMBER = re.compile(
+    r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
+#: W3C limits of a tracestate: list-members, characters
+TRACESTATE_MEMBERS, TRACESTATE_LENGTH = 32, 512
 
 
 def queue_name(name: str, limits: Limits) -> str:
@@ -134,3 +144,52 @@ def id_list(raw: str | None, name: str, maximum: int) -> list[str]:
     if len(ids) > maximum:
         raise ValidationFailed(f"{name} may list at most {maximum} ids, got {len(ids)}.")
     return ids
+
+
+def _traceparent(value: str) -> str:
+    match = TRACEPARENT.fullmatch(value)
+    rule = "version-traceid-parentid-flags in lower-case hex (00-<32 hex>-<16 hex>-<2 hex>)"
+    if match is None:
+        raise ValidationFailed(f"traceparent must be W3C Trace Context {rule}, got {value!r}.")
+    version, trace_id, parent_id, _, rest = match.groups()
+    if version == "ff" or (version == "00" and rest is not None):
+        raise ValidationFailed(f"traceparent must be W3C Trace Context {rule}; version {version} "
+                               f"{'is invalid' if version == 'ff' else 'has exactly four fields'}, "
+                               f"got {value!r}.")
+    if trace_id == "0" * 32 or parent_id == "0" * 16:
+        field = "trace-id" if trace_id == "0" * 32 else "parent-id"
+        raise ValidationFailed(f"traceparent: an all-zero {field} is invalid (W3C Trace Context), "
+                               f"got {value!r}.")
+    return value
+
+
+def _tracestate(value: str) -> str:
+    if len(value) > TRACESTATE_LENGTH:
+        raise ValidationFailed(f"tracestate may not exceed {TRACESTATE_LENGTH} characters, got {len(value)}.")
+    members = [m.strip(" \t") for m in value.split(",")]
+    members = [m for m in members if m]
+    if len(members) > TRACESTATE_MEMBERS:
+        raise ValidationFailed(f"tracestate may hold at most {TRACESTATE_MEMBERS} list-members, "
+                               f"got {len(members)}.")
+    for member in members:
+        if TRACESTATE_MEMBER.fullmatch(member) is None:
+            raise ValidationFailed(f"tracestate list-member {member!r} is not key=value as W3C Trace Context "
+                                   "allows (key: lower-case letters, digits, _-*/ and one @; value: "
+                                   "printable ASCII but , and =).")
+    return ",".join(members)
+
+
+def trace_context(traceparent: str | None, tracestate: str | None) -> dict[str, str] | None:
+    """Check the W3C ``traceparent`` and ``tracestate`` headers of a post; return what a message keeps.
+
+    None when neither is sent. A ``tracestate`` alone is refused: it means
+    nothing without the ``traceparent`` it belongs to.
+    """
+    if traceparent is None:
+        if tracestate is not None:
+            raise ValidationFailed("tracestate needs a traceparent header (W3C Trace Context).")
+        return None
+    context = {"traceparent": _traceparent(traceparent)}
+    if tracestate is not None and tracestate.strip(" \t"):
+        context["tracestate"] = _tracestate(tracestate)
+    return context

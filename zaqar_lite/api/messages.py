@@ -22,7 +22,8 @@ class MessageCollection(Resource):
         if document is None:
             raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
         messages = schemas.message_post(document, self.limits)
-        ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size)
+        trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+        ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size, trace)
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/messages?ids={','.join(ids)}"
         resp.media = {"resources": [f"/v2/queues/{queue}/messages/{i}" for i in ids]}
@@ -55,6 +56,8 @@ class MessageCollection(Resource):
                 query["include_dead_letter"] = str(render.dead_letter).lower()
             if req.get_param("include_fifo") is not None:
                 query["include_fifo"] = str(render.fifo).lower()
+            if render.trace:
+                query["include_trace"] = "true"
             links = next_links(f"/v2/queues/{queue}/messages", query)
         resp.media = {"messages": render.many(found, now), "links": links}
 
@@ -114,11 +117,11 @@ class MessageRelease(Resource):
     """``POST /v2/queues/{queue}/messages/{message_id}/release?claim_id=C`` (our extension)."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
-        """Release one claimed message at once, recording an optional failure reason."""
+        """Release one claimed message, recording an optional failure reason, after an optional delay."""
         claim_id = req.get_param("claim_id")
         if not claim_id:
             raise errors.ValidationFailed("claim_id is required to release a message.")
         document, _ = read_json(req, RELEASE_BODY_MAX)
-        reason = schemas.release_reason(document)
-        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason)
+        reason, delay = schemas.release_body(document, self.messaging.limits)
+        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason, delay)
         resp.status = falcon.HTTP_204

@@ -270,13 +270,14 @@ def _claim_schema(limits: Limits) -> Schema:
 
 
 @functools.cache
-def _release_schema() -> Schema:
-    """A release-with-reason body."""
+def _release_schema(limits: Limits) -> Schema:
+    """A release body: a failure reason and a delay, each optional."""
     return Schema({
         "type": "object",
         "properties": {
             "error": {"type": "string", "maxLength": 4096},
             "error_type": {"type": "string", "maxLength": 256},
+            "delay": {"type": "integer", "minimum": 0, "maximum": limits.max_message_delay},
         },
         "additionalProperties": False,
     })
@@ -398,14 +399,20 @@ def claim_options(document: Any, limits: Limits) -> tuple[int, int]:
             int(document.get("grace", limits.default_claim_grace)))
 
 
-def release_reason(document: Any) -> dict[str, Any] | None:
-    """Check a release-with-reason body: optional ``error`` and ``error_type`` strings."""
+def release_body(document: Any, limits: Limits) -> tuple[dict[str, Any] | None, int | None]:
+    """Check a release body: optional ``error`` and ``error_type`` strings and a ``delay``.
+
+    Returns:
+        The failure reason (None when the body gives neither string) and the
+        delay in seconds (None when not given).
+    """
     if document is None:
-        return None
-    _release_schema().check(document)
-    if not document:
-        return None
-    return {"error": document.get("error"), "error_type": document.get("error_type")}
+        return None, None
+    _release_schema(limits).check(document)
+    delay = document.get("delay")
+    if "error" not in document and "error_type" not in document:
+        return None, delay
+    return {"error": document.get("error"), "error_type": document.get("error_type")}, delay
 
 
 def patch_operations(document: Any) -> list[tuple[str, str, Any]]:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from zaqar_lite.claims import dedup
+from zaqar_lite.claims.backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed, sent
-from zaqar_lite.models import DeadLetterPolicy
+from zaqar_lite.models import DeadLetterPolicy, RetryBackoff
 
 MAX_CLAIM_COUNT = "_max_claim_count"
 DEAD_LETTER_QUEUE = "_dead_letter_queue"
@@ -25,7 +28,7 @@ RETRY_POLICY = "_retry_policy"
 MAX_MESSAGE_TTL = "_max_message_ttl"
 DEDUP_WINDOW = dedup.WINDOW
 #: reserved keys of zaqar-lite's own: shown only when set
-OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, DEDUP_WINDOW)
+OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, DEDUP_WINDOW, RETRY_BACKOFF)
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
@@ -87,6 +90,8 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
             "stored in plaintext, so true is refused. Leave it out or set it to false.")
     if RETRY_POLICY in stored:
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
+    if RETRY_BACKOFF in stored:
+        check_backoff(stored[RETRY_BACKOFF], limits.max_message_delay)
     if stored.get(DEAD_LETTER_ON_EXPIRY) and stored.get(DEAD_LETTER_QUEUE) is None \
             and not default_dead_letter_queue:
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
@@ -204,3 +209,20 @@ def dead_letter_policy(metadata: Mapping[str, Any] | None,
         on_expiry=bool(metadata.get(DEAD_LETTER_ON_EXPIRY, False)),
         default_queue=own is None and default_queue is not None,
     )
+
+
+def retry_backoff(metadata: Mapping[str, Any] | None, limits: Limits) -> RetryBackoff | None:
+    """Return the queue's ``_retry_backoff`` policy (validated when stored), or None when unset.
+
+    A policy stored under a larger ``max_message_delay`` than the server has
+    now keeps working: its waits are capped at today's limit.
+    """
+    value = (metadata or {}).get(RETRY_BACKOFF)
+    if value is None:
+        return None
+    try:
+        return check_backoff(value, limits.max_message_delay)
+    except ValidationFailed:
+        stored = check_backoff(value, sys.maxsize)
+        cap = float(limits.max_message_delay)
+        return dataclasses.replace(stored, base=min(stored.base, cap), max=min(stored.max, cap))

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims import backoff
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 
@@ -144,7 +145,11 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
 
     A candidate whose count is exhausted is dead-lettered (or deleted when it is
     not DLQ-eligible) and the claim keeps going; every other candidate is
-    claimed, its count incremented, until the limit is reached.
+    claimed, its count incremented, until the limit is reached. With the
+    queue's ``_retry_backoff`` a claimed message's ``delay_until`` is the
+    claim's end plus the wait its next retry takes
+    (:func:`~zaqar_lite.claims.backoff.claimed_delay_until`; the i-th message
+    claimed by the request uses its i-th draw), else 0.
     """
     plan = Plan()
     room = request.limit - already_claimed
@@ -158,13 +163,17 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
             else:
                 plan.deleted.append(message.id)
             continue
+        count, slot = message.claim_count + 1, request.limit - room
+        claim_expires = request.now + request.ttl
+        draw = request.draws[slot] if slot < len(request.draws) else 0.0
         plan.claimed.append(dataclasses.replace(
             message,
             claim_id=request.claim_id,
-            claim_expires=request.now + request.ttl,
-            claim_count=message.claim_count + 1,
+            claim_expires=claim_expires,
+            claim_count=count,
             expires=claimed_expiry(message.expires, request.now, request.ttl, request.grace),
-            delay_until=0.0,
+            delay_until=backoff.claimed_delay_until(request.backoff, claim_expires, count, draw,
+                                                    count_exhausted(count, request.dead_letter)),
         ))
         room -= 1
     return plan
@@ -306,8 +315,14 @@ def split_bulk_delete(messages: Iterable[Message], claim_ids: Sequence[str] | No
     return doomed, kept
 
 
-def released(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int) -> Message:
-    """Return a message released from its claim, with ``failure`` appended to its history."""
+def released(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int,
+             delay: float | None = None) -> Message:
+    """Return a message released from its claim, with ``failure`` appended to its history.
+
+    It is claimable again after ``delay`` seconds when given (0: at once), else
+    after the wait its claim fixed (the queue's ``_retry_backoff``,
+    :func:`~zaqar_lite.claims.backoff.released_delay_until`).
+    """
     failures = list(message.failures)
     if failure is not None:
         failures.append({
@@ -317,7 +332,21 @@ def released(message: Message, failure: Mapping[str, Any] | None, now: float, hi
             "error": failure.get("error"),
         })
         failures = failures[-history_limit:]
-    return dataclasses.replace(message, claim_expires=now, failures=failures)
+    delay_until = backoff.released_delay_until(message.delay_until, message.claim_expires, now, delay)
+    return dataclasses.replace(message, claim_expires=now, failures=failures, delay_until=delay_until)
+
+
+def claim_released(message: Message, now: float) -> Message:
+    """Return a message its claim lets go of at ``now`` (a released claim): its wait starts now."""
+    return dataclasses.replace(message, claim_expires=now, delay_until=backoff.released_delay_until(
+        message.delay_until, message.claim_expires, now))
+
+
+def claim_renewed(message: Message, now: float, ttl: int, grace: int) -> Message:
+    """Return a message whose claim is renewed at ``now``: new claim end and expiry; its wait moves along."""
+    return dataclasses.replace(
+        message, claim_expires=now + ttl, expires=claimed_expiry(message.expires, now, ttl, grace),
+        delay_until=backoff.renewed_delay_until(message.delay_until, message.claim_expires, now + ttl))
 
 
 def provenance(message: Message) -> dict[str, Any]:
@@ -336,4 +365,6 @@ def provenance(message: Message) -> dict[str, Any]:
         block[DEFAULT_DLQ] = True
     if GROUP in record:
         block[GROUP] = record[GROUP]
+    if message.trace is not None:  # the W3C trace context the message was posted with
+        block["trace"] = dict(message.trace)
     return block

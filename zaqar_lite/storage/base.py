@@ -227,21 +227,32 @@ class Storage(QueueStore, RedriveTaskStore):
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
         """Renew a live claim from ``now``; its messages' expiry becomes at least now+ttl+grace.
 
+        Each message held becomes :func:`zaqar_lite.claims.policy.claim_renewed`
+        (a wait its claim fixed moves with the claim's end).
+
         Raises:
             ClaimDoesNotExist: absent or expired.
         """
 
     @abc.abstractmethod
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        """Release a claim: its messages become visible at once. Absent claims are fine."""
+        """Release a claim: its messages become visible at once, or after their wait. Absent claims are fine.
+
+        Each message held becomes :func:`zaqar_lite.claims.policy.claim_released`
+        (the wait its claim fixed, under the queue's ``_retry_backoff``, starts now).
+        """
 
     @abc.abstractmethod
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+                        failure: Mapping[str, Any] | None, history_limit: int,
+                        delay: float | None = None) -> None:
         """Release one claimed message and append ``failure`` to its bounded history.
 
         Atomic, under the claim rules of ``policy.check_claim_rules`` with a
-        claim id that is required.
+        claim id that is required. The message is stored as
+        :func:`zaqar_lite.claims.policy.released` leaves it: claimable after
+        ``delay`` seconds when given (0: at once), else after the wait its
+        claim fixed.
 
         Raises:
             MessageDoesNotExist, InvalidClaim, MessageNotClaimed, MessageIsClaimedBy.
@@ -362,7 +373,7 @@ class PlannedStorage(Storage):
 
     @abc.abstractmethod
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
-        """Store a released message's claim end and failures if it is still as read; return whether it was."""
+        """Store a released message's claim end, delay and failures if still as read; say if it was."""
 
     @abc.abstractmethod
     def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
@@ -412,7 +423,8 @@ class PlannedStorage(Storage):
             raise errors.MessageIsClaimedBy(kept[-1].id, ",".join(claim_ids or ()))
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+                        failure: Mapping[str, Any] | None, history_limit: int,
+                        delay: float | None = None) -> None:
         """Read the message, apply ``policy.check_claim_rules`` and ``policy.released``, write it."""
         for _ in range(CHANGE_ATTEMPTS):
             with self._atomic():
@@ -421,7 +433,7 @@ class PlannedStorage(Storage):
                     raise errors.MessageDoesNotExist(message_id, queue)
                 policy.check_claim_rules(found, claim_id, live, now)
                 if self._write_released(project, queue, found,
-                                        policy.released(found, failure, now, history_limit)):
+                                        policy.released(found, failure, now, history_limit, delay)):
                     return
         raise errors.StorageUnavailable(f"message {message_id} kept changing while being released")
 

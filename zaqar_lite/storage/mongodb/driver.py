@@ -187,7 +187,9 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
                            "expires": {"$gt": now}}
         if not include_claimed:
             query["claim_expires"] = {"$lte": now}
-        if not include_delayed:
+        if not include_delayed and include_claimed:  # a claimed message is claimed, not delayed
+            query["$or"] = [{"delay_until": {"$lte": now}}, {"claim_expires": {"$gt": now}}]
+        elif not include_delayed:
             query["delay_until"] = {"$lte": now}
         if exclude_client_id is not None:
             query["client_id"] = {"$ne": exclude_client_id}
@@ -303,16 +305,23 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
             hint=BY_ID)
         if result.matched_count == 0:
             raise errors.ClaimDoesNotExist(claim_id, queue)
-        ops = []
-        for message in self._held(project, queue, claim_id, now):
-            expires = policy.claimed_expiry(message.expires, now, ttl, grace)
-            ops.append(UpdateOne(unchanged(project, queue, message), {"$set": {
-                "claim_expires": now + ttl, "expires": expires, "purge_at": purge_at(expires)}}, hint=BY_ID))
+        held = self._held(project, queue, claim_id, now)
+        self._write_claim_ends(project, queue, held, [policy.claim_renewed(m, now, ttl, grace) for m in held])
+
+    def _write_claim_ends(self, project: str, queue: str, read: Sequence[Message],
+                          changed: Sequence[Message]) -> None:
+        """Store the claim end, expiry and delay of messages, each guarded by the state read."""
+        ops = [UpdateOne(unchanged(project, queue, old), {"$set": {
+            "claim_expires": m.claim_expires, "expires": m.expires, "purge_at": purge_at(m.expires),
+            "delay_until": m.delay_until}}, hint=BY_ID) for m, old in zip(changed, read, strict=True)]
         if ops:
             self._messages.bulk_write(ops, ordered=False)
 
     @translated
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+        held = self._held(project, queue, claim_id, now)
+        waiting = [m for m in held if m.delay_until]  # a _retry_backoff wait starts now
+        self._write_claim_ends(project, queue, waiting, [policy.claim_released(m, now) for m in waiting])
         self._messages.update_many({"claim_id": claim_id, "project": project, "queue": queue,
                                     "claim_expires": {"$gt": now}}, {"$set": {"claim_expires": now}},
                                    hint=BY_CLAIM)
@@ -414,7 +423,8 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
     @translated
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
         return bool(self._messages.update_one(unchanged(project, queue, read), {"$set": {
-            "claim_expires": released.claim_expires, "failures": released.failures}},
+            "claim_expires": released.claim_expires, "failures": released.failures,
+            "delay_until": released.delay_until}},
             hint=BY_ID).matched_count)
 
     @translated

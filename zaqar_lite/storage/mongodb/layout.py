@@ -92,8 +92,8 @@ def purge_at(expires: float) -> datetime:
 
 
 def message_document(project: str, queue: str, message: Message, marker: int) -> Document:
-    """Return the document a message is stored as (``dedup_id`` and ``group`` only when it has them)."""
-    doc = {"_id": message.id, "project": project, "queue": queue, "marker": marker,
+    """Return the document a message is stored as (``dedup_id``, ``group``, ``trace`` only when set)."""
+    document: Document = {"_id": message.id, "project": project, "queue": queue, "marker": marker,
             "body": json.dumps(message.body), "created": message.created, "expires": message.expires,
             "purge_at": purge_at(message.expires), "delay_until": message.delay_until,
             "client_id": message.client_id, "claim_id": message.claim_id,
@@ -101,10 +101,12 @@ def message_document(project: str, queue: str, message: Message, marker: int) ->
             "dlq_eligible": message.dlq_eligible, "failures": message.failures,
             "dead_letter": message.dead_letter}
     if message.dedup_id is not None:
-        doc["dedup_id"] = message.dedup_id
+        document["dedup_id"] = message.dedup_id
     if message.group is not None:
-        doc["group"] = message.group
-    return doc
+        document["group"] = message.group
+    if message.trace is not None:
+        document["trace"] = message.trace
+    return document
 
 
 def message_from(doc: Document) -> Message:
@@ -116,7 +118,7 @@ def message_from(doc: Document) -> Message:
         claim_expires=doc["claim_expires"] or None, claim_count=doc["claim_count"],
         dlq_eligible=doc["dlq_eligible"], failures=doc.get("failures") or [],
         dead_letter=doc["dead_letter"], marker=doc["marker"], dedup_id=doc.get("dedup_id"),
-        group=doc.get("group"))
+        group=doc.get("group"), trace=doc.get("trace"))
 
 
 def unchanged(project: str, queue: str, message: Message) -> Document:

@@ -63,6 +63,7 @@ from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.layout import (
     PROJECTS,
     QUEUE_KEYS,
+    backoff_args,
     from_reply,
     guard,
     message_key,
@@ -258,7 +259,7 @@ class RedisStorage(RedisRecords, Storage):
                      "1" if m.dlq_eligible else "0",
                      "\n".join(json.dumps(f) for f in m.failures),
                      json.dumps(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
-                     opt(m.group), stamp(m.dedup_until)]
+                     opt(m.group), json.dumps(m.trace) if m.trace else "", stamp(m.dedup_until)]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
         if answered == STALE:
@@ -355,7 +356,8 @@ class RedisStorage(RedisRecords, Storage):
             stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter),
-            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(metadata_version)],
+            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(metadata_version),
+            *backoff_args(request.backoff), *map(stamp, request.draws)],
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:
             raise _Stale(queue)
@@ -385,12 +387,13 @@ class RedisStorage(RedisRecords, Storage):
         self._run("release_claim", project, queue, [stamp(now), claim_id, queue])
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int) -> None:
+                        failure: Mapping[str, Any] | None, history_limit: int,
+                        delay: float | None = None) -> None:
         entry = failure or {}
         outcome = self._run("release_message", project, queue, [
             stamp(now), queue, message_id, claim_id, "0" if failure is None else "1",
             json.dumps(iso_utc(now)), json.dumps(entry.get("error_type")),
-            json.dumps(entry.get("error")), str(history_limit)])
+            json.dumps(entry.get("error")), str(history_limit), opt(delay, stamp)])
         if outcome == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)
         if outcome != "ok":

@@ -22,7 +22,7 @@ and records share one hash slot, so every script touches a single slot::
     zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
                                   delay_until, client_id, claim_id, claim_expires, claim_count,
                                   dlq_eligible, failures (JSON objects, one a line), dead_letter,
-                                  dedup_id, group (each only when set)
+                                  dedup_id, group, trace (JSON) (each only when set)
     zl:{P}:q:Q:groups      SET    message groups that have messages in Q
     zl:{P}:q:Q:g:<group>   ZSET   the group's messages in Q, score marker; only the first
                                   (the head) is ever in ready (see lua/_lib.lua)
@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.models import DeadLetterPolicy, Message
+from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff
 
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"
@@ -162,12 +162,20 @@ def to_message(message_id: str, f: Mapping[str, str]) -> Message:
         claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
         failures=failures_from(f.get("failures")),
         dead_letter=json.loads(f["dead_letter"]) if f.get("dead_letter") else None,
-        marker=int(f["marker"]), dedup_id=f.get("dedup_id"), group=f.get("group"))
+        marker=int(f["marker"]), dedup_id=f.get("dedup_id"), group=f.get("group"),
+        trace=json.loads(f["trace"]) if f.get("trace") else None)
 
 
 def from_reply(reply: Sequence[str]) -> Message:
     """Parse a script's ``{id, field, value, ...}`` message."""
     return to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
+
+
+def backoff_args(backoff: RetryBackoff | None) -> list[str]:
+    """Return claim.lua's ARGV of a ``_retry_backoff``: base, factor, max, jitter (base '' for none)."""
+    if backoff is None:
+        return ["", "", "", ""]
+    return [stamp(backoff.base), stamp(backoff.factor), stamp(backoff.max), stamp(backoff.jitter)]
 
 
 def record_head(queue: str, reason: str, now: float, dead_letter: DeadLetterPolicy) -> str:

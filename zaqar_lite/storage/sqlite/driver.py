@@ -136,12 +136,12 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 17)})",
+            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 18)})",
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group)
-             for i, m in enumerate(messages)])
+              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group,
+              json.dumps(m.trace) if m.trace else None) for i, m in enumerate(messages)])
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:
@@ -182,8 +182,9 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         where = ["marker > :marker", "expires > :now"]
         if not include_claimed:
             where.append("(claim_expires IS NULL OR claim_expires <= :now)")
-        if not include_delayed:
-            where.append("delay_until <= :now")
+        if not include_delayed:  # a claimed message is claimed, not delayed (policy: Message.is_delayed)
+            where.append("(delay_until <= :now OR claim_expires > :now)" if include_claimed
+                         else "delay_until <= :now")
         if exclude_client_id is not None:
             where.append("client_id != :client")
         args = {"project": project, "queue": queue, "marker": marker or 0, "now": now,
@@ -300,14 +301,23 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             self._live_claim(db, project, queue, claim_id, now)
             db.execute("UPDATE claims SET ttl=?, grace=?, expires=? WHERE id=?",
                        (ttl, grace, now + ttl, claim_id))
-            db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE id=?",
-                           [(now + ttl, policy.claimed_expiry(m.expires, now, ttl, grace), m.id)
-                            for m in self._held(db, project, queue, claim_id, now)])
+            held = self._held(db, project, queue, claim_id, now)
+            self._write_claim_ends(db, held, [policy.claim_renewed(m, now, ttl, grace) for m in held])
+
+    @staticmethod
+    def _write_claim_ends(db: sqlite3.Connection, read: Sequence[Message],
+                          changed: Sequence[Message]) -> None:
+        """Store the claim end, expiry and (only where it changed: it is indexed) delay of messages."""
+        db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE id=?",
+                       [(m.claim_expires, m.expires, m.id) for m in changed])
+        db.executemany("UPDATE messages SET delay_until=? WHERE id=?",
+                       [(m.delay_until, m.id) for m, old in zip(changed, read, strict=True)
+                        if m.delay_until != old.delay_until])
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
         with self.transaction() as db:
-            db.execute("UPDATE messages SET claim_expires=? WHERE claim_id=? AND project=? AND queue=?"
-                       " AND claim_expires > ?", (now, claim_id, project, queue, now))
+            held = self._held(db, project, queue, claim_id, now)
+            self._write_claim_ends(db, held, [policy.claim_released(m, now) for m in held])
             db.execute("DELETE FROM claims WHERE id=? AND project=? AND queue=?", (claim_id, project, queue))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
@@ -347,10 +357,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         db.executemany(
             "UPDATE messages SET claim_id=?, claim_expires=?, claim_count=?, expires=? WHERE id=?",
             [(m.claim_id, m.claim_expires, m.claim_count, m.expires, m.id) for m in plan.claimed])
-        # Claimed messages join the never-delayed index range; only matured ones move.
-        taken = {m.id for m in plan.claimed}
-        db.executemany("UPDATE messages SET delay_until=0 WHERE id=?",
-                       [(m.id,) for m in read if m.delay_until and m.id in taken])
+        # delay_until is indexed: written only where the plan changed it (a matured delay
+        # ends, a _retry_backoff wait starts), so claims of other queues touch no index
+        before = {m.id: m.delay_until for m in read}
+        db.executemany("UPDATE messages SET delay_until=? WHERE id=?",
+                       [(m.delay_until, m.id) for m in plan.claimed if m.delay_until != before[m.id]])
         db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
         self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
         return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
@@ -383,8 +394,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         return {m.id for m in messages}
 
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
-        self._connection().execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
+        db = self._connection()
+        db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
             released.claim_expires, json.dumps(released.failures) or None, released.id))
+        if released.delay_until != read.delay_until:
+            db.execute("UPDATE messages SET delay_until=? WHERE id=?", (released.delay_until, released.id))
         return True
 
     def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:

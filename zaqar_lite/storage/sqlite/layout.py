@@ -14,8 +14,10 @@ through ``messages_by_queue``, with this module's URI parsing and decoders.
 The layout's number is the file's ``PRAGMA user_version``. Layout 0 (up to
 cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue;
 layout 1 had no ``dedup`` table, ``messages.dedup_id`` nor ``messages.group_name``
-(indexed by ``messages_by_group``, which holds grouped messages only). The driver migrates
-such a file when it opens it (:func:`prepare_schema`).
+(indexed by ``messages_by_group``, which holds grouped messages only); layout 2
+had no ``messages.trace`` (a message's W3C trace context, JSON text, NULL when it
+was posted without one). The driver migrates such a file when it opens it
+(:func:`prepare_schema`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
 #: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _QUEUES = """CREATE TABLE queues (
     project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
     last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
@@ -40,7 +42,7 @@ _MESSAGES = """CREATE TABLE {table} (
     delay_until REAL NOT NULL DEFAULT 0, client_id TEXT NOT NULL,
     claim_id TEXT, claim_expires REAL, claim_count INTEGER NOT NULL DEFAULT 0,
     dlq_eligible INTEGER NOT NULL DEFAULT 1, failures TEXT, dead_letter TEXT, dedup_id TEXT,
-    group_name TEXT)"""
+    group_name TEXT, trace TEXT)"""
 #: the heads of message groups (added by layout 2); messages without a group are not in it
 _GROUP_INDEX = ("CREATE INDEX messages_by_group ON messages (project, queue, group_name, marker)"
                 " WHERE group_name IS NOT NULL")
@@ -75,12 +77,12 @@ SCHEMA = (
 #: the columns of layouts 0 and 1 (copied by :func:`migrate_from_global_markers`)
 LAYOUT1_FIELDS = ("id, project, queue, marker, body, created, expires, delay_until, client_id,"
                   " claim_id, claim_expires, claim_count, dlq_eligible, failures, dead_letter")
-MESSAGE_FIELDS = LAYOUT1_FIELDS + ", dedup_id, group_name"
+MESSAGE_FIELDS = LAYOUT1_FIELDS + ", dedup_id, group_name, trace"
 
 
 #: the columns :func:`message_from_row` reads, in a SELECT of ``messages``
 MESSAGE_COLUMNS = ("id, body, created, expires, delay_until, client_id, claim_id, claim_expires, "
-                   "claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id, group_name")
+                   "claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id, group_name, trace")
 
 
 def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
@@ -112,7 +114,7 @@ def message_from_row(row: sqlite3.Row) -> Message:
         claim_expires=row["claim_expires"], claim_count=row["claim_count"],
         dlq_eligible=bool(row["dlq_eligible"]), failures=failures_from(row["failures"]),
         dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"], dedup_id=row["dedup_id"],
-        group=row["group_name"])
+        group=row["group_name"], trace=json_or_none(row["trace"]))
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:
@@ -123,20 +125,27 @@ def prepare_schema(db: sqlite3.Connection, path: str) -> None:
     if version > SCHEMA_VERSION:
         raise errors.StorageUnavailable(f"{path} has layout {version}, made by a newer zaqar-lite;"
                                         f" this one reads layout {SCHEMA_VERSION}")
-    if version == 1:
-        db.execute("ALTER TABLE messages ADD COLUMN dedup_id TEXT")
-        db.execute("ALTER TABLE messages ADD COLUMN group_name TEXT")
-        db.execute(_GROUP_INDEX)
-        for statement in _DEDUP:
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
+        for statement in SCHEMA:
             db.execute(statement)
-    elif db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
-        migrate_from_global_markers(db)
+    elif version == 0:
+        migrate_from_global_markers(db)  # the table it builds has this layout's columns
         for statement in _DEDUP:
             db.execute(statement)
     else:
-        for statement in SCHEMA:
-            db.execute(statement)
+        if version == 1:
+            add_dedup_and_groups(db)
+        db.execute("ALTER TABLE messages ADD COLUMN trace TEXT")  # layout 2 to 3
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def add_dedup_and_groups(db: sqlite3.Connection) -> None:
+    """Bring a layout-1 file to layout 2: a message's ``dedup_id`` and group, and the ``dedup`` table."""
+    db.execute("ALTER TABLE messages ADD COLUMN dedup_id TEXT")
+    db.execute("ALTER TABLE messages ADD COLUMN group_name TEXT")
+    db.execute(_GROUP_INDEX)
+    for statement in _DEDUP:
+        db.execute(statement)
 
 
 def migrate_from_global_markers(db: sqlite3.Connection) -> None:

@@ -166,7 +166,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         rows = (n for n, h in self.objects.rows(container, layout.message_prefix(queue),
                                                  layout.after_marker(queue, marker))
                 if h.expires > now and (include_claimed or h.claim_expires <= now)
-                and (include_delayed or h.delay_until <= now) and h.client != key)
+                and (include_delayed or h.delay_until <= now or h.claim_expires > now) and h.client != key)
         found: list[Message] = []
         while len(found) < limit and (batch := list(itertools.islice(rows, limit - len(found)))):
             found += [m for _, m in self._alive(container, batch, now)
@@ -336,9 +336,8 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         if record is None:
             raise errors.ClaimDoesNotExist(claim_id, queue)
         held = self._held(container, record, now)
-        self.objects.map(lambda item: self._store(container, item[0], dataclasses.replace(
-            item[1], claim_expires=now + ttl,
-            expires=policy.claimed_expiry(item[1].expires, now, ttl, grace))), held)
+        self.objects.map(lambda item: self._store(
+            container, item[0], policy.claim_renewed(item[1], now, ttl, grace)), held)
         self._write_claim(container, queue, {**record, "ttl": ttl, "grace": grace, "expires": now + ttl})
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
@@ -347,7 +346,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         if record is not None:
             held = self._held(container, record, now)
             self.objects.map(lambda item: self._store(
-                container, item[0], dataclasses.replace(item[1], claim_expires=now)), held)
+                container, item[0], policy.claim_released(item[1], now)), held)
             self.objects.delete(container, layout.claim_object(queue, claim_id))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,

@@ -245,11 +245,11 @@ def delete_at(expires: float) -> dict[str, str]:
 
 
 def message_body(message: Message) -> bytes:
-    """Serialise a message's whole state (its marker is in its name)."""
+    """Serialise a message's whole state (its marker is in its name; unset optional fields left out)."""
     record = dataclasses.asdict(message)
     record.pop("marker")
     record.pop("dedup_until")  # a post's instruction, kept by the dedup object
-    for optional in ("dedup_id", "group"):
+    for optional in ("dedup_id", "group", "trace"):
         if record[optional] is None:
             record.pop(optional)
     return json.dumps(record, separators=(",", ":")).encode()

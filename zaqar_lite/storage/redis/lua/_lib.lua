@@ -22,7 +22,7 @@
 --   zl:{P}:m:<id>          HASH   one message: q, marker, body, created, expires,
 --                                 delay_until, client_id, claim_id, claim_expires,
 --                                 claim_count, dlq_eligible, failures, dead_letter,
---                                 dedup_id, group (the last two only when set)
+--                                 dedup_id, group, trace (each only when set)
 -- A message of Q is in all and expires, and in at most one of ready, delayed
 -- and claimed (none once a script has seen it expired: the sweep owns it then).
 -- A grouped message that is not its group's head (claims/groups.py) is *held*:
@@ -158,7 +158,7 @@ end
 -- `count` (strings or numbers, stored as given), and is indexed in T's ready,
 -- all, expires and, with a count above 0, counted sets; it leaves its group.
 -- Its other fields (body, created, client_id, dlq_eligible, failures,
--- dead_letter, dedup_id) are kept.
+-- dead_letter, dedup_id, trace) are kept.
 local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
   local key = message_key(ns, id)
   unindex(qp, Q, id, claim_id)
@@ -201,19 +201,48 @@ local function dead_letter(ns, qp, Q, D, index, dlq, id, dlq_expires, record_hea
   redis.call('HSET', key, 'dead_letter', record)
 end
 
+-- Index message id of queue Q (of group `group`, false for none) as its delay
+-- says: in delayed (score delay_until) while delay_until > now, else in ready
+-- (score marker) unless it is held behind its group's head (is_held), when it
+-- is in neither: leave_groups indexes it once it is the head.
+local function reindex(Q, id, marker, delay_until, now, group)
+  if after(delay_until, now) then
+    redis.call('ZADD', Q.delayed, delay_until, id)
+  elseif not is_held(id, group) then
+    redis.call('ZADD', Q.ready, marker, id)
+  end
+end
+
 -- Move the entries of zset `from` due at now (score <= now) into Q's ready set,
--- scored by marker; expired and held ones are only dropped from `from`.
+-- scored by marker, or into its delayed set when a lapsed claim left a
+-- _retry_backoff wait (delay_until > now); expired and held ones are only
+-- dropped from `from` (reindex).
 local function promote(ns, Q, from, now_s)
   local due = redis.call('ZRANGEBYSCORE', from, '-inf', now_s)
   if #due == 0 then return end
   local now = tonumber(now_s)
   redis.call('ZREMRANGEBYSCORE', from, '-inf', now_s)
   for _, id in ipairs(due) do
-    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires', 'group')
-    if f[1] and tonumber(f[2]) > now and not is_held(id, f[3]) then
-      redis.call('ZADD', Q.ready, f[1], id)
+    local f = redis.call('HMGET', message_key(ns, id), 'marker', 'expires', 'delay_until', 'group')
+    if f[1] and tonumber(f[2]) > now then
+      reindex(Q, id, f[1], f[3], now, f[4])
     end
   end
+end
+
+-- backoff.released_delay_until: the delay_until of a claimed message (stored
+-- delay_until d and claim_expires c) released at now; delay is the explicit
+-- delay ('' for none): a wait of delay, else the wait its claim fixed (d - c
+-- when d > c), starts now; no wait is 0.
+local function released_delay_until(d, c, now, delay)
+  local wait = 0
+  if delay ~= '' then
+    wait = tonumber(delay)
+  elseif d and c and tonumber(d) > tonumber(c) then
+    wait = tonumber(d) - tonumber(c)
+  end
+  if wait == 0 then return 0 end
+  return now + wait
 end
 
 -- Whether claim_id names a live claim of the queue with prefix qp.

@@ -12,6 +12,8 @@
 -- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own
 -- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"max_claims","dead_lettered_at":now'
 -- ARGV[14] '1' to claim only if the metadata is still ARGV[15] ('' = no queue), else '0'
+-- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (ARGV[16] '' for none)
+-- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
 -- Returns: the claimed messages, FIFO, each {id, field, value, ...} after the claim;
 --          'stale' when the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
@@ -19,9 +21,12 @@
 -- marker, ZPOPMIN). Of the popped messages an expired one is left to the
 -- sweep, an exhausted one (claim_count >= max) is moved to the DLQ (deleted
 -- when not dlq_eligible), any other is claimed (count + 1, claim_expires,
--- expires >= floor) until `limit` are claimed. Only group heads are ever ready
--- (see _lib.lua); one moved or deleted lets its group's next message in, which
--- the same claim may take. Work: O((k + promoted) log n).
+-- expires >= floor, delay_until = claim_expires + the wait of
+-- backoff.retry_wait, or 0 without a policy or when count + 1 exhausts it:
+-- backoff.claimed_delay_until) until `limit` are claimed. Only group heads are
+-- ever ready (see _lib.lua); one moved or deleted lets its group's next message
+-- in, which the same claim may take, while a claimed head (and, once its claim
+-- lapses, its backoff wait in delayed) holds its group. Work: O((k + promoted) log n).
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
 local Q, D = queue_keys(1), queue_keys(11)
@@ -30,6 +35,20 @@ local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local now = tonumber(now_s)
 if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
+local base = ARGV[16]
+-- backoff.retry_wait, step by step as Python computes it
+local function retry_wait(count, draw)
+  local factor, ceiling, exponent = tonumber(ARGV[17]), tonumber(ARGV[18]), count - 1
+  local wait = ceiling
+  if not (factor > 1 and exponent * math.log(factor) > 700) then
+    wait = math.min(ceiling, tonumber(base) * factor ^ exponent)
+  end
+  return wait * (1 - tonumber(ARGV[19]) * draw)
+end
+local function delay_until(count, slot)
+  if base == '' or (max_count ~= '' and count >= tonumber(max_count)) then return '0' end
+  return tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0'))
+end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
 local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
@@ -61,7 +80,8 @@ while #claimed < limit do
           redis.call('ZADD', Q.expires, expires, id)
         end
         redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
-                   'claim_count', count + 1, 'expires', expires, 'delay_until', '0')
+                   'claim_count', count + 1, 'expires', expires,
+                   'delay_until', delay_until(count + 1, #claimed + 1))
         if f[3] and f[3] ~= claim_id then
           redis.call('SREM', qp .. 'cm:' .. f[3], id)
         end

@@ -24,6 +24,10 @@ if after(f[3], now) or not after(f[4], now) then
   table.insert(refused, 1, 'refused')
   return refused
 end
+-- its claim (if any) is over: it leaves claimed, where a lapsed claim that
+-- fixed a _retry_backoff wait leaves it until a claim or pop moves it
+redis.call('ZREM', Q.claimed, id)
+if ARGV[9] == '' then redis.call('ZADD', Q.delayed, f[4], id) end
 local values = {}
 if ARGV[6] == '1' then
   values[#values + 1] = 'body'

@@ -24,7 +24,7 @@ while #found < limit do
                          'delay_until', 'client_id')
     if after(f[1], now)
         and (with_claimed or not (f[2] and after(f[3], now)))
-        and (with_delayed or not after(f[4], now))
+        and (with_delayed or not after(f[4], now) or (f[2] and after(f[3], now)))
         and not (skip_client and (f[5] or '') == client) then
       found[#found + 1] = dump(ns, id)
       if #found == limit then break end

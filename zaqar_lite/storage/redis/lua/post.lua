@@ -5,10 +5,11 @@
 -- ARGV[1]     "zl:{P}:"        ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3]     the queue name   ARGV[4] now
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
--- ARGV[7..]   15 values per message, '' where unset:
+-- ARGV[7..]   16 values per message, '' where unset (and then not stored):
 --             id, body (JSON), created, expires, delay_until, client_id, claim_id,
 --             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter,
---             dedup_id, group, dedup_until (when the queue may forget the dedup_id)
+--             dedup_id, group, trace (JSON), and (not stored in the message)
+--             dedup_until, when the queue may forget the dedup_id
 -- Returns:    for each message, the id it is acknowledged with: its own (an id already
 --             stored is not stored again), or, when zl:{P}:q:Q:dedup_expires holds its
 --             dedup_id with a score above now, the id zl:{P}:q:Q:dedup names (nothing
@@ -22,7 +23,8 @@
 local Q = queue_keys(1)
 local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
 local fields = {'id', 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
-                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'dedup_id', 'group'}
+                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'dedup_id', 'group',
+                'trace'}
 local dedup, dedup_expires = ARGV[2] .. 'dedup', ARGV[2] .. 'dedup_expires'
 if not metadata_is(Q.meta, ARGV[5], ARGV[6]) then return 'stale' end
 ensure_queue(Q, name, KEYS[10])
@@ -41,11 +43,11 @@ local function remembered(dedup_id, message_id, dedup_until)
 end
 
 local answered = {}
-for base = 7, #ARGV, 15 do
+for base = 7, #ARGV, #fields + 1 do
   local m = {}
   for i, field in ipairs(fields) do m[field] = ARGV[base + i - 1] end
   local key = message_key(ns, m.id)
-  local first = m.dedup_id ~= '' and remembered(m.dedup_id, m.id, ARGV[base + 14])
+  local first = m.dedup_id ~= '' and remembered(m.dedup_id, m.id, ARGV[base + #fields])
   answered[#answered + 1] = first or m.id
   -- a retried post (same ids) must not store a message twice
   if not first and redis.call('EXISTS', key) == 0 then

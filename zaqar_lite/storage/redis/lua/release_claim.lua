@@ -6,7 +6,9 @@
 -- Returns: the number of messages released (an absent claim releases none).
 -- Each message still held (claim_id matches, claim_expires > now) gets
 -- claim_expires = now (its claim_id and claim_count stay) and moves from
--- claimed back to ready at its marker; the claim's keys are deleted.
+-- claimed back to ready at its marker, or to delayed when its claim fixed a
+-- _retry_backoff wait, which starts now (policy.claim_released); the claim's
+-- keys are deleted.
 -- Keys written: zl:{P}:q:Q:c:<claim>, zl:{P}:q:Q:cm:<claim>, zl:{P}:q:Q:{claims,claimed,ready},
 -- zl:{P}:m:<id>.
 local Q = queue_keys(1)
@@ -16,11 +18,13 @@ local members = qp .. 'cm:' .. claim_id
 local released = 0
 for _, id in ipairs(redis.call('SMEMBERS', members)) do
   local key = message_key(ns, id)
-  local f = redis.call('HMGET', key, 'q', 'claim_id', 'claim_expires', 'marker')
+  local f = redis.call('HMGET', key, 'q', 'claim_id', 'claim_expires', 'marker', 'delay_until', 'group')
   if f[1] == name and f[2] == claim_id and after(f[3], now) then
+    local delay_until = released_delay_until(f[5], f[3], now, '')
     redis.call('HSET', key, 'claim_expires', now_s)
+    if delay_until ~= 0 then redis.call('HSET', key, 'delay_until', delay_until) end
     redis.call('ZREM', Q.claimed, id)
-    redis.call('ZADD', Q.ready, f[4], id)
+    reindex(Q, id, f[4], delay_until, now, f[6])
     released = released + 1
   end
 end

@@ -6,10 +6,12 @@
 -- ARGV[7] '1' when a failure is recorded, else '0'
 -- ARGV[8..10] the failure's "at", "error_type" and "error" values, each as JSON
 -- ARGV[11] history limit (policy.released keeps the last N entries; 0 keeps all)
+-- ARGV[12] the explicit delay in seconds, '' for none (the wait the claim fixed applies)
 -- Returns: 'ok', 'no_message' (absent, expired or in another queue), or the
 -- claim rule broken: 'invalid_claim', 'not_claimed', 'claimed_by' (nothing changed).
--- On success claim_expires = now, the message moves from claimed to ready at
--- its marker and leaves the claim's cm set; the failure entry
+-- On success claim_expires = now, delay_until as policy.released says, and
+-- the message moves from claimed to ready at its marker (to delayed while
+-- delay_until > now) and leaves the claim's cm set; the failure entry
 -- {"at","claim_count","error_type","error"} is appended to `failures`
 -- (JSON objects, one a line) and the oldest lines beyond the limit dropped.
 -- Keys written: zl:{P}:m:<id>, zl:{P}:q:Q:{claimed,ready}, zl:{P}:q:Q:cm:<claim>.
@@ -18,11 +20,12 @@ local ns, qp, now_s, name, id, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], AR
 local now = tonumber(now_s)
 local key = message_key(ns, id)
 local f = redis.call('HMGET', key, 'q', 'expires', 'claim_id', 'claim_expires', 'claim_count',
-                     'failures', 'marker')
+                     'failures', 'marker', 'delay_until', 'group')
 if f[1] ~= name or not after(f[2], now) then return 'no_message' end
 local broken = claim_rule_violation(qp, f[3], f[4], '1', claim_id, now)
 if broken then return broken end
-redis.call('HSET', key, 'claim_expires', now_s)
+local delay_until = released_delay_until(f[8], f[4], now, ARGV[12])
+redis.call('HSET', key, 'claim_expires', now_s, 'delay_until', delay_until)
 if ARGV[7] == '1' then
   local entries = {}
   if f[6] then
@@ -37,6 +40,6 @@ if ARGV[7] == '1' then
   redis.call('HSET', key, 'failures', table.concat(entries, '\n'))
 end
 redis.call('ZREM', Q.claimed, id)
-redis.call('ZADD', Q.ready, f[7], id)
+reindex(Q, id, f[7], delay_until, now, f[9])
 redis.call('SREM', qp .. 'cm:' .. claim_id, id)
 return 'ok'

@@ -7,7 +7,10 @@
 -- Returns: 1, or 0 when the claim is absent or expired (nothing changed).
 -- Every message the claim still holds (claim_id matches, claim_expires > now,
 -- unexpired) gets the new claim expiry and expires = max(expires, floor)
--- (policy.claimed_expiry); ids it no longer holds leave its cm set.
+-- (policy.claimed_expiry), and a _retry_backoff wait its claim fixed moves
+-- along: delay_until = new claim expiry + (delay_until - claim_expires) when
+-- delay_until > claim_expires (policy.claim_renewed); ids it no longer holds
+-- leave its cm set.
 -- Keys written: zl:{P}:q:Q:c:<claim>, zl:{P}:q:Q:cm:<claim>, zl:{P}:q:Q:{claims,claimed,expires},
 -- zl:{P}:m:<id>.
 local Q = queue_keys(1)
@@ -21,11 +24,14 @@ redis.call('ZADD', Q.claims, claim_expires, claim_id)
 local members = qp .. 'cm:' .. claim_id
 for _, id in ipairs(redis.call('SMEMBERS', members)) do
   local key = message_key(ns, id)
-  local f = redis.call('HMGET', key, 'q', 'claim_id', 'claim_expires', 'expires')
+  local f = redis.call('HMGET', key, 'q', 'claim_id', 'claim_expires', 'expires', 'delay_until')
   if f[1] == name and f[2] == claim_id and after(f[3], now) and after(f[4], now) then
     local expires = f[4]
     if tonumber(expires) < tonumber(floor) then expires = floor end
     redis.call('HSET', key, 'claim_expires', claim_expires, 'expires', expires)
+    if f[5] and tonumber(f[5]) > tonumber(f[3]) then
+      redis.call('HSET', key, 'delay_until', tonumber(claim_expires) + (tonumber(f[5]) - tonumber(f[3])))
+    end
     redis.call('ZADD', Q.claimed, claim_expires, id)
     redis.call('ZADD', Q.expires, expires, id)
   else

@@ -1,0 +1,69 @@
+"""Retry backoff on the real server: a lapsed claim and a delayed release keep a message back."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import ApiSession, RunningServer, ServerStarter, Store
+
+pytestmark = pytest.mark.slow
+
+#: claims of 1 s allowed
+CONFIG = """\
+[limits]
+min_claim_ttl = 1
+min_claim_grace = 1
+"""
+
+
+@pytest.fixture
+def fast_server(start_server_for_test: ServerStarter, store: Store, tmp_path: Path) -> RunningServer:
+    config = tmp_path / "fast.conf"
+    config.write_text(CONFIG)
+    return start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
+
+
+def claim(api: ApiSession, queue: str) -> tuple[str | None, list[str]]:
+    """Claim for 1 s; return the claim id and the message ids (None and [] on a 204)."""
+    answer = api.post(f"/v2/queues/{queue}/claims", json={"ttl": 1, "grace": 1})
+    if answer.status_code == 204:
+        return None, []
+    assert answer.status_code == 201, answer.text
+    return answer.headers["Location"].rsplit("/", 1)[1], [m["id"] for m in answer.json()["messages"]]
+
+
+def seconds_until_claimable(api: ApiSession, queue: str, timeout: float = 15) -> float:
+    """Poll claims every 50 ms; return the seconds until one took a message."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if claim(api, queue)[1]:
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise AssertionError(f"nothing was claimable in {queue} within {timeout} s")
+
+
+def test_a_lapsed_claim_keeps_the_message_back_for_the_backoff(fast_server: RunningServer) -> None:
+    with ApiSession(fast_server.url, project="backoff") as api:
+        assert api.put("/v2/queues/work", json={"_retry_backoff": {"base": 2}}).status_code == 201
+        assert api.post("/v2/queues/work/messages", json={"messages": [{"body": "flaky"}]}).ok
+        assert claim(api, "work")[1]
+        # the claim lapses after 1 s, then the first retry waits 2 s
+        waited = seconds_until_claimable(api, "work")
+        assert 3 - 0.05 <= waited <= 3 + 5  # a busy machine's slack
+        assert api.get("/v2/queues/work/stats").json()["messages"]["claimed"] == 1
+
+
+def test_a_release_with_a_delay_keeps_the_message_back(fast_server: RunningServer) -> None:
+    with ApiSession(fast_server.url, project="release") as api:
+        assert api.post("/v2/queues/work/messages", json={"messages": [{"body": "later"}]}).ok
+        claim_id, (message_id,) = claim(api, "work")
+        released = api.post(f"/v2/queues/work/messages/{message_id}/release", params={"claim_id": claim_id},
+                            json={"error": "busy", "error_type": "Busy", "delay": 2})
+        assert released.status_code == 204, released.text
+        stats = api.get("/v2/queues/work/stats").json()["messages"]
+        assert (stats["claimed"], stats["delayed"]) == (0, 1)
+        waited = seconds_until_claimable(api, "work")
+        assert 2 - 0.05 <= waited <= 2 + 5
