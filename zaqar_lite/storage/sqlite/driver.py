@@ -360,9 +360,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         # delay_until is indexed: written only where the plan changed it (a matured delay
         # ends, a _retry_backoff wait starts), so claims of other queues touch no index
         before = {m.id: m.delay_until for m in read}
-        db.executemany("UPDATE messages SET delay_until=? WHERE id=?",
-                       [(m.delay_until, m.id) for m in plan.claimed if m.delay_until != before[m.id]])
-        db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
+        waits = [(m.delay_until, m.id) for m in plan.claimed if m.delay_until != before[m.id]]
+        if waits:
+            db.executemany("UPDATE messages SET delay_until=? WHERE id=?", waits)
+        if plan.deleted:
+            db.executemany("DELETE FROM messages WHERE id=?", [(i,) for i in plan.deleted])
         self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
         return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
 
