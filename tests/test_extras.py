@@ -89,3 +89,15 @@ def test_a_mistake_in_the_file_stops_the_dlq_report_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr == (f"zaqar-lite dlq-report: error: {conf}: unknown key url in [storage] "
                              "(did you mean uri?); its keys are uri, queue_cache_size\n")
+
+
+def test_serve_with_keystone_auth_without_its_extra_names_the_extra(tmp_path):
+    conf = tmp_path / "keystone.conf"
+    conf.write_text("[auth]\nstrategy = keystone\n")
+    bind = f"127.0.0.1:{free_port()}"
+    result = run_without("keystonemiddleware", "serve", "--bind", bind, "--config", str(conf),
+                         "--storage", f"sqlite:///{tmp_path}/zaqar.db", cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert result.stderr == ("Error: [auth] strategy = keystone needs keystonemiddleware: "
+                             "pip install 'zaqar-lite[keystone]'\n")

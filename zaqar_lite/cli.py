@@ -50,6 +50,16 @@ def _needing_extra(module: str, name: str, what: str, extra: str) -> Any:
         raise click.ClickException(f"{what}: pip install 'zaqar-lite[{extra}]' ({exc})") from None
 
 
+def _installed(module: str) -> bool:
+    """Return whether a library can be imported, without importing it (the master stays bare)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module made unimportable (sys.modules[name] = None)
+        return False
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
@@ -88,6 +98,9 @@ def serve(config: str | None, storage_uri: str | None, bind: str | None, workers
 
     settings = _settings(config, storage_uri=storage_uri, bind=bind, workers=workers)
     _logging(settings.log_level)
+    if settings.auth_strategy == "keystone" and not _installed("keystonemiddleware"):
+        raise click.ClickException("[auth] strategy = keystone needs keystonemiddleware: "
+                                   "pip install 'zaqar-lite[keystone]'")
     try:
         check_address(settings.bind)
     except CannotListen as exc:
