@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.errors import StorageUnavailable
@@ -54,22 +55,25 @@ class HeldTask:
 class RedriveRunner:
     """Runs the store's redrive tasks: takes the leases of running ones and advances those due."""
 
-    def __init__(self, messaging: Messaging, interval: float, owner: str | None = None) -> None:
+    def __init__(self, messaging: Messaging, interval: float, owner: str | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.messaging = messaging
         self.interval = interval
         self.owner = owner or new_owner()
+        #: the time source of the rates (a test passes one that stands still)
+        self.monotonic = monotonic
         self.held: dict[tuple[str, str, str], HeldTask] = {}
         self._looked = -float("inf")
 
     def step(self) -> float:
         """Take free tasks (every ``interval``), move a batch of each task due; return the seconds to wait."""
-        now = time.monotonic()
+        now = self.monotonic()
         if now - self._looked >= self.interval:
             self._looked = now
             self._take_free_tasks()
         waits = [self.interval]
         for key, held in list(self.held.items()):
-            wait = held.wait(time.monotonic())
+            wait = held.wait(self.monotonic())
             if wait <= 0:
                 wait = self._advance(key, held)
             waits.append(wait)
@@ -82,7 +86,7 @@ class RedriveRunner:
             lease = self.messaging.redrive_task_lease(*key, self.owner)
             if lease.acquire():
                 LOG.info("redrive task %s on %s/%s taken by %s", key[2], key[0], key[1], self.owner)
-                self.held[key] = HeldTask(lease, since=time.monotonic())
+                self.held[key] = HeldTask(lease, since=self.monotonic())
 
     def _advance(self, key: tuple[str, str, str], held: HeldTask) -> float:
         """Move one batch of a task; return the seconds until its next (the interval once it is gone)."""
@@ -103,7 +107,7 @@ class RedriveRunner:
             del self.held[key]
             return self.interval
         held.done += tried
-        return held.wait(time.monotonic())
+        return held.wait(self.monotonic())
 
     def _fail(self, held: HeldTask, error: str) -> None:
         try:

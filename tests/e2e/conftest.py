@@ -59,10 +59,17 @@ def networked_store(kind: str, request: pytest.FixtureRequest) -> Store:
         return Store("redis", lambda d: redis_server.uri(database(d)),
                      lambda d: f"redis at 127.0.0.1:{redis_server.port}/{database(d)}")
     if kind == "redis_cluster":
-        # a cluster has one database: the module's servers share it, emptied when the module starts
+        # A cluster has one database: the module's servers share it, emptied when the module
+        # starts. Each data directory names the cluster by its seeds in another order, so that
+        # each server has a URI, and so a sweeper lock, of its own.
         cluster = request.getfixturevalue("redis_cluster_server")
         cluster.flushall()
-        return Store("redis", lambda d: cluster.uri(), lambda d: "redis cluster at 127.0.0.1:")
+        turns: dict[Path, int] = {}
+
+        def seeds_from(data_dir: Path) -> str:
+            return cluster.uri(first=turns.setdefault(data_dir, len(turns)))
+
+        return Store("redis", seeds_from, lambda d: "redis cluster at 127.0.0.1:")
     if kind == "mongodb":
         from tests.servers.mongodb import with_database
 

@@ -11,6 +11,7 @@ browser. Either missing skips these tests, or fails them under CI.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,17 @@ def cells(page: Any, selector: str) -> list[list[str]]:
             for i in range(rows.count())]
 
 
+def queue_rows(page: Any, count: int) -> list[list[str]]:
+    """Return the queue list's rows once it shows ``count`` (a loaded store may list new queues late)."""
+    deadline = time.monotonic() + 30
+    rows = cells(page, "#queues tbody tr")
+    while len(rows) < count and time.monotonic() < deadline:
+        time.sleep(0.5)
+        page.reload()
+        rows = cells(page, "#queues tbody tr")
+    return rows
+
+
 def test_a_signature_redriven_through_the_page_moves_exactly_its_messages(server, page, project):
     with ApiSession(server.url, project=project) as api:
         bad_ids, timeouts = setup_queues(api)
@@ -136,7 +148,7 @@ def test_a_signature_redriven_through_the_page_moves_exactly_its_messages(server
         page.fill("input[name=project]", project)
         page.click("text=Open")
         assert page.url == f"{server.url}/console/projects/{project}/queues"
-        dlq_row, src_row = cells(page, "#queues tbody tr")
+        dlq_row, src_row = queue_rows(page, 2)
         assert dlq_row[:5] == ["dlq DLQ", "5", "5", "0", "0"] and dlq_row[6:] == ["-", "-"]
         assert re.fullmatch(r"[0-9]+ s", dlq_row[5])  # the oldest dead letter's age: seconds
         assert src_row == ["src", "0", "0", "0", "0", "-", "dlq", "5"]

@@ -45,12 +45,12 @@ def test_the_access_log_can_be_turned_off(start_server_for_test: ServerStarter, 
     server = start_server_for_test(store.uri(tmp_path / "data"), workers=1,
                                    extra_args=["--config", str(config)])
     with ApiSession(server.url, project="shop") as api:
-        assert api.put("/v2/queues/orders").status_code == 201
-        assert api.get("/v2/queues/orders/stats").status_code == 200
+        assert api.put("/v2/queues/quiet-orders").status_code == 201
+        assert api.get("/v2/queues/quiet-orders/stats").status_code == 200
     time.sleep(0.5)  # a line written by the worker would be in the log by now
 
     assert " ms project=" not in server.log()
-    assert "/v2/queues/orders" not in server.log()
+    assert "/v2/queues/quiet-orders" not in server.log()
 
 
 def test_a_busy_port_is_reported_at_once_in_one_line(tmp_path: Path) -> None:

@@ -38,9 +38,10 @@ class RedisCluster:
         self.options = options or ("--save", "", "--appendonly", "no")
         self.servers: list[RedisServer] = []
 
-    def uri(self, **query: str) -> str:
-        """Return the cluster URI with every node as a seed."""
-        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+    def uri(self, first: int = 0, **query: str) -> str:
+        """Return the cluster URI with every node as a seed, starting with the ``first``-th one."""
+        turn = first % len(self.servers)
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers[turn:] + self.servers[:turn])
         tail = "?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else ""
         return f"redis+cluster://{hosts}/{tail}"
 
