@@ -5,8 +5,7 @@
 #
 # 1. everything but the storage suites, with the API and end-to-end suites on
 #    SQLite; then the storage suites (the conformance suite on every driver);
-# 2. the API and end-to-end suites again on Redis, MongoDB, Swift and, beside Swift's
-#    run (mostly waits), a Redis Cluster;
+# 2. the API and end-to-end suites again on Redis, MongoDB, Swift and a Redis Cluster;
 # 3. Zaqar's own API suite (zaqar-tempest-plugin v2 tests, tests/tempest/run.py)
 #    against a real server with token auth. It runs beside step 1: most of its
 #    2.5 minutes is one test's own two time.sleep(70) calls, so it costs little CPU.
@@ -37,15 +36,10 @@ echo "== API and end-to-end suites on redis =="
 ZAQAR_LITE_TEST_STORE=redis "$BIN/python" -m pytest -p no:cacheprovider tests/api tests/e2e "$@" || status=1
 echo "== API and end-to-end suites on mongodb (2 processes) =="
 ZAQAR_LITE_TEST_STORE=mongodb "$BIN/python" -m pytest -p no:cacheprovider -n 2 tests/api tests/e2e "$@" || status=1
-# Swift's run is mostly its settle waits: the Redis Cluster's run (CPU) goes beside it.
-cluster_log=$(mktemp)
-ZAQAR_LITE_TEST_STORE=redis_cluster "$BIN/python" -m pytest -p no:cacheprovider -n 2 tests/api tests/e2e "$@" \
-    >"$cluster_log" 2>&1 &
-cluster_pid=$!
 echo "== API and end-to-end suites on swift (4 processes) =="
 ZAQAR_LITE_TEST_STORE=swift "$BIN/python" -m pytest -p no:cacheprovider -n 4 tests/api tests/e2e "$@" || status=1
+# Not beside Swift's run: a starved proxy's memcache lookups time out, and tempauth then
+# answers 401 to valid tokens.
 echo "== API and end-to-end suites on a redis cluster (3 primaries, 3 replicas; 2 processes) =="
-wait "$cluster_pid" || status=1
-cat "$cluster_log"
-rm -f "$cluster_log"
+ZAQAR_LITE_TEST_STORE=redis_cluster "$BIN/python" -m pytest -p no:cacheprovider -n 2 tests/api tests/e2e "$@" || status=1
 exit $status
