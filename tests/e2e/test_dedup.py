@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import STORE_KIND
 from tests.e2e.harness import ApiSession, RunningServer
 
 pytestmark = pytest.mark.slow
@@ -41,6 +42,9 @@ def test_a_retried_post_is_acknowledged_with_the_first_href_and_stored_once(api:
 
 def test_producers_in_separate_processes_posting_one_id_store_one_message(
         server: RunningServer, project: str, queue_name: str):
+    if STORE_KIND == "swift":
+        pytest.skip("Swift decides racing posts of one dedup_id by its settle time only "
+                    "(docs/api.rst, Deduplicated posts): not atomic on a loaded server")
     context = multiprocessing.get_context("spawn")
     start, results = context.Barrier(PRODUCERS), context.Queue()
     producers = [context.Process(target=produce,
