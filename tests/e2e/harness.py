@@ -102,6 +102,17 @@ def serve_command() -> list[str]:
     return [sys.executable, "-m", "zaqar_lite"]
 
 
+def serve_with_config(text: str, directory: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``zaqar-lite serve`` on SQLite with a configuration file of ``text``; return how it ended
+    (for a configuration it must refuse, it ends at once)."""
+    config = directory / "refused.conf"
+    config.write_text(text)
+    command = [*serve_command(), "serve", "--bind", f"{HOST}:{free_port()}", "--config", str(config),
+               "--storage", f"sqlite:///{directory}/zaqar.db"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=directory,
+                          env=server_environment())
+
+
 def server_environment() -> dict[str, str]:
     """Return the environment of a server: ours, without any zaqar-lite settings that would leak in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZAQAR_LITE_")}

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
 from tests.e2e.harness import (
     ApiSession,
     RunningServer,
     ServerStarter,
     Store,
-    serve_command,
-    server_environment,
+    serve_with_config,
 )
 
 pytestmark = pytest.mark.slow
@@ -94,13 +91,7 @@ def test_an_exhausted_message_reaches_the_default_dlq_by_the_sweeper(fast_server
 
 
 def test_serve_refuses_a_default_dlq_that_is_no_queue_name(tmp_path: Path) -> None:
-    config = tmp_path / "bad.conf"
-    config.write_text("[queues]\ndefault_dead_letter_queue = #DEAD_MSG_QUEUE\n")
-    command = [*serve_command(), "serve", "--bind", f"127.0.0.1:{free_port()}", "--config", str(config),
-               "--storage", f"sqlite:///{tmp_path}/zaqar.db"]
-
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=tmp_path,
-                            env=server_environment())
+    result = serve_with_config("[queues]\ndefault_dead_letter_queue = #DEAD_MSG_QUEUE\n", tmp_path)
 
     assert result.returncode != 0
     assert "[queues] default_dead_letter_queue must be a valid queue name" in result.stderr

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
 from tests.e2e.harness import (
     ApiSession,
     RunningServer,
     ServerStarter,
     Store,
-    serve_command,
-    server_environment,
+    serve_with_config,
 )
 
 CONFIG = """\
@@ -55,13 +52,8 @@ def test_queues_start_from_the_configured_and_the_defined_templates(templated_se
 
 
 def test_serve_refuses_a_template_that_breaks_the_metadata_rules(tmp_path: Path) -> None:
-    config = tmp_path / "bad.conf"
-    config.write_text('[queue_template:orders]\npattern = orders-*\nmetadata = {"_max_claim_count": 0}\n')
-    command = [*serve_command(), "serve", "--bind", f"127.0.0.1:{free_port()}", "--config", str(config),
-               "--storage", f"sqlite:///{tmp_path}/zaqar.db"]
-
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=tmp_path,
-                            env=server_environment())
+    result = serve_with_config(
+        '[queue_template:orders]\npattern = orders-*\nmetadata = {"_max_claim_count": 0}\n', tmp_path)
 
     assert result.returncode != 0
     assert "[queue_template:orders] _max_claim_count must be at least 1, got 0." in result.stderr
