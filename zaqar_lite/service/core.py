@@ -1,0 +1,65 @@
+"""The service's shared state: the store, the settings, the clock and the id source."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from zaqar_lite.clock import Clock, wall_clock
+from zaqar_lite.config import Settings
+from zaqar_lite.storage.base import Storage
+from zaqar_lite.templates import QueueTemplates
+
+LOG = logging.getLogger("zaqar_lite.service")
+
+
+def nobody_waits(project: str, queue: str) -> None:
+    """Do nothing: the wake-up hook of a service whose claims never wait."""
+
+
+def new_id() -> str:
+    """Return a fresh message or claim id."""
+    return str(uuid.uuid4())
+
+
+class ServiceBase:
+    """What every part of the messaging service shares, and the reads more than one part makes."""
+
+    def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
+                 ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
+                 draw: Callable[[], float] = random.random) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.limits = settings.limits
+        self.clock = clock
+        self.ids = ids
+        self.sleep = sleep
+        self.templates = QueueTemplates(storage, settings)
+        #: called with (project, queue) after a write that may make messages of the queue
+        #: claimable; long polling (``waiting/``) sets it to its channel's ``publish``
+        self.wake_up: Callable[[str, str], None] = nobody_waits
+        #: the random source of ``_retry_backoff`` jitter: a number in [0, 1) per call
+        self.draw = draw
+
+    def _every_queue(self, project: str) -> list[tuple[str, dict[str, Any]]]:
+        """Return every queue of a project with its stored metadata, read a page at a time."""
+        found: list[tuple[str, dict[str, Any]]] = []
+        marker = None
+        while True:
+            page = self.storage.list_queues(project, marker=marker, limit=1000)
+            found.extend(page)
+            if len(page) < 1000:
+                return found
+            marker = page[-1][0]
+
+    def _existing_default_dlq(self, project: str, queue: str) -> str | None:
+        """Return the default dead-letter queue's name when it is set, is not ``queue`` and exists."""
+        name = self.settings.default_dead_letter_queue
+        if not name or name == queue or self.storage.get_queue_metadata(project, name) is None:
+            return None
+        return name
+

@@ -1,0 +1,174 @@
+"""Messages and claims: post, read, delete, release, claim."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zaqar_lite import errors
+from zaqar_lite import metrics as counted
+from zaqar_lite.claims import backoff as retry_backoff
+from zaqar_lite.claims import dedup
+from zaqar_lite.claims import metadata as meta
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    Message,
+)
+from zaqar_lite.service.core import ServiceBase
+
+
+class Messages(ServiceBase):
+    """Message and claim operations with zaqar-lite's policy applied."""
+
+    # -- messages -------------------------------------------------------------
+
+    def post(self, project: str, queue: str, client_id: str,
+             messages: Sequence[Mapping[str, Any]], body_size: int,
+             trace: Mapping[str, str] | None = None) -> list[str]:
+        """Store validated messages, applying the queue's default ttl and delay; return their ids.
+
+        A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
+        A message with a ``dedup_id`` the queue remembers is not stored: its id is the
+        remembered message's; so is that of a message repeating an earlier one's
+        ``dedup_id`` in the same post (:mod:`zaqar_lite.claims.dedup`).
+        Each message keeps ``trace``, the post's W3C trace context, when given.
+
+        Raises:
+            InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
+        """
+        now = self.clock()
+        stored_as = dedup.collapse([item.get("dedup_id") for item in messages])
+        unique = [item for index, item in enumerate(messages) if stored_as[index] == index]
+        ids = [self.ids() for _ in unique]
+
+        def plan(stored: Mapping[str, Any] | None) -> list[Message]:
+            queue_meta = stored or {}
+            size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
+            if body_size > size_limit:
+                raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+            default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
+            default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
+            dedup_until = dedup.window_end(queue_meta, now)
+            records = []
+            for message_id, item in zip(ids, unique, strict=True):
+                ttl = meta.capped_ttl(item["ttl"] if item["ttl"] is not None else default_ttl, queue_meta)
+                delay = item["delay"] if item["delay"] is not None else default_delay
+                dedup_id = item.get("dedup_id")
+                records.append(Message(
+                    id=message_id, body=item["body"], created=now, expires=now + ttl,
+                    delay_until=now + delay if delay else 0.0, client_id=client_id,
+                    dlq_eligible=item["dlq_eligible"], dedup_id=dedup_id,
+                    dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group"),
+                    trace=dict(trace) if trace else None))
+            return records
+
+        answered = self.storage.post_planned(project, queue, plan, now)
+        stored = sum(1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
+        counted.MESSAGES_POSTED.inc(stored)
+        if stored:
+            self.wake_up(project, queue)
+        first_of = {index: answered[n] for n, index in enumerate(sorted(set(stored_as)))}
+        return [first_of[index] for index in stored_as]
+
+    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
+                             body_size: int) -> tuple[Message, float]:
+        """Edit a message that is still delayed (``body``, ``ttl``, ``delay``); return it as stored now.
+
+        A ttl above the queue's ``_max_message_ttl`` is lowered to it, as a post's.
+
+        Raises:
+            InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
+            MessageDoesNotExist, MessageNotEditable: see ``Storage.edit_delayed_message``.
+        """
+        now = self.clock()
+        stored = self.storage.get_queue_metadata(project, queue) or {}
+        size_limit = stored.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
+        if body_size > size_limit:
+            raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+        if "ttl" in changes:  # capped as a post's ttl is
+            changes = {**changes, "ttl": meta.capped_ttl(changes["ttl"], stored)}
+        edited = self.storage.edit_delayed_message(project, queue, message_id, changes, now)
+        self.wake_up(project, queue)  # its delay may end sooner now
+        return edited, now
+
+    def list_messages(self, project: str, queue: str, *, client_id: str, marker: int | None,
+                      limit: int, echo: bool, include_claimed: bool,
+                      include_delayed: bool) -> tuple[list[Message], float]:
+        """Return a page of messages, FIFO, and the time it was read at."""
+        now = self.clock()
+        found = self.storage.list_messages(
+            project, queue, now=now, marker=marker, limit=limit, include_claimed=include_claimed,
+            include_delayed=include_delayed, exclude_client_id=None if echo else client_id)
+        return found, now
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> tuple[list[Message], float]:
+        """Return the unexpired messages among ids."""
+        now = self.clock()
+        return self.storage.get_messages(project, queue, ids, now), now
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None) -> None:
+        """Delete one message under the claim rules."""
+        self.storage.delete_message(project, queue, message_id, claim_id, self.clock())
+        counted.MESSAGES_DELETED.inc()
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
+                        claim_ids: Sequence[str] | None) -> None:
+        """Delete messages by id."""
+        self.storage.delete_messages(project, queue, ids, claim_ids, self.clock())
+        counted.MESSAGES_DELETED.inc(len(ids))
+
+    def pop(self, project: str, queue: str, limit: int) -> tuple[list[Message], float]:
+        """Delete and return up to limit visible messages."""
+        now = self.clock()
+        popped = self.storage.pop_messages(project, queue, limit, now)
+        counted.MESSAGES_DELETED.inc(len(popped))
+        return popped, now
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str,
+                        reason: Mapping[str, Any] | None, delay: int | None = None) -> None:
+        """Release one claimed message, recording the reason in its failure history.
+
+        It is claimable again after ``delay`` seconds when given (0: at once),
+        else after the wait of the queue's ``_retry_backoff`` (none without it).
+        """
+        self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
+                                     self.limits.failure_history_length, delay)
+        counted.MESSAGES_RELEASED.inc()
+        self.wake_up(project, queue)
+
+    # -- claims ---------------------------------------------------------------
+
+    def claim(self, project: str, queue: str, limit: int, ttl: int,
+              grace: int) -> tuple[str, list[Message], float]:
+        """Claim up to limit messages; exhausted ones are dead-lettered on the way."""
+        now = self.clock()
+        claim_id = self.ids()
+        default_dlq = self._existing_default_dlq(project, queue)
+
+        def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
+            default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
+            backoff = meta.retry_backoff(stored, self.limits)
+            return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
+                                dead_letter=meta.dead_letter_policy(stored, default), backoff=backoff,
+                                draws=retry_backoff.draws(backoff, limit, self.draw))
+
+        claimed = self.storage.claim_planned(project, queue, plan)
+        counted.MESSAGES_CLAIMED.inc(len(claimed))
+        return claim_id, claimed, now
+
+    def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
+        """Return a live claim and its messages."""
+        now = self.clock()
+        claim, messages = self.storage.get_claim(project, queue, claim_id, now)
+        return claim, messages, now
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, ttl: int, grace: int) -> None:
+        """Renew a live claim from now."""
+        self.storage.renew_claim(project, queue, claim_id, self.clock(), ttl, grace)
+
+    def release_claim(self, project: str, queue: str, claim_id: str) -> None:
+        """Release a claim; its messages become claimable at once (or after their ``_retry_backoff`` wait)."""
+        self.storage.release_claim(project, queue, claim_id, self.clock())
+        counted.CLAIMS_RELEASED.inc()
+        self.wake_up(project, queue)
