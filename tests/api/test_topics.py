@@ -17,7 +17,8 @@ HOOK = "http://127.0.0.1:9/hook"
 
 def patch(client, topic, operations, content_type=JSON_PATCH):
     # json= would force Content-Type: application/json
-    return client.simulate_patch(f"/v2/topics/{topic}", body=json.dumps(operations), content_type=content_type)
+    return client.simulate_patch(f"/v2/topics/{topic}", body=json.dumps(operations),
+                                 content_type=content_type)
 
 
 def post_to_topic(client, topic, *bodies, **fields):
@@ -85,7 +86,8 @@ def test_list_pages_by_name_with_links_and_shows_metadata_only_when_detailed(cli
     detailed = client.simulate_get("/v2/topics", params={"detailed": "true", "name": "t-b"})
     assert detailed.json["topics"] == [{"name": "t-b", "href": "/v2/topics/t-b",
                                         "metadata": {**TOPIC_DEFAULTS, "n": "t-b"}}]
-    assert [t["name"] for t in client.simulate_get("/v2/topics", params={"n": "t-c"}).json["topics"]] == ["t-c"]
+    filtered = client.simulate_get("/v2/topics", params={"n": "t-c"})
+    assert [t["name"] for t in filtered.json["topics"]] == ["t-c"]
 
 
 def test_another_project_sees_none_of_the_topics(client, project_b):
@@ -204,7 +206,8 @@ def test_purge_removes_messages_or_subscriptions_as_asked_and_delete_removes_bot
                                 json={"resource_types": ["subscriptions"]}).status_code == 204
     assert_error(client.simulate_get(f"/v2/topics/pg/subscriptions/{subscription_id}"), 404)
     bad = assert_error(client.simulate_post("/v2/topics/pg/purge", json={"resource_types": ["claims"]}), 400)
-    assert bad["description"] == 'resource_types[0] must be one of "messages" or "subscriptions", got a string.'
+    assert bad["description"] == \
+        'resource_types[0] must be one of "messages" or "subscriptions", got a string.'
     post_to_topic(client, "pg", 3)
     subscribe(client, "pg")
     assert client.simulate_delete("/v2/topics/pg").status_code == 204
@@ -220,7 +223,8 @@ def test_a_topics_subscriptions_are_created_listed_changed_confirmed_and_deleted
     assert created.headers["location"] == f"/v2/topics/alerts/subscriptions/{subscription_id}"
     assert client.simulate_get("/v2/topics/alerts").json == TOPIC_DEFAULTS  # created with it
     shown = client.simulate_get(f"/v2/topics/alerts/subscriptions/{subscription_id}").json
-    assert (shown["source"], shown["subscriber"], shown["ttl"], shown["confirmed"]) == ("alerts", HOOK, 600, False)
+    assert (shown["source"], shown["subscriber"], shown["ttl"], shown["confirmed"]) == \
+        ("alerts", HOOK, 600, False)
     patched = client.simulate_patch(f"/v2/topics/alerts/subscriptions/{subscription_id}", json={"ttl": 900})
     assert patched.status_code == 204
     confirmed = client.simulate_put(f"/v2/topics/alerts/subscriptions/{subscription_id}/confirm",
@@ -229,7 +233,8 @@ def test_a_topics_subscriptions_are_created_listed_changed_confirmed_and_deleted
     resumed = client.simulate_post(f"/v2/topics/alerts/subscriptions/{subscription_id}/resume")
     assert resumed.status_code == 204
     listed = client.simulate_get("/v2/topics/alerts/subscriptions", params={"limit": "1"}).json
-    assert [(s["id"], s["ttl"], s["confirmed"]) for s in listed["subscriptions"]] == [(subscription_id, 900, True)]
+    assert [(s["id"], s["ttl"], s["confirmed"]) for s in listed["subscriptions"]] == \
+        [(subscription_id, 900, True)]
     assert listed["links"] == [{"rel": "next",
                                 "href": f"/v2/topics/alerts/subscriptions?marker={subscription_id}&limit=1"}]
     again = client.simulate_post("/v2/topics/alerts/subscriptions", json={"subscriber": HOOK})

@@ -17,6 +17,10 @@ from zaqarclient.queues import client as zaqar
 
 from tests.notify.conftest import NotifierProcesses, wait_until
 
+#: what a subscriber of topic ``news`` gets for the three messages posted, in order (Zaqar's webhook body)
+NOTIFICATIONS = [{"body": {"n": n}, "ttl": 300, "queue_name": "news", "Message_Type": "Notification"}
+                 for n in (0, 1, 2)]
+
 
 @pytest.fixture(scope="module")
 def notifier(storage_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotifierProcesses]:
@@ -56,8 +60,7 @@ def test_a_topic_message_reaches_a_webhook_and_fans_out_into_a_queue_with_its_dl
     wait_until(lambda: len(receiver.acknowledged("hook")) >= 3, 30, "three webhooks")
     wait_until(lambda: total(api, "/v2/queues/fan") == 3, 30, "three messages in the fanned-out queue")
     hooks = receiver.acknowledged("hook")
-    assert [d.body for d in hooks] == [
-        {"body": {"n": n}, "ttl": 300, "queue_name": "news", "Message_Type": "Notification"} for n in range(3)]
+    assert [d.body for d in hooks] == NOTIFICATIONS
     assert [d.headers["X-Zaqar-Lite-Message-Id"] for d in hooks] == ids
     assert receiver.deliveries("queue-news") == []
     assert total(api, "/v2/queues/news") == 0
@@ -67,8 +70,7 @@ def test_a_topic_message_reaches_a_webhook_and_fans_out_into_a_queue_with_its_dl
     fan = client.queue("fan")
     claim = fan.claim(ttl=60, grace=60, limit=3)
     claimed = list(claim)
-    assert [m.body for m in claimed] == [
-        {"body": {"n": n}, "ttl": 300, "queue_name": "news", "Message_Type": "Notification"} for n in range(3)]
+    assert [m.body for m in claimed] == NOTIFICATIONS
     for message in claimed:
         released = api.post(f"/v2/queues/fan/messages/{message.id}/release", params={"claim_id": claim.id})
         assert released.status_code == 204, released.text

@@ -33,11 +33,6 @@ def namespace(project: str) -> str:
     return project + NAMESPACE_SUFFIX
 
 
-def is_namespace(project: str) -> bool:
-    """Return whether a stored project is a topic namespace rather than a client's project."""
-    return project.endswith(NAMESPACE_SUFFIX)
-
-
 def defaults(limits: Limits) -> dict[str, Any]:
     """Return the reserved keys Zaqar shows on a topic, with the values that apply when unset."""
     return {
