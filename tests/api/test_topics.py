@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.api.helpers import JSON_PATCH, assert_error, follow, post
+from zaqar_lite.notify import state
 
 #: what Zaqar 23 shows for a topic without metadata, key for key
 TOPIC_DEFAULTS = {"_max_messages_post_size": 262144, "_default_message_ttl": 3600,
@@ -256,3 +257,29 @@ def test_confirm_of_a_topic_subscription_needs_a_boolean(client):
     body = assert_error(client.simulate_put(f"/v2/topics/alerts/subscriptions/{subscription_id}/confirm",
                                             json={"confirmed": "yes"}), 400)
     assert "confirmed" in body["description"]
+
+
+def suspend(storage, project, source, subscription_id):
+    """Write a suspended delivery state as a notifier does when its retries ran out."""
+    record = storage.get_record(project, state.DELIVERY, state.key(source, subscription_id))
+    suspended = {**record.value, "suspended_at": 1_800_000_100.0, "last_error": "timeout",
+                 "last_error_at": 1_800_000_100.0}
+    storage.put_record(project, state.DELIVERY, state.key(source, subscription_id), suspended, record.version)
+
+
+def test_a_suspended_topic_subscription_resumes_alone_or_with_the_projects_subscriber(client, storage):
+    first, second = subscribe(client, "alerts"), subscribe(client, "audit")
+    on_queue = client.simulate_post("/v2/queues/alerts/subscriptions", json={"subscriber": HOOK})
+    queue_subscription = on_queue.json["subscription_id"]
+    for source, subscription_id in (("alerts", first), ("audit", second)):
+        suspend(storage, "project-a,topics", source, subscription_id)
+    suspend(storage, "project-a", "alerts", queue_subscription)
+    shown = client.simulate_get(f"/v2/topics/alerts/subscriptions/{first}").json
+    assert (shown["status"], shown["delivery"]["last_error"]) == ("suspended", "timeout")
+    assert client.simulate_post(f"/v2/topics/alerts/subscriptions/{first}/resume").status_code == 204
+    assert client.simulate_get(f"/v2/topics/alerts/subscriptions/{first}").json["status"] == "active"
+    resumed = client.simulate_post("/v2/subscriptions/resume", json={"subscriber": HOOK})
+    assert resumed.json == {"resumed": 2}
+    assert client.simulate_get(f"/v2/topics/audit/subscriptions/{second}").json["status"] == "active"
+    queue_shown = client.simulate_get(f"/v2/queues/alerts/subscriptions/{queue_subscription}")
+    assert queue_shown.json["status"] == "active"

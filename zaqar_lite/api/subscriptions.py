@@ -15,6 +15,7 @@ import falcon
 from zaqar_lite.api import inputs
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.resource import Resource
+from zaqar_lite.claims import topics
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify import options
 from zaqar_lite.notify.state import Delivery, Subscription
@@ -149,9 +150,12 @@ class SubscriptionResume(SubscriptionResource):
 
 
 class SubscriberResume(SubscriptionResource):
-    """``POST /v2/subscriptions/resume``: resume a subscriber URL in every queue of the project."""
+    """``POST /v2/subscriptions/resume``: resume a subscriber URL in every queue and topic of the project."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Resume every suspended subscription of ``{"subscriber": url}``: 200 with how many."""
         document, _ = read_json(req, BODY_MAX)
-        resp.media = {"resumed": self.service.resume_subscriber(req.context.project, document)}
+        project = req.context.project
+        resumed = sum(self.service.resume_subscriber(owner, document)
+                      for owner in (project, topics.namespace(project)))
+        resp.media = {"resumed": resumed}
