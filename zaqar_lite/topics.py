@@ -19,7 +19,7 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import topics as rules
-from zaqar_lite.models import QueueStats
+from zaqar_lite.models import Message, QueueStats
 from zaqar_lite.service import Messaging
 
 
@@ -93,3 +93,7 @@ class Topics:
         Every subscription of the topic then gets them from the notifier.
         """
         return self.messaging.post(rules.namespace(project), topic, client_id, messages, body_size, trace)
+
+    def messages(self, project: str, topic: str, ids: Sequence[str]) -> tuple[list[Message], float]:
+        """Return the unexpired messages of a topic among ids, and the time they were read at."""
+        return self.messaging.get_messages(rules.namespace(project), topic, ids)

@@ -148,6 +148,7 @@ def test_bad_metadata_is_a_400_naming_the_field(client, document, words):
 @pytest.mark.parametrize(("method", "path"), [
     ("PUT", "/v2/topics/bad$"), ("GET", "/v2/topics/bad$"), ("DELETE", "/v2/topics/bad$"),
     ("GET", "/v2/topics/bad$/stats"), ("POST", "/v2/topics/bad$/purge"), ("POST", "/v2/topics/bad$/messages"),
+    ("GET", "/v2/topics/bad$/messages/x"),
     ("GET", "/v2/topics/bad$/subscriptions"), ("GET", "/v2/topics/bad$/subscriptions/x"),
     ("PUT", "/v2/topics/bad$/subscriptions/x/confirm"), ("POST", "/v2/topics/bad$/subscriptions/x/resume"),
     ("PUT", "/v2/topics/" + "t" * 65)])
@@ -283,3 +284,19 @@ def test_a_suspended_topic_subscription_resumes_alone_or_with_the_projects_subsc
     assert client.simulate_get(f"/v2/topics/audit/subscriptions/{second}").json["status"] == "active"
     queue_shown = client.simulate_get(f"/v2/queues/alerts/subscriptions/{queue_subscription}")
     assert queue_shown.json["status"] == "active"
+
+
+def test_a_topic_message_is_read_at_the_href_its_post_answered(client, clock):
+    posted = client.simulate_post("/v2/topics/news/messages",
+                                  json={"messages": [{"body": {"k": 1}, "ttl": 120}]})
+    href = posted.json["resources"][0]
+    clock.advance(5)
+    shown = client.simulate_get(href)
+    assert shown.status_code == 200, shown.text
+    assert shown.json == {"id": href.rsplit("/", 1)[1], "href": href, "ttl": 120, "age": 5, "body": {"k": 1},
+                          "claim_count": 0}
+    body = assert_error(client.simulate_get("/v2/topics/news/messages/absent"), 404)
+    assert body["description"] == "Message absent does not exist in topic news."
+    assert_error(client.simulate_get(href.replace("/v2/topics/", "/v2/queues/")), 404)
+    clock.advance(120)
+    assert_error(client.simulate_get(href), 404)

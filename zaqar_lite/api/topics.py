@@ -1,5 +1,5 @@
 """Topic resources (Zaqar v2 shapes): list, create, metadata, patch, delete, stats, purge,
-post messages, and the subscriptions of a topic with their confirm (and resume, ours).
+post messages and read one, and the subscriptions of a topic with their confirm (and resume, ours).
 
 The ``{topic}`` of every route is checked by the queue-name rule before a
 responder runs (:class:`zaqar_lite.api.middleware.QueueNameCheck`). Bodies
@@ -137,6 +137,18 @@ class TopicMessages(TopicResource):
         resp.media = {"resources": [message_href(topic, i) for i in ids]}
 
 
+class TopicMessage(TopicResource):
+    """``GET /v2/topics/{topic}/messages/{message_id}``: the href a post and the stats answer."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, topic: str, message_id: str) -> None:
+        """Return one message of the topic as a queue's is shown; 404 once it expired or was purged."""
+        render = self.renderer(req, topic)
+        found, now = self.topics.messages(req.context.project, topic, [message_id])
+        if not found:
+            raise errors.NotFound(f"Message {message_id} does not exist in topic {topic}.")
+        resp.media = {**render(found[0], now), "href": message_href(topic, message_id)}
+
+
 class TopicSubscriptionResource(subscriptions.SubscriptionResource):
     """The subscription responders on a topic's subscriptions, stored under its topic namespace."""
 
@@ -207,6 +219,7 @@ def routes(messaging: Messaging, subs: Subscriptions) -> list[tuple[str, object]
         (t + "/stats", TopicStats(messaging, topics)),
         (t + "/purge", TopicPurge(messaging, topics)),
         (t + "/messages", TopicMessages(messaging, topics)),
+        (t + "/messages/{message_id}", TopicMessage(messaging, topics)),
         (t + "/subscriptions", TopicSubscriptionCollection(messaging, subs)),
         (s, TopicSubscriptionItem(messaging, subs)),
         (s + "/confirm", TopicSubscriptionConfirm(messaging, subs)),
