@@ -17,6 +17,7 @@ from zaqar_lite.api import (
     share,
     subscriptions,
     templates,
+    topics,
     versions,
 )
 from zaqar_lite.api import errors as api_errors
@@ -73,6 +74,7 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None,
         (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging, subs)),
         (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging, subs)),
         ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
+        *topics.routes(messaging, subs),
         (templates.COLLECTION, templates.TemplateCollection(messaging)),
         (templates.COLLECTION + "/{name}", templates.TemplateItem(messaging)),
         ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),

@@ -28,11 +28,11 @@ TRACESTATE_MEMBER = re.compile(
 TRACESTATE_MEMBERS, TRACESTATE_LENGTH = 32, 512
 
 
-def queue_name(name: str, limits: Limits) -> str:
-    """Check a queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.`` or ``..``)."""
+def queue_name(name: str, limits: Limits, kind: str = "Queue") -> str:
+    """Check a queue name (``^[a-zA-Z0-9_.-]+$``, 1..max chars, not ``.`` or ``..``); topics follow it too."""
     if not is_queue_name(name, limits):
         raise ValidationFailed(
-            f"Queue names may not be more than {limits.max_queue_name_length} characters long, "
+            f"{kind} names may not be more than {limits.max_queue_name_length} characters long, "
             "may only contain ASCII letters, digits, underscores, dashes and periods, "
             "and may not be . or .. (which URL clients rewrite).")
     return name

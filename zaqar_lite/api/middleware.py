@@ -155,7 +155,7 @@ class RequestContext:
 
 
 class QueueNameCheck:
-    """Refuses a route whose ``{queue}`` field is not a valid queue name (400), in one place.
+    """Refuses a route whose ``{queue}`` (or ``{topic}``) is not a valid queue name (400), in one place.
 
     It runs after :class:`RequestContext` (headers and credentials first, as
     before) and only when the resource has a responder for the method: a
@@ -168,11 +168,12 @@ class QueueNameCheck:
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          params: dict[str, Any]) -> None:
-        """Check ``params["queue"]`` before the responder is called."""
-        queue = params.get("queue")
-        if queue is None or not callable(getattr(resource, "on_" + req.method.lower(), None)):
+        """Check ``params["queue"]`` (or a topic's, ``params["topic"]``) before the responder is called."""
+        if not callable(getattr(resource, "on_" + req.method.lower(), None)):
             return
-        inputs.queue_name(queue, self.limits)
+        for field, kind in (("queue", "Queue"), ("topic", "Topic")):
+            if field in params:
+                inputs.queue_name(params[field], self.limits, kind)
 
 
 def require_admin(req: falcon.Request) -> None:

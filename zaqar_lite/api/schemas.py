@@ -19,7 +19,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from zaqar_lite.claims import dedup, groups, signed_urls
+from zaqar_lite.claims import dedup, groups, signed_urls, topics
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
@@ -180,7 +180,7 @@ def explain(error: jsonschema.ValidationError) -> str:
     if error.validator == "enum":
         choices = _listed([json.dumps(choice) for choice in rule], "or")
         return f"{field} must be one of {choices}, got {sent(value)}."
-    if error.validator == "pattern":
+    if error.validator in ("pattern", "not"):
         return f"{field} must be {error.schema.get('description', 'in the documented form')}."
     words = _counts(error, field, where) or _keys(error, field, where)
     return words or f"{field} does not follow the rule {error.validator}."
@@ -450,6 +450,35 @@ def purge_resource_types(document: Any) -> list[str]:
         return ["messages", "subscriptions"]
     _purge_schema().check(document)
     return list(document.get("resource_types", ["messages", "subscriptions"]))
+
+
+@functools.cache
+def _topic_metadata_schema() -> Schema:
+    """A topic's metadata: a queue's, without the keys only claims read."""
+    refused = {"not": {}, "description": "absent: a topic's messages are never claimed, so it "
+                                         "takes no claim or dead-letter setting"}
+    return Schema({
+        "type": "object",
+        "properties": {key: refused for key in topics.CLAIM_ONLY_KEYS},
+    })
+
+
+def topic_metadata(document: Any) -> dict[str, Any]:
+    """Check a topic's metadata (its PUT body; None is none) and return it; the service checks the values."""
+    if document is None:
+        return {}
+    _topic_metadata_schema().check(document)
+    return dict(document)
+
+
+def topic_patch_operations(document: Any) -> list[tuple[str, str, Any]]:
+    """Check a topic JSON-patch body and return ``(op, key, value)`` triples (none sets a claim-only key)."""
+    operations = patch_operations(document)
+    for index, (op, key, _value) in enumerate(operations):
+        if op != "remove" and key in topics.CLAIM_ONLY_KEYS:
+            raise ValidationFailed(f"[{index}].path may not be /metadata/{key}: a topic's messages are "
+                                   "never claimed, so it takes no claim or dead-letter setting.")
+    return operations
 
 
 def redrive_body_size(limits: Limits) -> int:

@@ -15,6 +15,7 @@ import falcon
 from zaqar_lite.api import inputs
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.resource import Resource
+from zaqar_lite.claims import topics
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify import options
 from zaqar_lite.notify.state import Delivery, Subscription
@@ -26,11 +27,27 @@ BODY_MAX = 65536
 
 
 class SubscriptionResource(Resource):
-    """A resource over the subscription service, built once by ``create_app``."""
+    """A resource over the subscription service, built once by ``create_app``.
+
+    ``COLLECTION`` is the path its sources are under and :meth:`owner` the
+    project their records are stored under: a queue's here, a topic's in
+    :mod:`zaqar_lite.api.topics`, which serves the same responders.
+    """
+
+    COLLECTION = "/v2/queues"
 
     def __init__(self, messaging: Messaging, service: Subscriptions) -> None:
         super().__init__(messaging)
         self.service = service
+
+    def owner(self, req: falcon.Request) -> str:
+        """Return the project the source's subscriptions are stored under."""
+        project: str = req.context.project
+        return project
+
+    def href(self, source: str, subscription_id: str) -> str:
+        """Return the path of one subscription of a source."""
+        return f"{self.COLLECTION}/{source}/subscriptions/{subscription_id}"
 
     def creator_token(self, req: falcon.Request) -> str | None:
         """Return the token a request authenticated with (None in ``noauth`` mode, where none counts)."""
@@ -41,11 +58,6 @@ class SubscriptionResource(Resource):
 
 def _iso(when: float | None) -> str | None:
     return iso_utc(when) if when is not None else None
-
-
-def subscription_href(queue: str, subscription_id: str) -> str:
-    """Return the path of one subscription."""
-    return f"/v2/queues/{queue}/subscriptions/{subscription_id}"
 
 
 def subscription_view(subscription: Subscription, delivery: Delivery, now: float) -> dict[str, Any]:
@@ -76,22 +88,22 @@ class SubscriptionCollection(SubscriptionResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Create a subscription: 201 with its id; 409 if the subscriber has a confirmed one here."""
         document, _ = read_json(req, BODY_MAX)
-        subscription_id, _created = self.service.create(req.context.project, queue, document,
+        subscription_id, _created = self.service.create(self.owner(req), queue, document,
                                                         self.creator_token(req))
         resp.status = falcon.HTTP_201
-        resp.location = subscription_href(queue, subscription_id)
+        resp.location = self.href(queue, subscription_id)
         resp.media = {"subscription_id": subscription_id}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """List a queue's subscriptions by id, with marker pagination."""
         limit = inputs.page_limit(req.get_param("limit"), self.limits.max_subscriptions_per_page,
                                       self.limits.default_page_size)
-        page = self.service.list(req.context.project, queue, marker=req.get_param("marker"), limit=limit)
+        page = self.service.list(self.owner(req), queue, marker=req.get_param("marker"), limit=limit)
         now = self.messaging.clock()
         links: list[dict[str, str]] = []
         if page:
             query = {"marker": page[-1][0].id, "limit": limit}
-            links = next_links(f"/v2/queues/{queue}/subscriptions", query)
+            links = next_links(f"{self.COLLECTION}/{queue}/subscriptions", query)
         resp.media = {"subscriptions": [subscription_view(s, d, now) for s, d in page], "links": links}
 
 
@@ -100,21 +112,21 @@ class SubscriptionItem(SubscriptionResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Return one subscription with its delivery state; 404 if absent or expired."""
-        subscription, delivery = self.service.get(req.context.project, queue, subscription_id)
+        subscription, delivery = self.service.get(self.owner(req), queue, subscription_id)
         resp.media = subscription_view(subscription, delivery, self.messaging.clock())
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str,
                  subscription_id: str) -> None:
         """Change subscriber, ttl and/or options: 204; 404 if absent; 409 if the subscriber is taken."""
         document, _ = read_json(req, BODY_MAX)
-        self.service.update(req.context.project, queue, subscription_id, document,
+        self.service.update(self.owner(req), queue, subscription_id, document,
                             self.creator_token(req))
         resp.status = falcon.HTTP_204
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str,
                   subscription_id: str) -> None:
         """Delete a subscription and its delivery state (idempotent): 204."""
-        self.service.delete(req.context.project, queue, subscription_id)
+        self.service.delete(self.owner(req), queue, subscription_id)
         resp.status = falcon.HTTP_204
 
 
@@ -124,7 +136,7 @@ class SubscriptionConfirm(SubscriptionResource):
     def on_put(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Set ``confirmed`` from ``{"confirmed": bool}``: 204; 404 if absent."""
         document, _ = read_json(req, BODY_MAX)
-        self.service.confirm(req.context.project, queue, subscription_id, document)
+        self.service.confirm(self.owner(req), queue, subscription_id, document)
         resp.status = falcon.HTTP_204
 
 
@@ -133,14 +145,17 @@ class SubscriptionResume(SubscriptionResource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Restart delivery from the first undelivered message: 204; 404 if absent."""
-        self.service.resume(req.context.project, queue, subscription_id)
+        self.service.resume(self.owner(req), queue, subscription_id)
         resp.status = falcon.HTTP_204
 
 
 class SubscriberResume(SubscriptionResource):
-    """``POST /v2/subscriptions/resume``: resume a subscriber URL in every queue of the project."""
+    """``POST /v2/subscriptions/resume``: resume a subscriber URL in every queue and topic of the project."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Resume every suspended subscription of ``{"subscriber": url}``: 200 with how many."""
         document, _ = read_json(req, BODY_MAX)
-        resp.media = {"resumed": self.service.resume_subscriber(req.context.project, document)}
+        project = req.context.project
+        resumed = sum(self.service.resume_subscriber(owner, document)
+                      for owner in (project, topics.namespace(project)))
+        resp.media = {"resumed": resumed}
