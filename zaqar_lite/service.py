@@ -40,6 +40,7 @@ from zaqar_lite.models import (
 from zaqar_lite.notify.lease import RecordLease
 from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.encrypted import encrypted
 from zaqar_lite.storage.tasks import TASK, task_key
 from zaqar_lite.templates import QueueTemplates
 
@@ -71,7 +72,7 @@ class Messaging:
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
                  draw: Callable[[], float] = random.random) -> None:
-        self.storage = storage
+        self.storage = encrypted(storage, settings)  # bodies sealed at rest where a queue asks
         self.settings = settings
         self.limits = settings.limits
         self.clock = clock
@@ -88,6 +89,7 @@ class Messaging:
 
     def _validated_metadata(self, project: str, queue: str, metadata: Any) -> dict[str, Any]:
         stored = meta.validate(metadata, self.limits, self.settings.default_dead_letter_queue)
+        meta.check_encryption(stored, bool(self.settings.encryption_keys))
         meta.check_dead_letter_links(
             queue, stored,
             lambda name: self.storage.get_queue_metadata(project, name),
