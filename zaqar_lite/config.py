@@ -150,6 +150,14 @@ def encryption_key(entry: str) -> tuple[str, bytes]:
     return key_id, key
 
 
+def _installed(module: str) -> bool:
+    """Return whether a library can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module made unimportable (sys.modules[name] = None)
+        return False
+
+
 def _encryption_keys(entries: tuple[str, ...]) -> bool:
     try:
         keys = [encryption_key(entry) for entry in entries]
@@ -632,7 +640,7 @@ def _between_keys(settings: Settings) -> Iterator[str]:
     if smtp.starttls and smtp.ssl:
         yield ("[smtp] starttls and ssl exclude each other: ssl is TLS from the start, "
                "starttls upgrades a plain connection")
-    if settings.encryption_keys and importlib.util.find_spec("cryptography") is None:
+    if settings.encryption_keys and not _installed("cryptography"):
         yield "[encryption] keys need the cryptography library: pip install 'zaqar-lite[encryption]'"
     name = settings.default_dead_letter_queue
     if name and not valid_queue_name(name, limits.max_queue_name_length):
