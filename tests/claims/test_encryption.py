@@ -14,7 +14,7 @@ import pytest
 from zaqar_lite.claims import encryption
 from zaqar_lite.claims.encryption import Keyring, Unopenable
 from zaqar_lite.config import ConfigError, load_settings
-from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.errors import InvalidBody
 
 K1 = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # bytes 0..31
 K2 = "k2:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="  # bytes 32..63
@@ -105,7 +105,7 @@ def test_a_malformed_envelope_says_what_is_wrong(envelope, why):
 
 
 def test_a_client_body_of_the_envelope_shape_is_refused_and_others_pass():
-    with pytest.raises(ValidationFailed) as raised:
+    with pytest.raises(InvalidBody) as raised:
         encryption.check_not_envelope({"zaqar_lite:encrypted": {}}, "messages[0].body")
     assert str(raised.value) == (
         "messages[0].body may not be an object whose only key is 'zaqar_lite:encrypted': that shape marks a "

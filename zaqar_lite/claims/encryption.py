@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zaqar_lite.config import encryption_key
-from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.errors import InvalidBody
 
 #: the only key of a sealed body
 ENVELOPE = "zaqar_lite:encrypted"
@@ -76,7 +76,7 @@ def is_envelope(body: Any) -> bool:
 def check_not_envelope(body: Any, field: str) -> None:
     """Refuse a client's body of the envelope's shape, which would read as a sealed body."""
     if is_envelope(body):
-        raise ValidationFailed(
+        raise InvalidBody(
             f"{field} may not be an object whose only key is {ENVELOPE!r}: that shape marks a body "
             "encrypted at rest.")
 
