@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -145,8 +146,12 @@ def open_body(body: Any, keyring: Keyring, project: str, message_id: str) -> Any
     return json.loads(plaintext)
 
 
+@functools.lru_cache(maxsize=64)
 def _cipher(key: bytes) -> Any:
-    """Return the AES-256-GCM cipher of a key (``cryptography`` is imported only once it is used)."""
+    """Return the AES-256-GCM cipher of a key, made once (``cryptography`` is imported only once used).
+
+    The cipher holds only its key, so one serves every thread.
+    """
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     return AESGCM(key)
