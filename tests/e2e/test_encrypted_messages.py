@@ -17,10 +17,13 @@ from zaqarclient.queues import client as zaqar
 from zaqarclient.queues.v2 import core
 from zaqarclient.transport import errors as zaqar_errors
 
+from tests.conftest import STORE_KIND
 from tests.e2e.harness import RunningServer, Store, start_server, stop_server
 from zaqar_lite.storage import open_storage
 
-pytestmark = pytest.mark.slow
+# encryption sits above the store (every store: tests/storage/test_encryption_at_rest.py)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(STORE_KIND != "sqlite", reason="does not depend on the store")]
 
 K1 = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 K2 = "k2:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
