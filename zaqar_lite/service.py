@@ -89,7 +89,6 @@ class Messaging:
 
     def _validated_metadata(self, project: str, queue: str, metadata: Any) -> dict[str, Any]:
         stored = meta.validate(metadata, self.limits, self.settings.default_dead_letter_queue)
-        meta.check_encryption(stored, bool(self.settings.encryption_keys))
         meta.check_dead_letter_links(
             queue, stored,
             lambda name: self.storage.get_queue_metadata(project, name),

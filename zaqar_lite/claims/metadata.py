@@ -97,9 +97,9 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
 def check_encryption(metadata: Mapping[str, Any], keys_configured: bool) -> None:
     """Refuse ``_enable_encrypt_messages: true`` on a server without ``[encryption] keys``.
 
-    Checked where a queue's metadata is set (a template may carry the flag: each
-    queue created from it is checked here), so no body is ever stored in
-    plaintext on a queue that asks for encryption.
+    Checked where queue metadata is written (``storage/encrypted.py``), so a
+    queue, one created from a template and a topic are held to it alike, and
+    no body is ever stored in plaintext on a queue that asks for encryption.
     """
     if metadata.get(ENCRYPT_MESSAGES) and not keys_configured:
         raise ValidationFailed(

@@ -4,6 +4,10 @@
 of an encrypted queue, and know nothing of encryption) and is the one place
 the codec of :mod:`zaqar_lite.claims.encryption` is applied:
 
+* **metadata**: ``_enable_encrypt_messages: true`` is refused where queue
+  metadata is written (create, set) when there is no key
+  (:func:`~zaqar_lite.claims.metadata.check_encryption`), whoever writes it
+  (a queue, one made from a template, a topic);
 * **in**: a post (:meth:`~EncryptedStorage.post_planned`, inside the driver's
   planning, so the queue's metadata it seals by is the metadata the post is
   stored under) and an edit of a delayed message seal each body when the
@@ -200,12 +204,14 @@ class EncryptedStorage(Storage):
         self.inner.close()
 
     def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        meta.check_encryption(metadata, self.keyring.can_seal)
         return self.inner.create_queue(project, queue, metadata, now)
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         return self.inner.get_queue_metadata(project, queue)
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        meta.check_encryption(metadata, self.keyring.can_seal)
         self.inner.set_queue_metadata(project, queue, metadata)
 
     def delete_queue(self, project: str, queue: str) -> None:
