@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= redis,mongodb,swift,spark,keystone,test
+EXTRAS ?= redis,mongodb,swift,spark,keystone,encryption,test
 # the server and its SQLite store only: no extra (the other stores and Spark are extras)
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed

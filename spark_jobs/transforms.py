@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.signatures import ID_LENGTH, MASKS, MAX_LENGTH, NO_REASON, signature_id
+from zaqar_lite.claims.encryption import ENVELOPE
 
 EXAMPLES = 3
 #: kinds of items that name a cause: rules conclude one of these from the others
@@ -297,13 +298,16 @@ def scalar_paths(paths: Iterable[str]) -> list[str]:
     """Return the body paths with scalar values that pattern mining can read, sorted.
 
     ``paths`` are ``path:type`` entries (:func:`body_paths`). Left out: the
-    root, paths under more than one array, and keys that would not read back
-    (``=``, ``[`` or an empty key).
+    root, paths under more than one array, keys that would not read back
+    (``=``, ``[`` or an empty key), and the fields of a body encrypted at rest
+    (its key id, nonce and ciphertext say nothing of why it failed; the report
+    does not decrypt).
     """
     found = set()
     for entry in paths:
         path, _, kind = entry.rpartition(":")
-        if kind not in SCALAR_TYPES or path.startswith("$") or path.count("[]") > 1 or "=" in path:
+        if kind not in SCALAR_TYPES or path.startswith(("$", ENVELOPE)) or path.count("[]") > 1 \
+                or "=" in path:
             continue
         keys = [part.removesuffix("[]") for part in path.split(".")]
         if all(key and "[" not in key and "]" not in key for key in keys):

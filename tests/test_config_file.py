@@ -51,6 +51,7 @@ SETTINGS_KEYS = {
     "console_enabled": ("console", "enabled"),
     "claim_max_wait": ("claims", "max_wait"),
     "signed_url_secret_key": ("signed_urls", "secret_key"),
+    "encryption_keys": ("encryption", "keys"),
 }
 #: a key line of the file, commented out or not
 KEY_LINE = re.compile(r"^#? ?([a-z_]+) =", re.MULTILINE)
@@ -235,11 +236,11 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("[sever]\nbind = 127.0.0.1:8000\n",
-     "unknown section [sever] (did you mean server?); the sections are auth, claims, console, "
+     "unknown section [sever] (did you mean server?); the sections are auth, claims, console, encryption, "
      "keystone_authtoken, limits, metrics, notifier, queue_template:NAME, queues, server, signed_urls, "
      "smtp, storage, tokens, transport"),
     ("[DEFAULT]\nworkers = 2\n",
-     "unknown section [DEFAULT]; the sections are auth, claims, console, "
+     "unknown section [DEFAULT]; the sections are auth, claims, console, encryption, "
      "keystone_authtoken, limits, metrics, notifier, queue_template:NAME, queues, server, signed_urls, "
      "smtp, storage, tokens, transport"),
     ("[storage]\nurl = sqlite:///x.db\n",

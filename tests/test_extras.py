@@ -101,3 +101,15 @@ def test_serve_with_keystone_auth_without_its_extra_names_the_extra(tmp_path):
     assert result.returncode == 1
     assert result.stderr == ("Error: [auth] strategy = keystone needs keystonemiddleware: "
                              "pip install 'zaqar-lite[keystone]'\n")
+
+
+def test_serve_with_encryption_keys_without_cryptography_names_the_extra(tmp_path):
+    conf = tmp_path / "keys.conf"
+    conf.write_text("[encryption]\nkeys = k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n")
+    bind = f"127.0.0.1:{free_port()}"
+    result = run_without("cryptography", "serve", "--bind", bind, "--config", str(conf),
+                         "--storage", f"sqlite:///{tmp_path}/zaqar.db", cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert result.stderr == (f"Error: {conf}: [encryption] keys need the cryptography "
+                             "library: pip install 'zaqar-lite[encryption]'\n")

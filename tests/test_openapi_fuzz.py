@@ -36,9 +36,11 @@ HTTP_METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}
 
 @pytest.fixture
 def server(tmp_path):
-    # a signing key, so that the share operation signs rather than answering 403
+    # a signing key, so that the share operation signs rather than answering 403, and an
+    # encryption key, so that _enable_encrypt_messages: true is accepted as documented
     config = tmp_path / "zaqar-lite.conf"
-    config.write_text("[signed_urls]\nsecret_key = fuzz-signing-key\n")
+    config.write_text("[signed_urls]\nsecret_key = fuzz-signing-key\n"
+                      "[encryption]\nkeys = fuzz:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n")
     running = start_server(f"sqlite:///{tmp_path}/zaqar.db", tmp_path, workers=2,
                            extra_args=["--config", str(config)])
     yield running

@@ -18,10 +18,13 @@ file (or the variable), the section, the key and what is allowed.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import configparser
 import dataclasses
 import difflib
 import email.utils
+import importlib.util
 import json
 import os
 import re
@@ -95,12 +98,14 @@ class Rule:
     check: Callable[[Any], bool] | None = None
     #: kept exactly as written, surrounding blanks included (a password)
     verbatim: bool = False
+    #: never repeated in a refusal (a key)
+    secret: bool = False
 
 
 def setting(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None,
             secret: bool = False, **rule: Any) -> Any:
     """Return a dataclass field with its default and the :class:`Rule` its values follow."""
-    metadata = {"rule": Rule(verbatim=secret, **rule)}
+    metadata = {"rule": Rule(**{"verbatim": secret, "secret": secret, **rule})}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata, repr=not secret)
     return dataclasses.field(default=default, metadata=metadata, repr=not secret)
@@ -119,6 +124,46 @@ def _host_and_port(value: str) -> bool:
 
 def _mail_address(value: str) -> bool:
     return "@" in email.utils.parseaddr(value)[1]
+
+
+#: the id of a message encryption key: what each ciphertext names its key by
+ENCRYPTION_KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: bytes of an AES-256 key
+ENCRYPTION_KEY_BYTES = 32
+
+
+def encryption_key(entry: str) -> tuple[str, bytes]:
+    """Return ``(id, key)`` of one ``[encryption] keys`` entry, ``ID:BASE64`` (32 bytes once decoded).
+
+    Raises:
+        ValueError: the entry is not of that form (the message never repeats the key).
+    """
+    key_id, sep, encoded = entry.partition(":")
+    if not sep or not ENCRYPTION_KEY_ID.fullmatch(key_id):
+        raise ValueError("an entry is not ID:BASE64 with an ID of 1 to 64 letters, digits, _ . or -")
+    try:
+        key = base64.b64decode(encoded.strip(), validate=True)
+    except binascii.Error:
+        raise ValueError(f"key {key_id} is not base64") from None
+    if len(key) != ENCRYPTION_KEY_BYTES:
+        raise ValueError(f"key {key_id} is {len(key)} bytes once decoded; AES-256 takes 32")
+    return key_id, key
+
+
+def _installed(module: str) -> bool:
+    """Return whether a library can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module made unimportable (sys.modules[name] = None)
+        return False
+
+
+def _encryption_keys(entries: tuple[str, ...]) -> bool:
+    try:
+        keys = [encryption_key(entry) for entry in entries]
+    except ValueError:
+        return False
+    return len({key_id for key_id, _ in keys}) == len(keys) and len({key for _, key in keys}) == len(keys)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,6 +316,11 @@ class Settings:
     tokens: Mapping[str, tuple[str, str]] = setting(factory=dict, section="tokens")
     #: the key pre-signed URLs are signed with (``[signed_urls] secret_key``; "": no signed URLs)
     signed_url_secret_key: str = setting("", section="signed_urls", key="secret_key", secret=True)
+    #: keys that encrypt message bodies at rest, ``ID:BASE64`` each: the first encrypts, all decrypt
+    encryption_keys: tuple[str, ...] = setting(
+        (), section="encryption", key="keys", secret=True, check=_encryption_keys,
+        words="ID:BASE64 entries separated by commas: distinct IDs of 1 to 64 letters, digits, _ . or -, "
+              "each with a distinct key of 32 bytes in base64")
     #: ``[keystone_authtoken]`` as written, handed to keystonemiddleware under ``strategy = keystone``
     keystone_authtoken: Mapping[str, str] = setting(factory=dict, section="keystone_authtoken")
     limits: Limits = dataclasses.field(default_factory=Limits)
@@ -463,7 +513,8 @@ def _value(place: Place, raw: str, origin: str) -> Any:
     except _Refused:
         value = _Refused
     if value is _Refused or not _follows_rule(place, value):
-        raise ConfigError(f"{origin}[{place.section}] {place.key} must be {allowed(place)}, got {raw!r}")
+        shown = "a value not repeated here (it is secret)" if place.rule.secret else repr(raw)
+        raise ConfigError(f"{origin}[{place.section}] {place.key} must be {allowed(place)}, got {shown}")
     return value
 
 
@@ -589,6 +640,8 @@ def _between_keys(settings: Settings) -> Iterator[str]:
     if smtp.starttls and smtp.ssl:
         yield ("[smtp] starttls and ssl exclude each other: ssl is TLS from the start, "
                "starttls upgrades a plain connection")
+    if settings.encryption_keys and not _installed("cryptography"):
+        yield "[encryption] keys need the cryptography library: pip install 'zaqar-lite[encryption]'"
     name = settings.default_dead_letter_queue
     if name and not valid_queue_name(name, limits.max_queue_name_length):
         yield ("[queues] default_dead_letter_queue must be a valid queue name (letters, digits, _ . -, "

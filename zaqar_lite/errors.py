@@ -159,3 +159,33 @@ class RedriveTaskFinished(Conflict):
 
     def __init__(self, task_id: str, status: str) -> None:
         super().__init__(f"Redrive task {task_id} is {status}; only a running task can be cancelled.")
+
+
+class MessageUnreadable(ZaqarLiteError):
+    """A message body stored encrypted cannot be decrypted (its key is gone, or it was altered) (500).
+
+    Attributes:
+        stored: the messages of the answer as stored (bodies still encrypted),
+            so that a caller can put back what it took (a pop) or note the failure.
+        unreadable: the ids of those that cannot be decrypted.
+    """
+
+    def __init__(self, queue: str, message_id: str, why: str, stored: list[Any] | None = None,
+                 unreadable: list[str] | None = None) -> None:
+        others = len(unreadable or []) - 1
+        plural = "s" if others > 1 else ""
+        more = f" ({others} more message{plural} of this answer likewise)" if others > 0 else ""
+        super().__init__(
+            f"Message {message_id} of queue {queue} cannot be decrypted: {why}.{more} An operator can "
+            "add its key back to [encryption] keys; the message can also be deleted by its id.")
+        self.stored = stored or []
+        self.unreadable = unreadable or [message_id]
+
+
+class EncryptionUnavailable(ZaqarLiteError):
+    """A queue keeps its bodies encrypted but the server has no key to encrypt with (500)."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(
+            f"Queue {queue} keeps its message bodies encrypted (_enable_encrypt_messages) but this "
+            "server has no [encryption] keys; messages are refused rather than stored in plaintext.")

@@ -305,9 +305,9 @@ def test_zaqar_lite_reserved_keys_show_only_when_set(client, dlq_name="dlq"):
     assert_metadata(result.json, _dead_letter_queue=dlq_name)
 
 
-def test_encrypted_messages_are_refused_until_bodies_are_encrypted(client):
+def test_encrypted_messages_are_refused_on_a_server_without_encryption_keys(client):
     result = client.simulate_put("/v2/queues/q1", json={"_enable_encrypt_messages": True})
-    assert "plaintext" in assert_error(result, 400)["description"]
+    assert "[encryption] keys" in assert_error(result, 400)["description"]
     assert client.simulate_get("/v2/queues/q1").json["_enable_encrypt_messages"] is False
     client.simulate_put("/v2/queues/q1", json={"_enable_encrypt_messages": False})
     result = patch(client, "q1", [{"op": "replace", "path": "/metadata/_enable_encrypt_messages",

@@ -192,12 +192,28 @@ def test_boolean_keys_must_be_true_or_false(key, value, shown):
     assert refused({key: value}) == f"{key} must be true or false, got {shown}."
 
 
-def test_encryption_off_is_accepted_and_on_is_refused_because_bodies_are_stored_in_plaintext():
-    off = {"_enable_encrypt_messages": False}
-    assert metadata.validate(off, LIMITS) == off
-    assert refused({"_enable_encrypt_messages": True}) == (
-        "_enable_encrypt_messages: this server does not encrypt message bodies; they would be stored in "
-        "plaintext, so true is refused. Leave it out or set it to false.")
+def test_encryption_on_or_off_is_valid_metadata_on_its_own():
+    for value in (True, False):
+        given = {"_enable_encrypt_messages": value}
+        assert metadata.validate(given, LIMITS) == given
+
+
+def test_encryption_on_is_refused_without_keys_naming_the_setting():
+    with pytest.raises(ValidationFailed) as raised:
+        metadata.check_encryption({"_enable_encrypt_messages": True}, keys_configured=False)
+    assert str(raised.value) == (
+        "_enable_encrypt_messages: true needs the setting [encryption] keys (ZAQAR_LITE_ENCRYPTION_KEYS), "
+        "which this server does not have; message bodies would be stored in plaintext, so true is refused. "
+        "Leave it out or set it to false.")
+
+
+def test_encryption_on_is_accepted_with_keys_and_off_without():
+    metadata.check_encryption({"_enable_encrypt_messages": True}, keys_configured=True)
+    metadata.check_encryption({"_enable_encrypt_messages": False}, keys_configured=False)
+    metadata.check_encryption({}, keys_configured=False)
+    assert metadata.encrypts({"_enable_encrypt_messages": True}) is True
+    assert metadata.encrypts({"_enable_encrypt_messages": False}) is False
+    assert metadata.encrypts(None) is False
 
 
 def test_dead_letter_on_expiry_needs_a_dead_letter_queue():

@@ -183,6 +183,12 @@ def test_scalar_paths_are_the_readable_scalar_paths_of_the_shapes():
     assert transforms.scalar_paths(paths) == ["card.network", "currency", "items[].qty", "ok"]
 
 
+def test_the_fields_of_a_body_encrypted_at_rest_are_no_candidate_causes():
+    paths = transforms.body_paths(
+        '{"zaqar_lite:encrypted": {"v": 1, "alg": "A256GCM", "kid": "k2", "nonce": "ZGVm", "data": "zk/r"}}')
+    assert transforms.scalar_paths(paths) == []
+
+
 def test_body_field_profile_counts_values_of_nested_paths_per_queue(dead_letters):
     df = dead_letters(
         dead_letter("m1", body='{"card": {"network": "amex"}, "id": 1, "items": [{"q": 1}, {"q": 2}]}'),

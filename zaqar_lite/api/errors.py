@@ -25,6 +25,8 @@ MAPPING: dict[type[errors.ZaqarLiteError], tuple[str, str]] = {
     errors.InvalidClaim: (falcon.HTTP_400, "Invalid claim"),
     errors.MessageNotClaimed: (falcon.HTTP_400, "Message is not claimed"),
     errors.StorageUnavailable: (falcon.HTTP_503, UNAVAILABLE),
+    errors.MessageUnreadable: (falcon.HTTP_500, "Message cannot be decrypted"),
+    errors.EncryptionUnavailable: (falcon.HTTP_500, "Encryption is not configured"),
     errors.Unauthorized: (falcon.HTTP_401, "Unauthorized"),
     errors.Forbidden: (falcon.HTTP_403, "Forbidden"),
 }

@@ -84,10 +84,6 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
     reserved = reserved_keys(limits)
     stored = {k: v for k, v in metadata.items() if not (k in reserved and v is None)}
     _check_values(stored, limits)
-    if stored.get(ENCRYPT_MESSAGES):
-        raise ValidationFailed(
-            f"{ENCRYPT_MESSAGES}: this server does not encrypt message bodies; they would be "
-            "stored in plaintext, so true is refused. Leave it out or set it to false.")
     if RETRY_POLICY in stored:
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
     if RETRY_BACKOFF in stored:
@@ -96,6 +92,25 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
             and not default_dead_letter_queue:
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
     return stored
+
+
+def check_encryption(metadata: Mapping[str, Any], keys_configured: bool) -> None:
+    """Refuse ``_enable_encrypt_messages: true`` on a server without ``[encryption] keys``.
+
+    Checked where queue metadata is written (``storage/encrypted.py``), so a
+    queue, one created from a template and a topic are held to it alike, and
+    no body is ever stored in plaintext on a queue that asks for encryption.
+    """
+    if metadata.get(ENCRYPT_MESSAGES) and not keys_configured:
+        raise ValidationFailed(
+            f"{ENCRYPT_MESSAGES}: true needs the setting [encryption] keys "
+            "(ZAQAR_LITE_ENCRYPTION_KEYS), which this server does not have; message bodies would be "
+            "stored in plaintext, so true is refused. Leave it out or set it to false.")
+
+
+def encrypts(metadata: Mapping[str, Any] | None) -> bool:
+    """Return whether a queue's stored metadata asks for bodies encrypted at rest."""
+    return bool((metadata or {}).get(ENCRYPT_MESSAGES))
 
 
 def _check_values(stored: Mapping[str, Any], limits: Limits) -> None:

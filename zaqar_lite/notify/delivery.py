@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from zaqar_lite import metrics
+from zaqar_lite import errors, metrics
 from zaqar_lite.claims import retry
 from zaqar_lite.clock import Clock
 from zaqar_lite.models import Message
@@ -100,7 +100,7 @@ class Courier:
             now = self.clock()
             if delivery.retry_at > now:
                 return Pause.WAITING
-            pending = self._pending(project, subscription.queue, delivery, pending, now)
+            pending = self._readable_pending(project, subscription, lease, policy, pending, now)
             if not pending:
                 return Pause.IDLE
             message = pending[0]
@@ -128,6 +128,22 @@ class Courier:
         return self.storage.list_messages(
             project, queue, now=now, marker=delivery.cursor, limit=PAGE,
             include_claimed=True, include_delayed=True, exclude_client_id=None)
+
+    def _readable_pending(self, project: str, subscription: Subscription, lease: Lease,
+                          policy: retry.RetryPolicy, pending: list[Message], now: float) -> list[Message]:
+        """Return :meth:`_pending`; a page holding a body that cannot be decrypted is a failed attempt.
+
+        The attempt is counted on that message under the subscription's retry
+        policy (its ``last_error`` says why), so delivery waits, then is
+        suspended, rather than skip it or send a wrong body; it goes on once
+        the key is back.
+        """
+        try:
+            return self._pending(project, subscription.queue, lease.delivery, pending, now)
+        except errors.MessageUnreadable as exc:
+            failed = next(m for m in exc.stored if m.id == exc.unreadable[0])
+            self._record_failure(project, subscription, lease, failed, policy, str(exc), now)
+            return []
 
     def _deliver(self, project: str, subscription: Subscription, lease: Lease, message: Message,
                  policy: retry.RetryPolicy) -> bool:

@@ -41,6 +41,7 @@ from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.notify.subscriptions import project_subscriptions, remove_subscription
 from zaqar_lite.notify.transports import Transports
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.encrypted import encrypted
 
 LOG = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class Notifier:
 
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  notifier_id: str | None = None) -> None:
-        self.storage = storage
+        self.storage = encrypted(storage, settings)  # deliveries carry bodies in plaintext
         self.settings = settings
         self.config = settings.notifier
         self.clock = clock

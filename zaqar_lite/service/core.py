@@ -12,6 +12,7 @@ from typing import Any
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.encrypted import encrypted
 from zaqar_lite.templates import QueueTemplates
 
 LOG = logging.getLogger("zaqar_lite.service")
@@ -32,7 +33,7 @@ class ServiceBase:
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
                  draw: Callable[[], float] = random.random) -> None:
-        self.storage = storage
+        self.storage = encrypted(storage, settings)  # bodies sealed at rest where a queue asks
         self.settings = settings
         self.limits = settings.limits
         self.clock = clock

@@ -1,0 +1,252 @@
+"""The store seen through encryption at rest: bodies sealed on the way in, opened on the way out.
+
+:class:`EncryptedStorage` wraps any driver (drivers never see a plaintext body
+of an encrypted queue, and know nothing of encryption) and is the one place
+the codec of :mod:`zaqar_lite.claims.encryption` is applied:
+
+* **metadata**: ``_enable_encrypt_messages: true`` is refused where queue
+  metadata is written (create, set) when there is no key
+  (:func:`~zaqar_lite.claims.metadata.check_encryption`), whoever writes it
+  (a queue, one made from a template, a topic);
+* **in**: a post (:meth:`~EncryptedStorage.post_planned`, inside the driver's
+  planning, so the queue's metadata it seals by is the metadata the post is
+  stored under) and an edit of a delayed message seal each body when the
+  queue's ``_enable_encrypt_messages`` is set; a body of the envelope's shape
+  is refused on every queue;
+* **out**: every message a method returns (list, get, claim, the claim's
+  messages, pop, the edited message) is opened, whatever queue it is in, so a
+  dead letter moved from an encrypted queue into a DLQ without the flag is
+  read in plaintext all the same;
+* **moves** (a redrive) carry the body as stored, never the opened one: a
+  moved message stays sealed or plain as it was.
+
+A message that cannot be opened (its key is gone, its ciphertext altered)
+fails the whole answer with :class:`~zaqar_lite.errors.MessageUnreadable`,
+never a wrong body. A pop that meets one puts every message it took back
+into the queue first (same ids, at the end of the queue), so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from zaqar_lite import errors
+from zaqar_lite.claims import encryption
+from zaqar_lite.claims import metadata as meta
+from zaqar_lite.config import Settings
+from zaqar_lite.models import (
+    Claim,
+    ClaimRequest,
+    DeadLetterPolicy,
+    Message,
+    Move,
+    QueueStats,
+    Record,
+    SweepResult,
+)
+from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
+
+LOG = logging.getLogger(__name__)
+
+
+class EncryptedStorage(Storage):
+    """A driver whose message bodies are sealed at rest on queues that ask for it."""
+
+    def __init__(self, inner: Storage, keyring: encryption.Keyring) -> None:
+        self.inner = inner
+        self.keyring = keyring
+        self.name = inner.name
+        self.visibility_lag = inner.visibility_lag
+        self.remembers_queues = inner.remembers_queues
+        self.all_queues_page = inner.all_queues_page
+
+    # -- the way in -----------------------------------------------------------
+
+    def _sealed(self, project: str, queue: str, metadata: Mapping[str, Any] | None,
+                messages: Sequence[Message]) -> list[Message]:
+        for index, message in enumerate(messages):
+            encryption.check_not_envelope(message.body, f"messages[{index}].body")
+        if not meta.encrypts(metadata):
+            return list(messages)
+        if not self.keyring.can_seal:
+            raise errors.EncryptionUnavailable(queue)
+        return [dataclasses.replace(m, body=encryption.seal(m.body, self.keyring, project, m.id))
+                for m in messages]
+
+    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
+        return self.post_planned(project, queue, lambda _: messages, now)
+
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
+        return self.inner.post_planned(
+            project, queue, lambda stored: self._sealed(project, queue, stored, plan(stored)), now)
+
+    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
+                             now: float) -> Message:
+        if "body" in changes:
+            encryption.check_not_envelope(changes["body"], "body")
+            sealed = self._sealed(project, queue, self.inner.get_queue_metadata(project, queue),
+                                  [Message(id=message_id, body=changes["body"], created=now, expires=now)])
+            changes = {**changes, "body": sealed[0].body}
+        edited = self.inner.edit_delayed_message(project, queue, message_id, changes, now)
+        return self._opened(project, queue, [edited])[0]
+
+    # -- the way out ----------------------------------------------------------
+
+    def _opened(self, project: str, queue: str, messages: list[Message]) -> list[Message]:
+        """Return messages with their bodies opened, or raise MessageUnreadable naming the first unopened."""
+        opened: list[Message] = []
+        failures: list[tuple[str, str]] = []
+        for message in messages:
+            if not encryption.is_envelope(message.body):
+                opened.append(message)
+                continue
+            try:
+                body = encryption.open_body(message.body, self.keyring, project, message.id)
+            except encryption.Unopenable as exc:
+                failures.append((message.id, str(exc)))
+                continue
+            opened.append(dataclasses.replace(message, body=body))
+        if failures:
+            LOG.error("%s/%s: %d message(s) cannot be decrypted, the first %s: %s",
+                      project, queue, len(failures), failures[0][0], failures[0][1])
+            raise errors.MessageUnreadable(queue, failures[0][0], failures[0][1], stored=list(messages),
+                                           unreadable=[message_id for message_id, _ in failures])
+        return opened
+
+    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
+                      include_claimed: bool, include_delayed: bool,
+                      exclude_client_id: str | None) -> list[Message]:
+        return self._opened(project, queue, self.inner.list_messages(
+            project, queue, now=now, marker=marker, limit=limit, include_claimed=include_claimed,
+            include_delayed=include_delayed, exclude_client_id=exclude_client_id))
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
+        return self._opened(project, queue, self.inner.get_messages(project, queue, ids, now))
+
+    def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
+        popped = self.inner.pop_messages(project, queue, limit, now)
+        try:
+            return self._opened(project, queue, popped)
+        except errors.MessageUnreadable:
+            # the pop deleted them: put them back (same ids, new markers) rather than lose them
+            kept = [dataclasses.replace(m, claim_id=None, claim_expires=None, dedup_id=None, dedup_until=0.0)
+                    for m in popped]
+            self.inner.post_messages(project, queue, kept, now)
+            raise
+
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+        return self._opened(project, queue, self.inner.claim_messages(project, queue, request))
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+        return self._opened(project, queue, self.inner.claim_planned(project, queue, plan))
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
+        claim, messages = self.inner.get_claim(project, queue, claim_id, now)
+        return claim, self._opened(project, queue, messages)
+
+    # -- moves: the body as stored --------------------------------------------
+
+    def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
+                      now: float) -> list[str]:
+        if not self.keyring.keys:  # nothing was opened on the way out: every body is as stored
+            return self.inner.move_messages(project, queue, moves, target_queue, now)
+        ids = [mv.read.id for mv in moves]
+        stored = {m.id: m.body for m in self.inner.get_messages(project, queue, ids, now)}
+        as_stored = [Move(dataclasses.replace(mv.read, body=stored[mv.read.id]),
+                          dataclasses.replace(mv.moved, body=stored[mv.read.id]))
+                     for mv in moves if mv.read.id in stored]
+        return self.inner.move_messages(project, queue, as_stored, target_queue, now)
+
+    # -- everything else, as the driver does it --------------------------------
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
+                       now: float) -> None:
+        self.inner.delete_message(project, queue, message_id, claim_id, now)
+
+    def delete_messages(self, project: str, queue: str, ids: Sequence[str], claim_ids: Sequence[str] | None,
+                        now: float) -> None:
+        self.inner.delete_messages(project, queue, ids, claim_ids, now)
+
+    def purge_messages(self, project: str, queue: str) -> None:
+        self.inner.purge_messages(project, queue)
+
+    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
+        """Return the counts; the oldest and newest are shown without their bodies, left as stored."""
+        return self.inner.queue_stats(project, queue, now)
+
+    def next_visible_at(self, project: str, queue: str, now: float) -> float | None:
+        return self.inner.next_visible_at(project, queue, now)
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
+        self.inner.renew_claim(project, queue, claim_id, now, ttl, grace)
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+        self.inner.release_claim(project, queue, claim_id, now)
+
+    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
+                        failure: Mapping[str, Any] | None, history_limit: int,
+                        delay: float | None = None) -> None:
+        self.inner.release_message(project, queue, message_id, claim_id, now, failure, history_limit, delay)
+
+    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
+        return self.inner.sweep_queue(project, queue, now, dead_letter)
+
+    def ping(self) -> bool:
+        return self.inner.ping()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        meta.check_encryption(metadata, self.keyring.can_seal)
+        return self.inner.create_queue(project, queue, metadata, now)
+
+    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
+        return self.inner.get_queue_metadata(project, queue)
+
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        meta.check_encryption(metadata, self.keyring.can_seal)
+        self.inner.set_queue_metadata(project, queue, metadata)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        self.inner.delete_queue(project, queue)
+
+    def list_queues(self, project: str, *, marker: str | None, limit: int,
+                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        return self.inner.list_queues(project, marker=marker, limit=limit, name_contains=name_contains)
+
+    def count_queues(self, project: str) -> int:
+        return self.inner.count_queues(project)
+
+    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        return self.inner.all_queues()
+
+    def get_record(self, project: str, kind: str, key: str) -> Record | None:
+        return self.inner.get_record(project, kind, key)
+
+    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
+                   expected_version: int | None) -> int:
+        return self.inner.put_record(project, kind, key, value, expected_version)
+
+    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
+        return self.inner.delete_record(project, kind, key, expected_version)
+
+    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
+                     limit: int = 1000) -> list[Record]:
+        return self.inner.list_records(project, kind, prefix=prefix, marker=marker, limit=limit)
+
+    def record_projects(self, kind: str) -> list[str]:
+        return self.inner.record_projects(kind)
+
+
+def encrypted(storage: Storage, settings: Settings) -> Storage:
+    """Return the store seen through encryption at rest with the configured keys (once: idempotent)."""
+    if isinstance(storage, EncryptedStorage):
+        return storage
+    return EncryptedStorage(storage, encryption.Keyring.from_setting(settings.encryption_keys))
