@@ -449,6 +449,8 @@ class Messaging:
             What was selected and moved, and the time the selection was made at.
         """
         self._check_destination(project, request)
+        if request.destination is not None:  # linked queues share a pool (storage/pools/router.py)
+            self.storage.check_same_pool(project, queue, request.destination, "redrive destination")
         now = self.clock()
         selected = self._dead_letters(project, queue, request, now)
         sample = selected[:redrive_policy.SAMPLE_SIZE] if request.dry_run else []
