@@ -45,7 +45,8 @@ def test_two_pools_serve_their_queues_and_one_that_is_down_answers_503_for_its_o
         assert api.put("/v2/queues/orders", json={}).status_code == 201
         assert api.put("/v2/queues/clicks", json={"_flavor": "quick"}).status_code == 201
         for queue in ("orders", "clicks"):
-            assert api.post(f"/v2/queues/{queue}/messages", json={"messages": [{"body": 1}]}).status_code == 201
+            posted = api.post(f"/v2/queues/{queue}/messages", json={"messages": [{"body": 1}]})
+            assert posted.status_code == 201
 
         redis_restartable_store.stop()
         down = api.post("/v2/queues/clicks/messages", json={"messages": [{"body": 2}]})
