@@ -61,7 +61,7 @@ class PooledStorage(Storage):
     def __init__(self, default: Storage, catalog: Catalog, opener: Callable[[str], Storage], *,
                  queue_cache_size: int, refresh_interval: float,
                  monotonic: Callable[[], float] = time.monotonic,
-                 draw: Callable[[], float] = random.random) -> None:
+                 draw: Callable[[str, str], float] = lambda project, queue: random.random()) -> None:
         self.default = default
         self.catalog = catalog
         self.opener = opener
@@ -166,7 +166,7 @@ class PooledStorage(Storage):
             return self._place(project, queue, DEFAULT)
         pools = self.pools()
         linked_pool = pools.get(linked) if linked is not None else None
-        chosen = rules.place(queue, flavor, list(pools.values()), linked_pool, self.draw())
+        chosen = rules.place(queue, flavor, list(pools.values()), linked_pool, self.draw(project, queue))
         return self._place(project, queue, DEFAULT if chosen is None else chosen.name)
 
     def check_same_pool(self, project: str, queue: str, other: str, role: str) -> None:
@@ -248,6 +248,7 @@ class PooledStorage(Storage):
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Yield every queue of every store; a store that is down is skipped (and logged)."""
         for name, store in self._stores():
+            store.all_queues_page = self.all_queues_page
             try:
                 yield from store.all_queues()
             except errors.StorageUnavailable as exc:
