@@ -296,3 +296,20 @@ def test_health_reports_the_catalog_and_every_pool_with_its_queues(two_pools):
                     "total": 2}]}
     assert body["west"]["queues"] == []
     assert two_pools.simulate_get("/v2/ping").status_code == 204
+
+
+def test_the_catalog_may_be_a_store_of_its_own(settings, clock, uris, tmp_path):
+    catalog_uri = f"sqlite:///{tmp_path}/catalog.db"
+    app = create_app(settings.replace(pools=PoolSettings(enabled=True, catalog=catalog_uri)), clock=clock)
+    client = falcon.testing.TestClient(app, headers=headers("project-a"))
+    assert put_pool(client, "east", uris["east"]).status_code == 201
+    post(client, "orders", "a")
+    catalog, default = open_storage(catalog_uri), open_storage(settings.storage_uri)
+    try:
+        assert catalog.get_record("zaqar-lite-server", "pool", "east").value["uri"] == uris["east"]
+        assert catalog.get_record("project-a", "queue_pool", "orders").value == {"pool": "east"}
+        assert default.get_record("zaqar-lite-server", "pool", "east") is None
+    finally:
+        catalog.close()
+        default.close()
+    assert holds(uris["east"], "orders")

@@ -68,12 +68,16 @@ class PooledStorage(Storage):
         self.refresh_interval = refresh_interval
         self.monotonic = monotonic
         self.draw = draw
-        self.visibility_lag = default.visibility_lag
         self._placed: LRUCache[tuple[str, str], str] = LRUCache(queue_cache_size)
         self._table: dict[str, Pool] = {}
         self._read_at = -float("inf")
         self._drivers: dict[str, tuple[str, Storage]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def visibility_lag(self) -> float:  # type: ignore[override]  # read from the pools, never set
+        """Return the largest lag of the default store and every pool (a message may be in any)."""
+        return max(store.visibility_lag for _, store in self._stores())
 
     # -- the pool table and its drivers -------------------------------------------
 
