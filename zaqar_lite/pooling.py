@@ -40,10 +40,12 @@ class Flavor:
 class PoolAdmin:
     """Register, change and remove pools and flavors; report the health of every store."""
 
-    def __init__(self, storage: PooledStorage, clock: Clock) -> None:
+    def __init__(self, storage: PooledStorage, clock: Clock, default_uri: str) -> None:
         self.storage = storage
         self.catalog = storage.catalog
         self.clock = clock
+        #: the ``[storage] uri`` store, which no pool may name again
+        self.default_uri = default_uri
 
     # -- pools ----------------------------------------------------------------------
 
@@ -59,8 +61,16 @@ class PoolAdmin:
             raise errors.PoolDoesNotExist(name)
         return found[0]
 
-    def _check_reachable(self, uri: str) -> None:
-        """Refuse a URI no driver can open, or whose store does not answer (400, as Zaqar)."""
+    def _check_reachable(self, name: str, uri: str) -> None:
+        """Refuse a URI of another pool or of the default store, one no driver can open, or whose
+        store does not answer (400, as Zaqar)."""
+        if uri == self.default_uri:
+            raise errors.ValidationFailed("uri: this is the [storage] uri store, which holds the queues "
+                                          "of no pool; a pool needs a store of its own.")
+        for other in self.catalog.pools():
+            if other.uri == uri and other.name != name:
+                raise errors.ValidationFailed(f"uri: pool {other.name} has this store already; "
+                                              "a pool needs a store of its own.")
         try:
             driver = self.storage.open_pool(uri)
         except (ValueError, OSError, errors.StorageUnavailable) as exc:
@@ -79,7 +89,7 @@ class PoolAdmin:
         """
         rules.check_name("pool", name)
         self._check_flavor_name(flavor)
-        self._check_reachable(uri)
+        self._check_reachable(name, uri)
         pool = Pool(name=name, uri=uri, weight=weight, flavor=flavor, options=dict(options))
         for _ in range(CHANGE_ATTEMPTS):
             found = self.catalog.pool(name)
@@ -108,7 +118,7 @@ class PoolAdmin:
         rules.check_name("pool", name)
         self._check_flavor_name(changes.get("flavor", ""))
         if "uri" in changes:
-            self._check_reachable(changes["uri"])
+            self._check_reachable(name, changes["uri"])
         return self._change_pool(name, lambda pool: dataclasses.replace(pool, **changes))
 
     def _change_pool(self, name: str, change: Any) -> Pool:

@@ -105,6 +105,16 @@ def test_a_bad_pool_body_is_refused_naming_the_field(pooled, tmp_path, body, des
     assert assert_error(pooled.simulate_put("/v2/pools/p", json=body), 400)["description"] == description
 
 
+def test_a_pool_needs_a_store_of_its_own(pooled, uris, settings):
+    assert put_pool(pooled, "east", uris["east"]).status_code == 201
+    body = assert_error(put_pool(pooled, "west", uris["east"]), 400)
+    assert body["description"] == "uri: pool east has this store already; a pool needs a store of its own."
+    body = assert_error(pooled.simulate_patch("/v2/pools/east", json={"uri": settings.storage_uri}), 400)
+    assert body["description"] == ("uri: this is the [storage] uri store, which holds the queues of no pool; "
+                                   "a pool needs a store of its own.")
+    assert put_pool(pooled, "east", uris["east"], weight=5).status_code == 204
+
+
 def test_a_pool_whose_store_cannot_be_reached_is_refused(pooled):
     body = assert_error(put_pool(pooled, "p", "nosuch://127.0.0.1/"), 400)
     assert body["description"].startswith(

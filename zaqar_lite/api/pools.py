@@ -27,7 +27,8 @@ def pool_admin(messaging: Messaging) -> PoolAdmin | None:
     """Return the pool administration of a pooled deployment, or None when ``[pools] enabled`` is off."""
     if not messaging.settings.pools.enabled:
         return None
-    return PoolAdmin(messaging.storage, messaging.clock)  # type: ignore[arg-type]
+    return PoolAdmin(messaging.storage, messaging.clock,  # type: ignore[arg-type]
+                     messaging.settings.storage_uri)
 
 
 def show_pool(pool: Pool, detailed: bool) -> dict[str, Any]:
