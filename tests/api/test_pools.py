@@ -192,6 +192,8 @@ def test_the_admin_api_needs_the_admin_role_and_pools_enabled(client, settings, 
     for result in (member.simulate_get("/v2/pools"), member.simulate_get("/v2/flavors"),
                    member.simulate_delete("/v2/pools/east"), member.simulate_get("/v2/flavors/f")):
         assert assert_error(result, 403)["description"] == "This resource needs the admin role."
+    nobody = falcon.testing.TestClient(app, headers={"Client-ID": headers()["Client-ID"]})
+    assert_error(nobody.simulate_get("/v2/pools"), 401)
     admin = falcon.testing.TestClient(app, headers={"Client-ID": headers()["Client-ID"],
                                                     "X-Auth-Token": "tok-admin"})
     assert admin.simulate_get("/v2/pools").json == {"pools": [], "links": []}
