@@ -82,9 +82,20 @@ class PooledStorage(Storage):
     # -- the pool table and its drivers -------------------------------------------
 
     def pools(self, fresh: bool = False) -> dict[str, Pool]:
-        """Return the pools by name, read from the catalog at most every ``refresh_interval`` seconds."""
+        """Return the pools by name, read from the catalog at most every ``refresh_interval`` seconds.
+
+        A catalog that does not answer at a periodic read leaves the table read
+        before in use (for another ``refresh_interval``), so the queues whose
+        placement a process remembers keep working meanwhile.
+        """
         if fresh or self.monotonic() - self._read_at >= self.refresh_interval:
-            table = {p.name: p for p in self.catalog.pools()}
+            try:
+                table = {p.name: p for p in self.catalog.pools()}
+            except errors.StorageUnavailable as exc:
+                if fresh or self._read_at == -float("inf"):
+                    raise
+                LOG.warning("the catalog does not answer; using the pools read before: %s", exc)
+                table = self._table
             with self._lock:
                 self._table, self._read_at = table, self.monotonic()
         return self._table
