@@ -22,7 +22,9 @@ from zaqar_lite.storage.pools.router import PooledStorage
 
 #: a deployment of two pools, a SQLite file and a Redis database, its catalog in a third SQLite file
 POOLS = "pools"
-DRIVERS = ["sqlite", *available_kinds(), *([POOLS] if "redis" in available_kinds() else [])]
+#: the stores, each one server (or file) a URI names
+STORES = ["sqlite", *available_kinds()]
+DRIVERS = [*STORES, *([POOLS] if "redis" in available_kinds() else [])]
 #: how the suite names a two-pool deployment where it names a store by its URI (never a real URI)
 POOLS_PREFIX = "test-pools:"
 
