@@ -325,3 +325,23 @@ def test_the_catalog_may_be_a_store_of_its_own(settings, clock, uris, tmp_path):
         catalog.close()
         default.close()
     assert holds(uris["east"], "orders")
+
+
+def test_the_default_dead_letter_queue_serves_the_queues_of_its_own_pool(settings, clock, uris):
+    app = create_app(settings.replace(pools=PoolSettings(enabled=True), default_dead_letter_queue="dead"),
+                     clock=clock)
+    client = falcon.testing.TestClient(app, headers=headers("project-a"))
+    assert put_pool(client, "east", uris["east"]).status_code == 201
+    assert put_pool(client, "west", uris["west"]).status_code == 201
+    assert client.simulate_put("/v2/flavors/cold", json={"pool_list": ["west"]}).status_code == 201
+    assert client.simulate_put("/v2/queues/dead", json={}).status_code == 201  # in east
+    for queue, metadata in (("near", {"_max_claim_count": 1}),
+                            ("far", {"_max_claim_count": 1, "_flavor": "cold"})):
+        assert client.simulate_put(f"/v2/queues/{queue}", json=metadata).status_code == 201
+        post(client, queue, "m")
+        claim_id, _ = claim(client, queue)
+        assert client.simulate_delete(f"/v2/queues/{queue}/claims/{claim_id}").status_code == 204
+    # near's exhausted message moves to dead, in east; far's stays in west, as without a DLQ
+    assert client.simulate_post("/v2/queues/near/claims", json={}).status_code == 204
+    assert client.simulate_get("/v2/queues/dead/stats").json["messages"]["total"] == 1
+    assert client.simulate_get("/v2/queues/far/stats").json["messages"]["total"] == 1
