@@ -121,3 +121,18 @@ def test_a_pool_that_is_down_is_skipped_by_the_walk_over_every_queue(default, cl
     assert [queue for _, queue, _ in pooled.all_queues()] == ["a"]
     with pytest.raises(errors.StorageUnavailable):
         pooled.list_queues(P, marker=None, limit=10)
+
+
+def test_without_pools_enabled_the_deployment_is_its_one_store(tmp_path):
+    from zaqar_lite.config import PoolSettings, load_settings
+    from zaqar_lite.storage import open_deployment
+
+    settings = load_settings(None, storage_uri=f"sqlite:///{tmp_path}/one.db")
+    single = open_deployment(settings)
+    pooled = open_deployment(settings.replace(pools=PoolSettings(enabled=True)))
+    try:
+        assert (single.name, type(single).__name__) == ("sqlite", "SqliteStorage")
+        assert (pooled.name, type(pooled).__name__) == ("pools", "PooledStorage")
+    finally:
+        single.close()
+        pooled.close()
