@@ -32,11 +32,13 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from spark_jobs import report_html, transforms  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
-from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
+from spark_jobs.sources.plan import catalog_pools, dead_letter_queues  # noqa: E402
 from zaqar_lite.config import load_settings  # noqa: E402
 
 SCHEMA_VERSION = 2
 APP_NAME = "zaqar-lite-dlq-report"
+#: how the report names the ``[storage] uri`` store of a deployment with pools
+DEFAULT_STORE = "[storage] uri"
 Progress = Callable[[str], None]
 
 
@@ -58,6 +60,14 @@ class Options:
     max_rule_items: int = 2
     partitions: int | None = None
     shuffle_partitions: int | None = None
+    #: ``(name, uri)`` of a deployment's pools, read beside ``storage`` (its ``[storage] uri`` store)
+    pools: tuple[tuple[str, str], ...] = ()
+    #: ``(project, queue, pool)`` of each dead-letter queue read (filled by :func:`run` with pools)
+    dlq_pools: tuple[tuple[str, str, str], ...] = ()
+
+    def stores(self) -> list[tuple[str, str]]:
+        """Return ``(name, uri)`` of every store to read: the ``storage`` store, then the pools."""
+        return [(DEFAULT_STORE if self.pools else "", self.storage), *self.pools]
 
 
 @dataclasses.dataclass
@@ -166,11 +176,18 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     """Return the options of a command line."""
     command = parser()
     args = command.parse_args(argv)
+    pools: tuple[tuple[str, str], ...] = ()
     try:
-        storage = args.storage or load_settings(args.config).storage_uri
+        storage = args.storage
+        if storage is None:
+            settings = load_settings(args.config)
+            storage = settings.storage_uri
+            if settings.pools.enabled:  # every pool of the catalog, beside the [storage] uri store
+                pools = tuple(catalog_pools(settings.pools.catalog or storage))
     except ValueError as exc:  # a configuration mistake: one line, as the server says it
         command.exit(2, f"{command.prog}: error: {exc}\n")
     return Options(
+        pools=pools,
         storage=storage,
         out=args.out,
         projects=tuple(args.project),
@@ -275,14 +292,22 @@ def extract(spark: SparkSession, options: Options) -> DataFrame:
         return read_export(
             spark, options.storage, projects=options.projects, queues=options.queues, since=options.since
         )
-    return read_store(
-        spark,
-        options.storage,
-        projects=options.projects,
-        queues=options.queues,
-        since=options.since,
-        partitions=options.partitions,
-    )
+    frames = [
+        read_store(
+            spark,
+            uri,
+            projects=options.projects,
+            queues=options.queues,
+            since=options.since,
+            partitions=options.partitions,
+        )
+        for _, uri in options.stores()
+    ]
+    # one DataFrame: Spark reads every store's partitions side by side
+    combined = frames[0]
+    for frame in frames[1:]:
+        combined = combined.unionByName(frame)
+    return combined
 
 
 # -- transform --------------------------------------------------------------------------------------
@@ -530,6 +555,16 @@ def _time_section(tables: Tables) -> dict[str, Any]:
     }
 
 
+def _name_pools(queues: list[dict[str, Any]], signatures: list[dict[str, Any]], options: Options) -> None:
+    """Say in each queue's and signature's row which pool its dead letters were read from.
+
+    A dead-letter queue lives in one pool, so its queue names the pool of each of its dead letters.
+    """
+    pools = {(project, queue): pool for project, queue, pool in options.dlq_pools}
+    for row in (*queues, *signatures):
+        row["pool"] = pools.get((row["project"], row["queue"]))
+
+
 def build_report(tables: Tables, options: Options, progress: Progress = lambda _: None) -> dict[str, Any]:
     """Collect the tables into the ``report.json`` document (schema in ``spark_jobs/README.rst``)."""
     started = time.monotonic()
@@ -546,10 +581,13 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
         f"time: {len(time_section['over_time'])} buckets of {tables.bucket_seconds} s "
         f"({_since(started)})"
     )
+    if options.pools:
+        _name_pools(summary["queues"], signatures, options)
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": iso(time.time()),
         "source": {
+            **({"pools": {name: public_uri(uri) for name, uri in options.stores()}} if options.pools else {}),
             "storage": public_uri(options.storage),
             "projects": list(options.projects),
             "queues": list(options.queues),
@@ -619,11 +657,19 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
     started = time.monotonic()
     if not is_export_file(options.storage):
         # on the driver, before Spark: a wrong URI or an unreachable store fails here, plainly
-        targets = dead_letter_queues(store_reader(options.storage).queues(), options.projects, options.queues)
+        placed = [
+            (target, name)
+            for name, uri in options.stores()
+            for target in dead_letter_queues(store_reader(uri).queues(), options.projects, options.queues)
+        ]
+        if options.pools:
+            options = dataclasses.replace(
+                options, dlq_pools=tuple((t.project, t.queue, name) for t, name in placed)
+            )
         progress(
-            f"plan: {len(targets)} DLQs: "
-            + ", ".join(f"{t.project}/{t.queue}" for t in targets[:10])
-            + (" ..." if len(targets) > 10 else "")
+            f"plan: {len(placed)} DLQs: "
+            + ", ".join(f"{t.project}/{t.queue}" + (f" ({name})" if name else "") for t, name in placed[:10])
+            + (" ..." if len(placed) > 10 else "")
         )
     parallelism = spark.sparkContext.defaultParallelism
     dead_letters = extract(spark, options)

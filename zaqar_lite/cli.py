@@ -27,10 +27,10 @@ def _settings(config: str | None, **overrides: Any) -> Settings:
 def _check_storage(settings: Settings) -> None:
     """Refuse to start on a store that cannot be opened, saying why without a traceback."""
     from zaqar_lite.errors import StorageUnavailable
-    from zaqar_lite.storage import open_storage
+    from zaqar_lite.storage import open_deployment
 
     try:
-        open_storage(settings.storage_uri, settings.queue_cache_size).close()
+        open_deployment(settings).close()
     except (ValueError, OSError, StorageUnavailable) as exc:
         raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
 
@@ -132,13 +132,13 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
     import time
 
     from zaqar_lite.service import Messaging
-    from zaqar_lite.storage import open_storage
+    from zaqar_lite.storage import open_deployment
     from zaqar_lite.sweeper import sweep_once
 
     settings = _settings(config, storage_uri=storage_uri)
     _logging(settings.log_level)
     _check_storage(settings)
-    messaging = Messaging(open_storage(settings.storage_uri, settings.queue_cache_size), settings)
+    messaging = Messaging(open_deployment(settings), settings)
     while True:
         sweep_once(messaging)
         if not loop:

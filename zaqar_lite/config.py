@@ -265,6 +265,20 @@ class MetricsSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class PoolSettings:
+    """Pools and flavors (``/v2/pools``, ``/v2/flavors``); configurable in ``[pools]``."""
+
+    #: serve the pools and flavors API and place queues in the pools it registers (off: one store)
+    enabled: bool = setting(False)
+    #: the store of the catalog (pools, flavors, which pool holds each queue); "": the
+    #: ``[storage] uri`` store
+    catalog: str = ""
+    #: seconds a process uses the pool table it read before reading it again (a pool registered
+    #: or changed elsewhere is seen by every process within this time)
+    refresh_interval: float = setting(5.0, above=0)
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     """Every setting of zaqar-lite, loaded once and never mutated."""
 
@@ -327,6 +341,7 @@ class Settings:
     notifier: NotifierSettings = dataclasses.field(default_factory=NotifierSettings)
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
+    pools: PoolSettings = dataclasses.field(default_factory=PoolSettings)
 
     def replace(self, **changes: Any) -> Settings:
         """Return a copy with the given fields changed."""

@@ -81,6 +81,20 @@ class TemplateDoesNotExist(NotFound):
         super().__init__(f"Queue template {name} does not exist.")
 
 
+class PoolDoesNotExist(NotFound):
+    """No pool of this name in the catalog."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Pool {name} does not exist.")
+
+
+class FlavorDoesNotExist(NotFound):
+    """No flavor of this name in the catalog."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Flavor {name} does not exist.")
+
+
 class Conflict(ZaqarLiteError):
     """The request conflicts with the resource's current state."""
 

@@ -308,3 +308,29 @@ class RedriveTask:
         known["filter"] = RedriveFilter(**wanted)
         known["pending"] = tuple(known.get("pending") or ())
         return cls(**known)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """A store that holds some of a deployment's queues (Zaqar's pool).
+
+    ``weight`` is its share of new queues (0: none); ``flavor`` the flavor it
+    belongs to ("" for none); ``options`` are kept as given (Zaqar's
+    driver options; zaqar-lite's drivers read theirs from the URI).
+    """
+
+    name: str
+    uri: str
+    weight: int
+    flavor: str = ""
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the catalog record of the pool."""
+        return {"uri": self.uri, "weight": self.weight, "flavor": self.flavor, "options": dict(self.options)}
+
+    @classmethod
+    def from_record(cls, name: str, value: Mapping[str, Any]) -> Pool:
+        """Return the pool a catalog record holds."""
+        return cls(name=name, uri=value["uri"], weight=value["weight"], flavor=value.get("flavor") or "",
+                   options=value.get("options") or {})

@@ -81,8 +81,9 @@ def check_address(bind: str) -> None:
 
 #: stores whose calls never yield to gevent: SQLite's are C calls on a file (a commit's
 #: fsync, a wait of up to 30 s for another process's write lock), with no Python socket
-#: gevent could switch on. Under the gevent worker they run on gevent's thread pool.
-BLOCKING_STORES = frozenset({"sqlite"})
+#: gevent could switch on. Under the gevent worker they run on gevent's thread pool. Pools
+#: ("pools") may mix SQLite with other kinds, so their calls go there too.
+BLOCKING_STORES = frozenset({"sqlite", "pools"})
 
 
 class OffTheHub:
@@ -141,13 +142,13 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     from zaqar_lite.api.app import make_app
     from zaqar_lite.redrive_runner import RedriveRunnerThread
     from zaqar_lite.service import Messaging
-    from zaqar_lite.storage import open_storage
+    from zaqar_lite.storage import open_deployment
     from zaqar_lite.sweeper import SweeperThread, lock_path
     from zaqar_lite.waiting.channels import channel_for
     from zaqar_lite.waiting.long_poll import LongPoll
     from zaqar_lite.waiting.room import WaitingRoom
 
-    storage: Any = open_storage(settings.storage_uri, settings.queue_cache_size)
+    storage: Any = open_deployment(settings)
     channel = channel_for(storage.name, settings.storage_uri)
     off_the_hub = off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES
     if off_the_hub:  # the store for the subscriptions' calls, the service for everything else
@@ -171,10 +172,10 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
 
 def _open_and_describe(settings: Settings, answer: Connection) -> None:
     from zaqar_lite.errors import StorageUnavailable
-    from zaqar_lite.storage import open_storage
+    from zaqar_lite.storage import open_deployment
 
     try:
-        storage = open_storage(settings.storage_uri, settings.queue_cache_size)
+        storage = open_deployment(settings)
         try:
             answer.send((True, f"{storage.name} ({storage.describe()})"))
         finally:

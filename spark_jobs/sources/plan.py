@@ -95,6 +95,18 @@ def contract_queues(uri: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
         store.close()
 
 
+def catalog_pools(catalog_uri: str) -> list[tuple[str, str]]:
+    """Return ``(name, uri)`` of every pool a deployment's catalog records, by name."""
+    from zaqar_lite.storage import open_storage
+    from zaqar_lite.storage.pools.catalog import Catalog
+
+    store = open_storage(catalog_uri)
+    try:
+        return [(pool.name, pool.uri) for pool in Catalog(store).pools()]
+    finally:
+        store.close()
+
+
 def cut_points(total: int, pieces: int, position_at: Callable[[int], Any]) -> list[Any]:
     """Return the increasing positions that cut ``total`` rows into ``pieces`` about equal ranges.
 

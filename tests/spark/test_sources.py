@@ -10,7 +10,7 @@ import pytest
 from spark_jobs.sources import plan as planning
 from spark_jobs.sources import store_reader
 from spark_jobs.sources.plan import Target
-from tests.storage.conftest import DRIVERS, storage_uri
+from tests.storage.conftest import STORES, storage_uri
 from zaqar_lite.models import Message
 from zaqar_lite.storage import open_storage
 
@@ -130,7 +130,7 @@ def comparable(row: dict) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", DRIVERS)
+@pytest.mark.parametrize("kind", STORES)
 def test_every_store_reader_yields_the_dead_letters_of_its_ranges(kind, request, tmp_path):
     uri = storage_uri(kind, request, tmp_path)
     fill(uri, 12)

@@ -17,12 +17,12 @@ import time
 
 import pytest
 
+from tests.storage.conftest import open_test_storage
 from tests.storage.test_conformance import CLIENT, DLQ, P, Q
 from zaqar_lite import errors
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
 from zaqar_lite.service import Messaging
-from zaqar_lite.storage import open_storage
 
 SETTINGS = load_settings(None, storage_uri="sqlite:///unused.db")
 NOW = ManualClock().now
@@ -34,7 +34,7 @@ FORK = multiprocessing.get_context("fork")
 
 
 def service(uri: str, clock=lambda: NOW) -> Messaging:
-    return Messaging(open_storage(uri), SETTINGS, clock)
+    return Messaging(open_test_storage(uri), SETTINGS, clock)
 
 
 def post(messaging: Messaging, *bodies, queue: str = Q, **fields) -> list[str]:

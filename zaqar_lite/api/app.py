@@ -12,6 +12,7 @@ from zaqar_lite.api import (
     console,
     health,
     messages,
+    pools,
     queues,
     redrive,
     share,
@@ -27,7 +28,7 @@ from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
-from zaqar_lite.storage import open_storage
+from zaqar_lite.storage import open_deployment
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.waiting.channels import InProcessChannel
 from zaqar_lite.waiting.long_poll import LongPoll
@@ -78,6 +79,10 @@ def routes(messaging: Messaging, subs: Subscriptions | None = None,
         (templates.COLLECTION, templates.TemplateCollection(messaging)),
         (templates.COLLECTION + "/{name}", templates.TemplateItem(messaging)),
         ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),
+        (pools.POOLS, pools.PoolCollection(messaging)),
+        (pools.POOLS + "/{pool}", pools.PoolItem(messaging)),
+        (pools.FLAVORS, pools.FlavorCollection(messaging)),
+        (pools.FLAVORS + "/{flavor}", pools.FlavorItem(messaging)),
         *([("/metrics", metrics_api.Metrics(messaging))] if messaging.settings.metrics.enabled else []),
     ]
 
@@ -91,7 +96,7 @@ def create_app(settings: Settings, storage: Storage | None = None,
         storage: a driver to use instead of opening ``settings.storage_uri``.
         clock: the time source (tests pass a manual clock).
     """
-    storage = storage or open_storage(settings.storage_uri, settings.queue_cache_size)
+    storage = storage or open_deployment(settings)
     return make_app(Messaging(storage, settings, clock))
 
 

@@ -6,7 +6,9 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api.middleware import require_admin
+from zaqar_lite.api.pools import pool_admin
 from zaqar_lite.api.resource import Resource
+from zaqar_lite.service import Messaging
 
 
 class Ping(Resource):
@@ -27,7 +29,16 @@ class Ping(Resource):
 
 
 class Health(Resource):
-    """``GET /v2/health``: store reachability and this project's message volume (admin)."""
+    """``GET /v2/health``: store reachability and this project's message volume (admin).
+
+    With pools (``[pools] enabled``) it is also Zaqar's detailed health: the
+    catalog's reachability and, under each pool's name, whether its store
+    answers and the message counts of each of its queues.
+    """
+
+    def __init__(self, messaging: Messaging) -> None:
+        super().__init__(messaging)
+        self.pools = pool_admin(messaging)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Return the health document."""
@@ -36,5 +47,12 @@ class Health(Resource):
         body: dict[str, object] = {"storage_reachable": reachable,
                                    "storage": self.messaging.storage.name}
         if reachable:
-            body["message_volume"] = self.messaging.message_volume(req.context.project)
+            try:
+                body["message_volume"] = self.messaging.message_volume(req.context.project)
+            except errors.StorageUnavailable:
+                if self.pools is None:
+                    raise
+                # a pool is down: its entry below says which, and the project's sum is left out
+        if self.pools is not None:
+            body.update(self.pools.health())
         resp.media = body

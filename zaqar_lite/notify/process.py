@@ -47,9 +47,9 @@ def run_foreground(settings: Settings, parent_pid: int | None = None) -> None:
         parent_pid: stop when this process is no longer our parent.
     """
     from zaqar_lite.notify.worker import Notifier
-    from zaqar_lite.storage import open_storage
+    from zaqar_lite.storage import open_deployment
 
-    storage = open_storage(settings.storage_uri, settings.queue_cache_size)
+    storage = open_deployment(settings)
     notifier = Notifier(storage, settings)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

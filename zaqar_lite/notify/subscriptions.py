@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims import pools as pool_rules
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify import options as checks
@@ -97,6 +98,7 @@ class Subscriptions:
         now = self.clock()
         fields = checks.creation(document, self.limits, self.settings.notifier, now)
         fields["auth_token"] = auth_token if webhook.is_trust(fields["subscriber"]) else None
+        self._check_fan_out(project, queue, fields["subscriber"])
         self.storage.create_queue(project, queue, {}, now)
         index_key = state.subscriber_key(queue, fields["subscriber"])
         for _ in range(CAS_ATTEMPTS):
@@ -229,6 +231,7 @@ class Subscriptions:
         if "subscriber" in changes:
             changes["auth_token"] = auth_token if webhook.is_trust(new_url) else None
         if new_url != subscription.subscriber:
+            self._check_fan_out(project, queue, new_url)
             self._claim_subscriber(project, queue, subscription_id, new_url, now)
         if "ttl" in changes:
             changes["expires"] = now + changes["ttl"]
@@ -238,6 +241,12 @@ class Subscriptions:
             old = self.storage.get_record(project, state.SUBSCRIBER, old_key)
             if old is not None and old.value.get("subscription_id") == subscription_id:
                 self.storage.delete_record(project, state.SUBSCRIBER, old_key, old.version)
+
+    def _check_fan_out(self, project: str, queue: str, subscriber: str) -> None:
+        """Refuse a fan-out subscriber (a webhook posting to a queue of this API) in another pool."""
+        target = pool_rules.fan_out_queue(subscriber)
+        if target is not None:
+            self.storage.check_same_pool(project, queue, target, "fan-out subscriber's queue")
 
     def _claim_subscriber(self, project: str, queue: str, subscription_id: str, url: str,
                           now: float) -> None:

@@ -33,7 +33,10 @@ class ServiceBase:
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
                  draw: Callable[[], float] = random.random) -> None:
-        self.storage = encrypted(storage, settings)  # bodies sealed at rest where a queue asks
+        #: the store as opened: one driver, or the pools' router (``storage/pools/``)
+        self.deployment = storage
+        #: the deployment seen through encryption at rest (bodies sealed where a queue asks)
+        self.storage = encrypted(storage, settings)
         self.settings = settings
         self.limits = settings.limits
         self.clock = clock

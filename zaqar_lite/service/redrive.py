@@ -86,9 +86,15 @@ class Redrive(ServiceBase):
         counted.MESSAGES_REDRIVEN.inc(moved)
         return moved
 
-    def _check_destination(self, project: str, request: RedriveRequest) -> None:
-        """Refuse a redrive ``destination`` that does not exist, unless the request may create it."""
+    def _check_destination(self, project: str, queue: str, request: RedriveRequest) -> None:
+        """Refuse a redrive ``destination`` that does not exist, unless the request may create it.
+
+        Raises:
+            ValidationFailed: also when the destination is in another pool than the queue.
+        """
         destination = request.destination
+        if destination is not None:  # linked queues share a pool (storage/pools/router.py)
+            self.storage.check_same_pool(project, queue, destination, "redrive destination")
         if destination is not None and not request.create_destination \
                 and self.storage.get_queue_metadata(project, destination) is None:
             raise errors.ValidationFailed(
@@ -110,7 +116,7 @@ class Redrive(ServiceBase):
         Returns:
             What was selected and moved, and the time the selection was made at.
         """
-        self._check_destination(project, request)
+        self._check_destination(project, queue, request)
         now = self.clock()
         selected = self._dead_letters(project, queue, request, now)
         sample = selected[:redrive_policy.SAMPLE_SIZE] if request.dry_run else []
@@ -147,7 +153,7 @@ class Redrive(ServiceBase):
         now = self.clock()
         if self.storage.get_queue_metadata(project, queue) is None:
             raise errors.QueueDoesNotExist(queue, project)
-        self._check_destination(project, request)
+        self._check_destination(project, queue, request)
         newest = self.storage.queue_stats(project, queue, now).newest
         task = RedriveTask(
             id=self.ids(), queue=queue, status=redrive_policy.RUNNING, created=now,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import urllib.parse
 
-from zaqar_lite.config import QUEUE_CACHE_SIZE
+from zaqar_lite.config import QUEUE_CACHE_SIZE, Settings
 from zaqar_lite.storage.base import Storage
 
 #: URI scheme -> (module, class, pip extra that provides its client library)
@@ -49,4 +49,29 @@ def open_storage(uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> Storage:
     return driver
 
 
-__all__ = ["DRIVERS", "Storage", "open_storage"]
+def open_deployment(settings: Settings) -> Storage:
+    """Return the store of a deployment: ``[storage] uri``'s driver, or with ``[pools] enabled`` the pools.
+
+    With pools, the driver of ``[storage] uri`` is the default store and the
+    catalog is ``[pools] catalog`` (the same driver when empty or the same URI);
+    each pool's driver is opened on its first use
+    (:class:`~zaqar_lite.storage.pools.router.PooledStorage`).
+
+    Raises:
+        ValueError: as :func:`open_storage`.
+    """
+    default = open_storage(settings.storage_uri, settings.queue_cache_size)
+    if not settings.pools.enabled:
+        return default
+    from zaqar_lite.storage.pools.catalog import Catalog
+    from zaqar_lite.storage.pools.router import PooledStorage
+
+    named = settings.pools.catalog
+    records = default if not named or named == settings.storage_uri \
+        else open_storage(named, settings.queue_cache_size)
+    return PooledStorage(default, Catalog(records), lambda uri: open_storage(uri, settings.queue_cache_size),
+                         queue_cache_size=settings.queue_cache_size,
+                         refresh_interval=settings.pools.refresh_interval)
+
+
+__all__ = ["DRIVERS", "Storage", "open_deployment", "open_storage"]

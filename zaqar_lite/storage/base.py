@@ -286,6 +286,17 @@ class Storage(QueueStore, RedriveTaskStore):
             The ids of the messages moved, in the order given.
         """
 
+    def check_same_pool(self, project: str, queue: str, other: str, role: str) -> None:
+        """Refuse a link between ``queue`` and ``other`` (``role`` names it) that would cross pools.
+
+        A deployment of one store has one pool, so this default refuses
+        nothing; a pooled deployment (:mod:`zaqar_lite.storage.pools.router`)
+        places whichever of the two is new beside the other.
+
+        Raises:
+            ValidationFailed: they are in two pools (the message names both).
+        """
+
     # -- background work ------------------------------------------------------
 
     @abc.abstractmethod

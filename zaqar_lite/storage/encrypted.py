@@ -197,6 +197,9 @@ class EncryptedStorage(Storage):
     def ping(self) -> bool:
         return self.inner.ping()
 
+    def check_same_pool(self, project: str, queue: str, other: str, role: str) -> None:
+        self.inner.check_same_pool(project, queue, other, role)
+
     def describe(self) -> str:
         return self.inner.describe()
 
