@@ -120,8 +120,7 @@ def make_app(messaging: Messaging, long_poll: LongPoll | None = None) -> WsgiApp
     request passes the header and credential checks and then the queue-name
     check (``api/middleware.py``) before its responder runs. The operators'
     console (``api/console/``, HTML, not the v2 API) is added when
-    ``[console] enabled``.
-    check (``api/middleware.py``) before its responder runs. ``long_poll``
+    ``[console] enabled``. ``long_poll``
     is the waiting claims' loop, fed by a channel the caller set up (by
     default one within this process: :func:`in_process_long_poll`).
     """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import falcon
 
@@ -26,10 +26,11 @@ MAX_BODY = 65536
 
 def pool_admin(messaging: Messaging) -> PoolAdmin | None:
     """Return the pool administration of a pooled deployment, or None when ``[pools] enabled`` is off."""
-    deployment = messaging.deployment
-    if not isinstance(deployment, PooledStorage):
+    if not messaging.settings.pools.enabled:
         return None
-    return PoolAdmin(deployment, messaging.clock, messaging.settings.storage_uri)
+    # the pools' router (under the gevent worker, behind the proxy that calls it off the hub)
+    router = cast(PooledStorage, messaging.deployment)
+    return PoolAdmin(router, messaging.clock, messaging.settings.storage_uri)
 
 
 def show_pool(pool: Pool, detailed: bool) -> dict[str, Any]:
