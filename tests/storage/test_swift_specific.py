@@ -11,7 +11,7 @@ import pytest
 from zaqar_lite import errors
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
-from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.models import ClaimRequest, ClaimResult, DeadLetterPolicy, Message
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage.swift import layout as swift_objects
 from zaqar_lite.storage.swift.driver import SwiftStorage
@@ -85,7 +85,8 @@ def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_re
     messaging.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ})
     store.post_messages(P, Q, _messages(1), NOW)
     policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
-    assert [m.id for m in store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1, policy))] == ["m0"]
+    first = store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1, policy))
+    assert [m.id for m in first.claimed] == ["m0"]
     later = NOW + 61
     real_delete = store.objects.delete
 
@@ -106,7 +107,7 @@ def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_re
     result = store.sweep_queue(P, Q, later + 1, policy)
     assert result.dead_lettered == 1
     assert _names(store, Q) == [] and len(_names(store, DLQ)) == 1
-    assert store.claim_messages(P, Q, ClaimRequest("c3", later + 1, 60, 60, 1, policy)) == []
+    assert store.claim_messages(P, Q, ClaimRequest("c3", later + 1, 60, 60, 1, policy)) == ClaimResult()
     moved = store.get_messages(P, DLQ, ["m0"], later + 1)[0]
     assert (moved.body, moved.claim_count, moved.dead_letter["reason"]) == ({"n": 0}, 1, "max_claims")
     assert moved.dead_letter["dead_lettered_at"] == later
