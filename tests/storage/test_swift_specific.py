@@ -123,3 +123,21 @@ def test_dot_queue_names_and_odd_ids_stay_inside_their_own_objects(store, queue)
     with pytest.raises(errors.InvalidClaim):
         store.delete_message(P, queue, "m0", "bad\x00claim/..", NOW)
     assert store.get_record(P, "subscription", f"{queue}/\x00") is None
+
+
+def test_a_post_swift_stores_but_does_not_list_is_refused_not_acknowledged(store, swift_server):
+    # Claims and lookups find messages through the listing; the object server answers a
+    # PUT whose listing update failed with 201 (the update waits for an object updater).
+    store.create_queue(P, Q, {}, NOW)
+    assert store.get_queue_metadata(P, Q) == {}  # the proxy has the container's details at hand
+    swift_server.stop_server("container")
+    try:
+        with pytest.raises(errors.StorageUnavailable):
+            store.post_messages(P, Q, _messages(1), NOW)
+    finally:
+        swift_server.start_server("container")
+    assert store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 5)) == ClaimResult()
+    assert store.post_messages(P, Q, _messages(1, "again"), NOW) == ["again0"]
+    claimed = store.claim_messages(P, Q, ClaimRequest("c2", NOW, 60, 60, 5))
+    assert [m.id for m in claimed.claimed] == ["again0"]
+

@@ -2,6 +2,18 @@
 
 Object names, bodies and listing hints: :mod:`~zaqar_lite.storage.swift.layout`.
 
+Listed before acknowledged: claims, listings and lookups by id all find
+messages through the container listing, and Swift may answer a PUT before the
+listing has the object (the object server waits ``container_update_timeout``,
+1 s by default, for the container server to take the update, then answers
+201 anyway and keeps trying in the background for up to ``node_timeout``, 3 s,
+before saving the update for the object updater). So a post returns only once
+its messages are listed, and a move deletes its source only once the copy is
+listed (:meth:`SwiftContainer._await_listed`): an acknowledged message is
+claimable at once. A write whose listing never comes within ``LISTING_WAIT``
+fails as unavailable (the post then deletes what it wrote, the move keeps its
+source).
+
 Deduplicated posts: a post remembers each ``dedup_id`` first, in an object
 ``d/<queue>/<dedup id>`` created with ``If-None-Match: *`` and ``X-Delete-At``
 at the window's end, then settled and read back (Swift checks
@@ -31,6 +43,12 @@ from zaqar_lite.storage.swift import layout
 from zaqar_lite.storage.swift.client import PAGE
 from zaqar_lite.storage.swift.layout import SwiftOptions
 from zaqar_lite.storage.swift.records import SwiftRecordsMixin
+
+#: seconds a write waits for its object to be listed: Swift's default ``conn_timeout`` (0.5)
+#: and ``node_timeout`` (3) bound the object server's own tries at the container update
+LISTING_WAIT = 5.0
+#: seconds between two reads of a listing that does not show a new object yet
+LISTING_POLL = 0.05
 
 
 class SwiftContainer(SwiftRecordsMixin):
@@ -76,6 +94,28 @@ class SwiftContainer(SwiftRecordsMixin):
             if sent is not None and self.objects.kept(container, name, writer, started, time.monotonic()):
                 return None
         raise errors.StorageUnavailable(f"the dedup_id {message.dedup_id} of queue {queue} kept changing")
+
+    def _await_listed(self, container: str, queue: str, names: Iterable[str]) -> None:
+        """Return once the queue's listing shows every named message object (see the module).
+
+        Raises:
+            StorageUnavailable: some were still not listed after ``LISTING_WAIT`` seconds.
+        """
+        missing = set(names)
+        deadline = time.monotonic() + LISTING_WAIT
+        while missing:
+            first, last = min(missing), max(missing)
+            after = layout.after_marker(queue, layout.marker_of(first) - 1)
+            page = len(missing) + 10  # a few concurrent posts' objects may lie between ours
+            for name, _ in self.objects.rows(container, layout.message_prefix(queue), after, page):
+                if name > last:
+                    break
+                missing.discard(name)
+            if missing and time.monotonic() > deadline:
+                raise errors.StorageUnavailable(
+                    f"Swift stored {len(missing)} message(s) of queue {queue} but does not list them")
+            if missing:
+                time.sleep(LISTING_POLL)
 
     def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[str]:
         """Yield the names of a queue's messages a claim may take, FIFO: a prefilter from the hints.

@@ -157,6 +157,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
                  for marker, m in zip(markers, fresh, strict=True)]
         try:
             self.objects.map(lambda item: self._store(container, *item), named)
+            self._await_listed(container, queue, [name for name, _ in named])
         except BaseException:
             try:
                 self.objects.map(lambda item: self.objects.delete(container, item[0]), named)
@@ -241,6 +242,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         target = layout.message_object(dead_letter_queue, moved.marker, moved.id)
         self.objects.create(container, target, layout.message_body(moved), layout.message_type(moved),
                             layout.delete_at(moved.expires))
+        self._await_listed(container, dead_letter_queue, [target])
         return self.objects.delete(container, source)
 
     def _read_visible(self, container: str, name: str, now: float) -> tuple[Message, str, float] | None:
