@@ -6,6 +6,9 @@ Outages and racing claimers are tested on every store in
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import pytest
 
 from zaqar_lite import errors
@@ -141,3 +144,23 @@ def test_a_post_swift_stores_but_does_not_list_is_refused_not_acknowledged(store
     claimed = store.claim_messages(P, Q, ClaimRequest("c2", NOW, 60, 60, 5))
     assert [m.id for m in claimed.claimed] == ["again0"]
 
+
+def test_a_deduplicated_post_whose_write_is_slower_than_settle_still_stores_its_message(store, monkeypatch):
+    # A loaded Swift: the dedup object's write returns after more than `settle` seconds.
+    real_create = store.objects.create
+
+    def slow_create(container: str, name: str, *args, **kwargs):
+        sent = real_create(container, name, *args, **kwargs)
+        if name.startswith(swift_objects.dedup_prefix(Q)):
+            time.sleep(store.options.settle + 0.2)
+        return sent
+
+    monkeypatch.setattr(store.objects, "create", slow_create)
+    message = Message(id="m0", body="payment 17", created=NOW, expires=NOW + 3600,
+                      dedup_id="payment-17", dedup_until=NOW + 300)
+    assert store.post_messages(P, Q, [message], NOW) == ["m0"]
+    assert [m.body for m in store.get_messages(P, Q, ["m0"], NOW)] == ["payment 17"]
+    retried = dataclasses.replace(message, id="m1")
+    assert store.post_messages(P, Q, [retried], NOW + 1) == ["m0"]
+    assert [m.id for m in store.list_messages(P, Q, now=NOW + 1, marker=None, limit=10, include_claimed=True,
+                                              include_delayed=True, exclude_client_id=None)] == ["m0"]

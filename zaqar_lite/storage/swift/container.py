@@ -16,12 +16,17 @@ source).
 
 Deduplicated posts: a post remembers each ``dedup_id`` first, in an object
 ``d/<queue>/<dedup id>`` created with ``If-None-Match: *`` and ``X-Delete-At``
-at the window's end, then settled and read back (Swift checks
-``If-None-Match`` before writing, so two creates may both succeed: the last
-one stands and the other post finds it), and stores its messages after. So a
-post with a ``dedup_id`` takes ``settle`` seconds more; a failed store forgets
-the ids it remembered, but a process dying in between leaves the id answering
-with a message never stored until its window ends. Message groups: each
+at the window's end, then settled and read back, and stores its messages
+after. Swift 2.30's object server checks ``If-None-Match`` before it writes
+the body and takes no lock, so two concurrent creates both succeed (39 races
+in 40 on the test Swift): the one with the later timestamp stands, whatever
+the order the writes land in, and the other post finds it. A write slower
+than ``settle`` may land after a competitor kept its own: then both store
+(a duplicate, each answering its own href), never neither. No Swift request
+can make this exact: it has no compare-and-swap. So a post with a
+``dedup_id`` takes ``settle`` seconds more; a failed store forgets the ids
+it remembered, but a process dying in between leaves the id answering with
+a message never stored until its window ends. Message groups: each
 message's listing hint carries a hash of its group, so a claim finds the
 heads in the listing it reads anyway (:meth:`SwiftContainer._candidate_rows`).
 """
@@ -72,7 +77,11 @@ class SwiftContainer(SwiftRecordsMixin):
         Swift's ``If-None-Match: *`` is no lock (see the driver), so the write
         is settled and read back as a queue's creation is: of concurrent
         writers the last one stands, and the others find its object the next
-        time round. A lapsed object is overwritten the same way.
+        time round. A lapsed object is overwritten the same way. A write
+        slower than ``settle`` is not kept at once, but found standing the
+        next time round it is this post's: its message is stored (a competitor
+        may have kept its own write before this one landed, and stored too),
+        never left answering with a message nobody stores.
         """
         if message.dedup_id is None:
             return None
@@ -84,6 +93,8 @@ class SwiftContainer(SwiftRecordsMixin):
             if message.dedup_until > time.time() + 1 else {}
         for _ in range(CHANGE_ATTEMPTS):
             live = self.objects.read_json(container, name)
+            if live is not None and live.get("writer") == writer:
+                return None
             if live is not None and live["expires"] > now:
                 return str(live["message_id"])
             started = time.monotonic()

@@ -59,8 +59,10 @@ Expiry: ``X-Delete-At`` at least an hour after the body's expiry, on the
 hour (the sweep may dead-letter first); with no object-expirer running,
 expired objects stay listed, so the body's ``expires`` always decides.
 
-Single node (the test Swift): reads see every completed write, so all of the
-above holds; FIFO is strict within a process and by post time across them.
+Single node (the test Swift): reads see every completed write, and a post or
+a move returns only once the listing shows what it wrote (the container
+module's "Listed before acknowledged"), so all of the above holds; FIFO is
+strict within a process and by post time across them.
 Multi-node: a GET may come from a replica that missed a recent write, and
 listings (with their hints) are updated asynchronously, so (a) a read-back can
 miss a competitor's write and two claims can overlap: raise ``settle`` above
