@@ -2,7 +2,7 @@
 
 ``GET /metrics`` (:mod:`zaqar_lite.api.metrics`) exposes them with the queue
 gauges it computes at scrape time. Each is counted in one place: messages by the
-service (``service.py``) and the sweep results it gets, requests and 503s by
+service (``service.py``) and the sweep and claim results it gets, requests and 503s by
 the API's first middleware, other storage errors where they are caught (the
 sweeper, a scrape, the notifier), deliveries by the notifier.
 
@@ -36,12 +36,13 @@ CLAIMS_RELEASED = Counter("zaqar_lite_claims_released_total",
                           "Claims released (DELETE of a claim); their messages are claimable again.")
 MESSAGES_DISCARDED = Counter(
     "zaqar_lite_messages_discarded_total",
-    "Messages the sweep removed: expired ones not moved to a dead-letter queue, and exhausted "
-    "ones that are not DLQ-eligible.")
+    "Messages removed unread: expired ones the sweep did not move to a dead-letter queue, and "
+    "exhausted ones that are not DLQ-eligible (removed by the sweep or by a claim).")
 MESSAGES_DEAD_LETTERED = Counter(
     "zaqar_lite_messages_dead_lettered_total",
-    "Messages the sweep moved to a dead-letter queue, by reason: expired, max_claims, or "
-    "expired_or_max_claims for a queue whose policy allows both.", ["reason"])
+    "Messages moved to a dead-letter queue by the sweep or by a claim on its way, by reason: "
+    "expired, max_claims, or expired_or_max_claims for a sweep of a queue whose policy allows "
+    "both (a claim's moves are always max_claims).", ["reason"])
 MESSAGES_REDRIVEN = Counter("zaqar_lite_messages_redriven_total",
                             "Dead letters moved back to a queue by redrives.")
 

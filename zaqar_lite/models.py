@@ -166,6 +166,20 @@ class SweepResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    """What one claim did: the messages it took, and the exhausted ones it removed on its way.
+
+    ``dead_lettered`` counts the messages it moved to the dead-letter queue
+    (reason ``max_claims``), ``discarded`` the exhausted ones it deleted
+    because they are not DLQ-eligible.
+    """
+
+    claimed: list[Message] = dataclasses.field(default_factory=list)
+    dead_lettered: int = 0
+    discarded: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Record:
     """A small versioned JSON document (subscriptions, delivery cursors, leases).
 

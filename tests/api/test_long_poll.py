@@ -68,3 +68,28 @@ def test_a_waiting_claim_is_answered_when_another_client_posts_in_the_same_proce
     assert outcome["result"].status_code == 201
     assert [m["id"] for m in outcome["result"].json["messages"]] == [message_id]
     assert 0.4 <= outcome["took"] < 5
+
+
+def test_a_waiting_claim_on_a_dead_letter_queue_is_answered_when_a_claim_moves_a_message_there(client):
+    assert client.simulate_put("/v2/queues/jobs-dlq").status_code == 201
+    assert client.simulate_put("/v2/queues/jobs", json={"_dead_letter_queue": "jobs-dlq",
+                                                         "_max_claim_count": 1}).status_code == 201
+    (poison,) = post(client, "jobs", "poison")
+    first = client.simulate_post("/v2/queues/jobs/claims")
+    assert first.status_code == 201
+    assert client.simulate_delete(first.headers["Location"]).status_code == 204
+    outcome = {}
+
+    def wait_for_a_dead_letter() -> None:
+        started = time.monotonic()
+        outcome["result"] = client.simulate_post("/v2/queues/jobs-dlq/claims", params={"wait": "10"})
+        outcome["took"] = time.monotonic() - started
+
+    waiting = threading.Thread(target=wait_for_a_dead_letter)
+    waiting.start()
+    time.sleep(0.5)
+    assert client.simulate_post("/v2/queues/jobs/claims").status_code == 204  # it moved the poison
+    waiting.join(15)
+    assert outcome["result"].status_code == 201
+    assert [m["id"] for m in outcome["result"].json["messages"]] == [poison]
+    assert 0.4 <= outcome["took"] < 5

@@ -157,6 +157,28 @@ def test_the_sweep_counts_dead_letters_by_reason_and_discarded_messages(client, 
     assert value(after, "zaqar_lite_dead_letter_queue_depth", project="project-a", queue="jobs-dlq") == 1
 
 
+def test_a_claim_counts_the_dead_letters_it_moves_on_its_way_as_max_claims(client):
+    assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/jobs", json={
+        "_dead_letter_queue": "jobs-dlq", "_max_claim_count": 1,
+        "_dead_letter_on_expiry": True}).status_code == 201
+    post(client, "jobs", {"n": 1}, {"n": 2})
+    claim_id, _ = claim(client, "jobs", limit=2)
+    assert client.simulate_delete(f"/v2/queues/jobs/claims/{claim_id}").status_code == 204
+    post(client, "jobs", {"n": 3})
+    before = scrape(client)
+    _, claimed = claim(client, "jobs", limit=5)
+    assert [m["body"] for m in claimed] == [{"n": 3}]
+    after = scrape(client)
+    # a sweep of this queue could not tell the reason (expired_or_max_claims); a claim can
+    for reason, grown in (("max_claims", 2), ("expired_or_max_claims", 0), ("expired", 0)):
+        assert value(after, "zaqar_lite_messages_dead_lettered_total", reason=reason) \
+            - value(before, "zaqar_lite_messages_dead_lettered_total", reason=reason) == grown, reason
+    assert value(after, "zaqar_lite_messages_claimed_total") \
+        - value(before, "zaqar_lite_messages_claimed_total") == 1
+    assert value(after, "zaqar_lite_dead_letter_queue_depth", project="project-a", queue="jobs-dlq") == 2
+
+
 def test_redriven_messages_are_counted(client):
     assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
     assert client.simulate_put("/v2/queues/jobs", json={

@@ -42,9 +42,6 @@ def test_a_retried_post_is_acknowledged_with_the_first_href_and_stored_once(api:
 
 def test_producers_in_separate_processes_posting_one_id_store_one_message(
         server: RunningServer, project: str, queue_name: str):
-    if STORE_KIND == "swift":
-        pytest.skip("Swift decides racing posts of one dedup_id by its settle time only "
-                    "(docs/api.rst, Deduplicated posts): not atomic on a loaded server")
     context = multiprocessing.get_context("spawn")
     start, results = context.Barrier(PRODUCERS), context.Queue()
     producers = [context.Process(target=produce,
@@ -55,12 +52,20 @@ def test_producers_in_separate_processes_posting_one_id_store_one_message(
     reports = dict(results.get(timeout=120) for _ in producers)
     for process in producers:
         process.join(30)
-    for round_ in range(ROUNDS):
-        answered = {reports[name][round_] for name in reports}
-        assert len(answered) == 1, answered
-        assert next(iter(answered)).startswith(f"/v2/queues/{queue_name}/messages/")
+    answered = [{reports[name][round_] for name in reports} for round_ in range(ROUNDS)]
+    prefix = f"/v2/queues/{queue_name}/messages/"
+    assert all(href.startswith(prefix) for hrefs in answered for href in hrefs), answered
     with ApiSession(server.url, project=project) as api:
         listed = api.get(f"/v2/queues/{queue_name}/messages",
                          params={"echo": "true", "limit": 20}).json()["messages"]
-    assert sorted(m["body"]["round"] for m in listed) == [0, 1, 2, 3, 4]
-    assert sorted(m["href"] for m in listed) == sorted(reports["p0"])
+    stored = [{m["href"] for m in listed if m["body"]["round"] == round_} for round_ in range(ROUNDS)]
+    if STORE_KIND == "swift":
+        # No atomic create: racing posts slower than the settle time may each store their
+        # message (docs/api.rst, Deduplicated posts), but every round stores one at least,
+        # and every message stored is the one some producer was answered with.
+        assert all(len(hrefs) >= 1 for hrefs in stored), stored
+        assert all(hrefs <= answers for hrefs, answers in zip(stored, answered, strict=True)), \
+            (stored, answered)
+        return
+    assert [len(hrefs) for hrefs in answered] == [1] * ROUNDS, answered
+    assert stored == answered

@@ -12,6 +12,7 @@ import threading
 import uuid
 
 import pytest
+from prometheus_client import REGISTRY
 
 from zaqar_lite import errors
 from zaqar_lite.config import load_settings
@@ -456,6 +457,33 @@ def test_message_not_eligible_for_dlq_is_deleted_instead(messaging, clock):
     claim(messaging)
     assert listed(messaging, include_claimed=True) == []
     assert listed(messaging, queue=DLQ) == []
+
+
+def counted(name: str, **labels: str) -> float:
+    """Return a counter of this process's metrics registry (0 before it is first counted)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_a_claim_counts_the_exhausted_messages_it_moves_and_deletes_on_its_way(messaging, clock):
+    with_dlq(messaging, max_claims=1, _dead_letter_on_expiry=True)
+    first, = post(messaging, "poison")
+    unwanted, = post(messaging, "unwanted", dlq_eligible=False)
+    third, fourth = post(messaging, "poison too", "fine")
+    assert claim(messaging, limit=3)[1] == [first, unwanted, third]
+    clock.advance(61)
+    moves_before = counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims")
+    sweep_moves_before = counted("zaqar_lite_messages_dead_lettered_total", reason="expired_or_max_claims")
+    discarded_before = counted("zaqar_lite_messages_discarded_total")
+    claimed_before = counted("zaqar_lite_messages_claimed_total")
+    assert claim(messaging, limit=5)[1] == [fourth]
+    assert listed(messaging, queue=DLQ) == [first, third]
+    assert counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims") - moves_before == 2
+    assert counted("zaqar_lite_messages_dead_lettered_total", reason="expired_or_max_claims") \
+        - sweep_moves_before == 0
+    assert counted("zaqar_lite_messages_discarded_total") - discarded_before == 1
+    assert counted("zaqar_lite_messages_claimed_total") - claimed_before == 1
+    assert claim(messaging, limit=5)[1] == []  # nothing left to move: nothing more counted
+    assert counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims") - moves_before == 2
 
 
 def test_queue_without_dlq_never_moves_messages(messaging, clock):

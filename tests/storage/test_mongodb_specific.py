@@ -25,7 +25,7 @@ def _messages(count: int, delay: float = 0.0, prefix: str = "m") -> list[Message
 
 def _claim(storage: MongoStorage, claim_id: str, limit: int) -> list[str]:
     request = ClaimRequest(claim_id, NOW, 60, 60, limit)
-    return [m.id for m in storage.claim_messages(P, Q, request)]
+    return [m.id for m in storage.claim_messages(P, Q, request).claimed]
 
 
 @pytest.fixture

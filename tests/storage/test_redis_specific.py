@@ -58,7 +58,7 @@ def _claim(storage: RedisStorage, limit: int, now: float = NOW, queue: str = Q,
            dead_letter: DeadLetterPolicy | None = None, claim_id: str | None = None) -> list[str]:
     request = ClaimRequest(claim_id or f"claim-{now}-{limit}", now, 60, 60, limit,
                            dead_letter or DeadLetterPolicy())
-    return [m.id for m in storage.claim_messages(P, queue, request)]
+    return [m.id for m in storage.claim_messages(P, queue, request).claimed]
 
 
 def test_password_in_the_uri_is_used(own_server):

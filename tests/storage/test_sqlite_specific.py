@@ -50,7 +50,7 @@ def _claim_steps(storage: SqliteStorage, now: float) -> int:
     conn = storage._connection()
     conn.set_progress_handler(count, 1)
     try:
-        claimed = storage.claim_messages(P, Q, ClaimRequest("c-" + str(now), now, 60, 60, 10))
+        claimed = storage.claim_messages(P, Q, ClaimRequest("c-" + str(now), now, 60, 60, 10)).claimed
     finally:
         conn.set_progress_handler(None, 1)
     assert len(claimed) == 10
@@ -137,7 +137,7 @@ def test_a_file_of_the_global_marker_layout_is_migrated_on_open_keeping_its_mess
     storage.post_messages("other", Q, _messages(1, now, prefix="b-new"), now)
     assert _markers(storage, P, Q) == [("a1", 1), ("a3", 3), ("new0", 8), ("new1", 9)]
     assert _markers(storage, "other", Q) == [("b1", 2), ("b-new0", 8)]
-    claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 3))
+    claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 3)).claimed
     assert [m.id for m in claimed] == ["a1", "a3", "new0"]
     storage.delete_message(P, Q, "a1", "c1", now)
     assert [m.id for m in storage.pop_messages("other", Q, 5, now)] == ["b1", "b-new0"]
@@ -250,7 +250,7 @@ def test_a_file_of_layout_2_gets_the_trace_column_keeping_its_groups_and_dedup_i
         ("g1", 1, "d-1", "g", None), ("g2", 2, None, "g", None),
         ("new", 3, None, None, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})]
     # the group still holds g2 behind its head g1
-    claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 5))
+    claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 5)).claimed
     assert [m.id for m in claimed] == ["g1", "new"]
 
 

@@ -6,12 +6,15 @@ Outages and racing claimers are tested on every store in
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import pytest
 
 from zaqar_lite import errors
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
-from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.models import ClaimRequest, ClaimResult, DeadLetterPolicy, Message
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage.swift import layout as swift_objects
 from zaqar_lite.storage.swift.driver import SwiftStorage
@@ -85,7 +88,8 @@ def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_re
     messaging.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": DLQ})
     store.post_messages(P, Q, _messages(1), NOW)
     policy = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
-    assert [m.id for m in store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1, policy))] == ["m0"]
+    first = store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 1, policy))
+    assert [m.id for m in first.claimed] == ["m0"]
     later = NOW + 61
     real_delete = store.objects.delete
 
@@ -106,7 +110,7 @@ def test_a_move_cut_between_copy_and_delete_leaves_a_duplicate_the_next_sweep_re
     result = store.sweep_queue(P, Q, later + 1, policy)
     assert result.dead_lettered == 1
     assert _names(store, Q) == [] and len(_names(store, DLQ)) == 1
-    assert store.claim_messages(P, Q, ClaimRequest("c3", later + 1, 60, 60, 1, policy)) == []
+    assert store.claim_messages(P, Q, ClaimRequest("c3", later + 1, 60, 60, 1, policy)) == ClaimResult()
     moved = store.get_messages(P, DLQ, ["m0"], later + 1)[0]
     assert (moved.body, moved.claim_count, moved.dead_letter["reason"]) == ({"n": 0}, 1, "max_claims")
     assert moved.dead_letter["dead_lettered_at"] == later
@@ -122,3 +126,41 @@ def test_dot_queue_names_and_odd_ids_stay_inside_their_own_objects(store, queue)
     with pytest.raises(errors.InvalidClaim):
         store.delete_message(P, queue, "m0", "bad\x00claim/..", NOW)
     assert store.get_record(P, "subscription", f"{queue}/\x00") is None
+
+
+def test_a_post_swift_stores_but_does_not_list_is_refused_not_acknowledged(store, swift_server):
+    # Claims and lookups find messages through the listing; the object server answers a
+    # PUT whose listing update failed with 201 (the update waits for an object updater).
+    store.create_queue(P, Q, {}, NOW)
+    assert store.get_queue_metadata(P, Q) == {}  # the proxy has the container's details at hand
+    swift_server.stop_server("container")
+    try:
+        with pytest.raises(errors.StorageUnavailable):
+            store.post_messages(P, Q, _messages(1), NOW)
+    finally:
+        swift_server.start_server("container")
+    assert store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 5)) == ClaimResult()
+    assert store.post_messages(P, Q, _messages(1, "again"), NOW) == ["again0"]
+    claimed = store.claim_messages(P, Q, ClaimRequest("c2", NOW, 60, 60, 5))
+    assert [m.id for m in claimed.claimed] == ["again0"]
+
+
+def test_a_deduplicated_post_whose_write_is_slower_than_settle_still_stores_its_message(store, monkeypatch):
+    # A loaded Swift: the dedup object's write returns after more than `settle` seconds.
+    real_create = store.objects.create
+
+    def slow_create(container: str, name: str, *args, **kwargs):
+        sent = real_create(container, name, *args, **kwargs)
+        if name.startswith(swift_objects.dedup_prefix(Q)):
+            time.sleep(store.options.settle + 0.2)
+        return sent
+
+    monkeypatch.setattr(store.objects, "create", slow_create)
+    message = Message(id="m0", body="payment 17", created=NOW, expires=NOW + 3600,
+                      dedup_id="payment-17", dedup_until=NOW + 300)
+    assert store.post_messages(P, Q, [message], NOW) == ["m0"]
+    assert [m.body for m in store.get_messages(P, Q, ["m0"], NOW)] == ["payment 17"]
+    retried = dataclasses.replace(message, id="m1")
+    assert store.post_messages(P, Q, [retried], NOW + 1) == ["m0"]
+    assert [m.id for m in store.list_messages(P, Q, now=NOW + 1, marker=None, limit=10, include_claimed=True,
+                                              include_delayed=True, exclude_client_id=None)] == ["m0"]

@@ -10,6 +10,7 @@ from zaqar_lite import metrics as counted
 from zaqar_lite.claims import backoff as retry_backoff
 from zaqar_lite.claims import dedup
 from zaqar_lite.claims import metadata as meta
+from zaqar_lite.claims.policy import REASON_MAX_CLAIMS
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
@@ -146,16 +147,26 @@ class Messages(ServiceBase):
         claim_id = self.ids()
         default_dlq = self._existing_default_dlq(project, queue)
 
+        planned: list[ClaimRequest] = []
+
         def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
             default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
             backoff = meta.retry_backoff(stored, self.limits)
-            return ClaimRequest(claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
-                                dead_letter=meta.dead_letter_policy(stored, default), backoff=backoff,
-                                draws=retry_backoff.draws(backoff, limit, self.draw))
+            planned.append(ClaimRequest(
+                claim_id=claim_id, now=now, ttl=ttl, grace=grace, limit=limit,
+                dead_letter=meta.dead_letter_policy(stored, default), backoff=backoff,
+                draws=retry_backoff.draws(backoff, limit, self.draw)))
+            return planned[-1]
 
-        claimed = self.storage.claim_planned(project, queue, plan)
-        counted.MESSAGES_CLAIMED.inc(len(claimed))
-        return claim_id, claimed, now
+        result = self.storage.claim_planned(project, queue, plan)
+        counted.MESSAGES_CLAIMED.inc(len(result.claimed))
+        counted.MESSAGES_DISCARDED.inc(result.discarded)
+        if result.dead_lettered:
+            counted.MESSAGES_DEAD_LETTERED.labels(REASON_MAX_CLAIMS).inc(result.dead_lettered)
+            dead_letter_queue = planned[-1].dead_letter.queue  # the plan the store applied is the last made
+            if dead_letter_queue:
+                self.wake_up(project, dead_letter_queue)
+        return claim_id, result.claimed, now
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
         """Return a live claim and its messages."""

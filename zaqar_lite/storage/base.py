@@ -40,6 +40,7 @@ from zaqar_lite.claims import groups, policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
+    ClaimResult,
     DeadLetterPolicy,
     Message,
     Move,
@@ -179,7 +180,7 @@ class Storage(QueueStore, RedriveTaskStore):
     # -- claims ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         """Claim up to ``request.limit`` visible messages, FIFO, applying the claim plan.
 
         The driver reads candidates (visible messages, FIFO) and applies
@@ -192,11 +193,13 @@ class Storage(QueueStore, RedriveTaskStore):
         until ``limit`` messages are claimed or none are left.
 
         Returns:
-            The claimed messages (empty when none were visible); the claim record
-            exists when this returns a non-empty list.
+            The claimed messages (empty when none were visible; the claim record
+            exists when some were claimed), and how many exhausted messages this
+            call itself moved to the dead-letter queue or deleted (a message a
+            concurrent claim or sweep removed first is not counted).
         """
 
-    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Claim as the request ``plan`` makes from the queue's stored metadata (:meth:`claim_messages`).
 
         As :meth:`post_planned`: this default reads the metadata, then claims.
@@ -493,10 +496,10 @@ class PlannedClaimStorage(PlannedStorage):
         names = groups.groups_of(read)
         return groups.claimable(read, self._group_heads(project, queue, names), taken) if names else read
 
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
         claimed: list[Message] = []
-        after = 0
+        moved = deleted = after = 0
         with self._atomic():
             while len(claimed) < request.limit:
                 wanted = request.limit - len(claimed)
@@ -506,6 +509,7 @@ class PlannedClaimStorage(PlannedStorage):
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
                 claimed += applied.claimed
+                moved, deleted = moved + applied.moved, deleted + applied.deleted
                 if groups.frees_a_group(read, [*(m.id for m in plan.moved), *plan.deleted]):
                     continue  # the group's next message may be claimable now: read again from `after`
                 if len(batch) < wanted:
@@ -513,4 +517,4 @@ class PlannedClaimStorage(PlannedStorage):
                 after = batch[-1].marker
             if claimed:  # written last: should this fail, the messages come back when their claim lapses
                 self._store_claim(project, queue, request)
-        return claimed
+        return ClaimResult(claimed, dead_lettered=moved, discarded=deleted)

@@ -40,6 +40,7 @@ from zaqar_lite.config import Settings
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
+    ClaimResult,
     DeadLetterPolicy,
     Message,
     Move,
@@ -137,11 +138,14 @@ class EncryptedStorage(Storage):
             self.inner.post_messages(project, queue, kept, now)
             raise
 
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
-        return self._opened(project, queue, self.inner.claim_messages(project, queue, request))
+    def _opened_claim(self, project: str, queue: str, result: ClaimResult) -> ClaimResult:
+        return dataclasses.replace(result, claimed=self._opened(project, queue, result.claimed))
 
-    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
-        return self._opened(project, queue, self.inner.claim_planned(project, queue, plan))
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
+        return self._opened_claim(project, queue, self.inner.claim_messages(project, queue, request))
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
+        return self._opened_claim(project, queue, self.inner.claim_planned(project, queue, plan))
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
         claim, messages = self.inner.get_claim(project, queue, claim_id, now)

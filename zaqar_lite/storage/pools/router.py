@@ -37,6 +37,7 @@ from zaqar_lite.claims import pools as rules
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
+    ClaimResult,
     DeadLetterPolicy,
     Message,
     Move,
@@ -322,14 +323,14 @@ class PooledStorage(Storage):
         """Count in the queue's pool."""
         return self._store(project, queue).queue_stats(project, queue, now)
 
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         """Claim in the queue's pool, dead-lettering only into a queue of the same pool."""
         home = self._existing_home(project, queue) or DEFAULT
         policy = self._dead_letter_here(project, queue, home, request.dead_letter)
         return self.pool_store(home).claim_messages(
             project, queue, dataclasses.replace(request, dead_letter=policy))
 
-    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Claim in the queue's pool, dead-lettering only into a queue of the same pool."""
         home = self._existing_home(project, queue) or DEFAULT
 

@@ -52,6 +52,7 @@ from zaqar_lite.config import QUEUE_CACHE_SIZE
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
+    ClaimResult,
     DeadLetterPolicy,
     Message,
     Move,
@@ -188,7 +189,7 @@ class RedisStorage(RedisRecords, Storage):
         return self._planned(project, queue, plan,
                       lambda messages, text: self._post(project, queue, messages, now, text))
 
-    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> list[Message]:
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Plan from remembered metadata; claim.lua checks it is still what is stored (see the module)."""
         return self._planned(project, queue, plan,
                              lambda request, text: self._claim(project, queue, request, text))
@@ -345,11 +346,11 @@ class RedisStorage(RedisRecords, Storage):
                 dead_letter.queue or "",
                 stamp(now + dead_letter.messages_ttl) if dead_letter.messages_ttl else ""]
 
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         return self._claim(project, queue, request, None)
 
     def _claim(self, project: str, queue: str, request: ClaimRequest,
-               metadata_version: str | None) -> list[Message]:
+               metadata_version: str | None) -> ClaimResult:
         """Run claim.lua; with ``metadata_version``, only while the stored metadata text is that."""
         now, dead_letter = request.now, request.dead_letter
         reply = self._run("claim", project, queue, [
@@ -361,7 +362,8 @@ class RedisStorage(RedisRecords, Storage):
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:
             raise _Stale(queue)
-        return [from_reply(r) for r in reply]
+        moved, deleted, claimed = reply
+        return ClaimResult([from_reply(r) for r in claimed], dead_lettered=moved, discarded=deleted)
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
         prefix = self._queue_names(project, queue)[1]

@@ -2,14 +2,31 @@
 
 Object names, bodies and listing hints: :mod:`~zaqar_lite.storage.swift.layout`.
 
+Listed before acknowledged: claims, listings and lookups by id all find
+messages through the container listing, and Swift may answer a PUT before the
+listing has the object (the object server waits ``container_update_timeout``,
+1 s by default, for the container server to take the update, then answers
+201 anyway and keeps trying in the background for up to ``node_timeout``, 3 s,
+before saving the update for the object updater). So a post returns only once
+its messages are listed, and a move deletes its source only once the copy is
+listed (:meth:`SwiftContainer._await_listed`): an acknowledged message is
+claimable at once. A write whose listing never comes within ``LISTING_WAIT``
+fails as unavailable (the post then deletes what it wrote, the move keeps its
+source).
+
 Deduplicated posts: a post remembers each ``dedup_id`` first, in an object
 ``d/<queue>/<dedup id>`` created with ``If-None-Match: *`` and ``X-Delete-At``
-at the window's end, then settled and read back (Swift checks
-``If-None-Match`` before writing, so two creates may both succeed: the last
-one stands and the other post finds it), and stores its messages after. So a
-post with a ``dedup_id`` takes ``settle`` seconds more; a failed store forgets
-the ids it remembered, but a process dying in between leaves the id answering
-with a message never stored until its window ends. Message groups: each
+at the window's end, then settled and read back, and stores its messages
+after. Swift 2.30's object server checks ``If-None-Match`` before it writes
+the body and takes no lock, so two concurrent creates both succeed (39 races
+in 40 on the test Swift): the one with the later timestamp stands, whatever
+the order the writes land in, and the other post finds it. A write slower
+than ``settle`` may land after a competitor kept its own: then both store
+(a duplicate, each answering its own href), never neither. No Swift request
+can make this exact: it has no compare-and-swap. So a post with a
+``dedup_id`` takes ``settle`` seconds more; a failed store forgets the ids
+it remembered, but a process dying in between leaves the id answering with
+a message never stored until its window ends. Message groups: each
 message's listing hint carries a hash of its group, so a claim finds the
 heads in the listing it reads anyway (:meth:`SwiftContainer._candidate_rows`).
 """
@@ -31,6 +48,12 @@ from zaqar_lite.storage.swift import layout
 from zaqar_lite.storage.swift.client import PAGE
 from zaqar_lite.storage.swift.layout import SwiftOptions
 from zaqar_lite.storage.swift.records import SwiftRecordsMixin
+
+#: seconds a write waits for its object to be listed: Swift's default ``conn_timeout`` (0.5)
+#: and ``node_timeout`` (3) bound the object server's own tries at the container update
+LISTING_WAIT = 5.0
+#: seconds between two reads of a listing that does not show a new object yet
+LISTING_POLL = 0.05
 
 
 class SwiftContainer(SwiftRecordsMixin):
@@ -54,7 +77,11 @@ class SwiftContainer(SwiftRecordsMixin):
         Swift's ``If-None-Match: *`` is no lock (see the driver), so the write
         is settled and read back as a queue's creation is: of concurrent
         writers the last one stands, and the others find its object the next
-        time round. A lapsed object is overwritten the same way.
+        time round. A lapsed object is overwritten the same way. A write
+        slower than ``settle`` is not kept at once, but found standing the
+        next time round it is this post's: its message is stored (a competitor
+        may have kept its own write before this one landed, and stored too),
+        never left answering with a message nobody stores.
         """
         if message.dedup_id is None:
             return None
@@ -66,6 +93,8 @@ class SwiftContainer(SwiftRecordsMixin):
             if message.dedup_until > time.time() + 1 else {}
         for _ in range(CHANGE_ATTEMPTS):
             live = self.objects.read_json(container, name)
+            if live is not None and live.get("writer") == writer:
+                return None
             if live is not None and live["expires"] > now:
                 return str(live["message_id"])
             started = time.monotonic()
@@ -76,6 +105,28 @@ class SwiftContainer(SwiftRecordsMixin):
             if sent is not None and self.objects.kept(container, name, writer, started, time.monotonic()):
                 return None
         raise errors.StorageUnavailable(f"the dedup_id {message.dedup_id} of queue {queue} kept changing")
+
+    def _await_listed(self, container: str, queue: str, names: Iterable[str]) -> None:
+        """Return once the queue's listing shows every named message object (see the module).
+
+        Raises:
+            StorageUnavailable: some were still not listed after ``LISTING_WAIT`` seconds.
+        """
+        missing = set(names)
+        deadline = time.monotonic() + LISTING_WAIT
+        while missing:
+            first, last = min(missing), max(missing)
+            after = layout.after_marker(queue, layout.marker_of(first) - 1)
+            page = len(missing) + 10  # a few concurrent posts' objects may lie between ours
+            for name, _ in self.objects.rows(container, layout.message_prefix(queue), after, page):
+                if name > last:
+                    break
+                missing.discard(name)
+            if missing and time.monotonic() > deadline:
+                raise errors.StorageUnavailable(
+                    f"Swift stored {len(missing)} message(s) of queue {queue} but does not list them")
+            if missing:
+                time.sleep(LISTING_POLL)
 
     def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[str]:
         """Yield the names of a queue's messages a claim may take, FIFO: a prefilter from the hints.

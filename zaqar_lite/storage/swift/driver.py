@@ -59,8 +59,10 @@ Expiry: ``X-Delete-At`` at least an hour after the body's expiry, on the
 hour (the sweep may dead-letter first); with no object-expirer running,
 expired objects stay listed, so the body's ``expires`` always decides.
 
-Single node (the test Swift): reads see every completed write, so all of the
-above holds; FIFO is strict within a process and by post time across them.
+Single node (the test Swift): reads see every completed write, and a post or
+a move returns only once the listing shows what it wrote (the container
+module's "Listed before acknowledged"), so all of the above holds; FIFO is
+strict within a process and by post time across them.
 Multi-node: a GET may come from a replica that missed a recent write, and
 listings (with their hints) are updated asynchronously, so (a) a read-back can
 miss a competitor's write and two claims can overlap: raise ``settle`` above
@@ -92,7 +94,7 @@ from swiftclient.exceptions import ClientException
 from zaqar_lite import errors
 from zaqar_lite.claims import groups, policy
 from zaqar_lite.clock import iso_utc
-from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
+from zaqar_lite.models import Claim, ClaimRequest, ClaimResult, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedStorage
 from zaqar_lite.storage.swift import layout
 from zaqar_lite.storage.swift.client import SwiftObjects
@@ -110,6 +112,14 @@ class _Attempt:
     claimed: Message
     started: float
     written: float
+
+
+@dataclasses.dataclass
+class _Removed:
+    """How many exhausted messages a claim moved to the DLQ and deleted on its way."""
+
+    moved: int = 0
+    deleted: int = 0
 
 
 class SwiftStorage(SwiftContainer, PlannedStorage):
@@ -149,6 +159,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
                  for marker, m in zip(markers, fresh, strict=True)]
         try:
             self.objects.map(lambda item: self._store(container, *item), named)
+            self._await_listed(container, queue, [name for name, _ in named])
         except BaseException:
             try:
                 self.objects.map(lambda item: self.objects.delete(container, item[0]), named)
@@ -196,7 +207,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         container = self._container(project)
         request = ClaimRequest(claim_id=f"pop-{uuid.uuid4()}", now=now, ttl=60, grace=0, limit=limit)
-        won = self._claim(container, project, queue, request)
+        won = self._claim(container, project, queue, request, _Removed())
         self.objects.map(lambda attempt: self.objects.delete(container, attempt.name), won)
         return [attempt.original for attempt in won]
 
@@ -223,13 +234,18 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     # -- claims ---------------------------------------------------------------
 
     def _move(self, container: str, project: str, source: str, dead_letter_queue: str,
-              moved: Message, now: float) -> None:
-        """Copy a message into its DLQ under the same marker and id, then delete the source."""
+              moved: Message, now: float) -> bool:
+        """Copy a message into its DLQ under the same marker and id, then delete the source.
+
+        Returns:
+            Whether this call deleted the source (of concurrent movers, the one whose DELETE found it).
+        """
         self._ensure_queue(container, project, dead_letter_queue, now)
         target = layout.message_object(dead_letter_queue, moved.marker, moved.id)
         self.objects.create(container, target, layout.message_body(moved), layout.message_type(moved),
                             layout.delete_at(moved.expires))
-        self.objects.delete(container, source)
+        self._await_listed(container, dead_letter_queue, [target])
+        return self.objects.delete(container, source)
 
     def _read_visible(self, container: str, name: str, now: float) -> tuple[Message, str, float] | None:
         """Read a visible candidate: message, ETag and when the read began (step 1)."""
@@ -244,17 +260,20 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         return None
 
     def _attempt(self, container: str, project: str, queue: str, name: str, request: ClaimRequest,
-                 already: int, freed: list[str]) -> _Attempt | None:
+                 already: int, freed: list[str], removed: _Removed) -> _Attempt | None:
         """Read one candidate, apply the claim plan to it and write the result (steps 1-3).
 
-        A grouped message the plan moves or deletes is added to ``freed``.
+        A grouped message the plan moves or deletes is added to ``freed``, and
+        counted in ``removed``.
         """
         found = self._read_visible(container, name, request.now)
         if found is None:
             return None
         message, etag, started = found
         plan = policy.plan_claim([message], request, queue, already)
-        self._remove(container, project, queue, plan, [message], request.dead_letter, request.now)
+        moved, deleted = self._remove(container, project, queue, plan, [message], request.dead_letter,
+                                      request.now)
+        removed.moved, removed.deleted = removed.moved + moved, removed.deleted + deleted
         if groups.frees_a_group([message], [*(m.id for m in plan.moved), *plan.deleted]):
             freed.append(name)
         if not plan.claimed:
@@ -267,11 +286,13 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
             raise
         return _Attempt(name, message, plan.claimed[0], started, time.monotonic())
 
-    def _claim(self, container: str, project: str, queue: str, request: ClaimRequest) -> list[_Attempt]:
+    def _claim(self, container: str, project: str, queue: str, request: ClaimRequest,
+               removed: _Removed) -> list[_Attempt]:
         """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring).
 
         When a group's head is dead-lettered (or deleted), the listing is read
         again from its start: the group's next message may be claimable now.
+        The exhausted messages moved or deleted on the way are counted in ``removed``.
         """
         won: list[_Attempt] = []
         while len(won) < request.limit:
@@ -280,8 +301,8 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
             while not freed and len(won) < request.limit and (
                     batch := list(itertools.islice(rows, request.limit - len(won)))):
                 # One at a time: parallel writes slow each other down, and a slow attempt is given up.
-                attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won), freed)
-                                        for n in batch) if a]
+                attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won), freed,
+                                                      removed) for n in batch) if a]
                 if attempts:
                     won += self._read_back(container, request, attempts)
             if not freed:
@@ -309,14 +330,15 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         self.objects.write(container, layout.claim_object(queue, record["id"]), json.dumps(record).encode(),
                            layout.claim_type(record["expires"]), layout.delete_at(record["expires"]))
 
-    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> list[Message]:
+    def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         container = self._container(project)
-        won = self._claim(container, project, queue, request)
+        removed = _Removed()
+        won = self._claim(container, project, queue, request, removed)
         if won:
             self._write_claim(container, queue, {
                 "id": request.claim_id, "ttl": request.ttl, "grace": request.grace, "created": request.now,
                 "expires": request.now + request.ttl, "names": [a.name for a in won]})
-        return [a.claimed for a in won]
+        return ClaimResult([a.claimed for a in won], dead_lettered=removed.moved, discarded=removed.deleted)
 
     def _held(self, container: str, record: Mapping[str, Any], now: float) -> list[tuple[str, Message]]:
         return [(n, m) for n, m in self._alive(container, record["names"], now)
@@ -367,14 +389,18 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     # -- primitives of the loops in storage.base --------------------------------
 
     def _remove(self, container: str, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
-                dead_letter: DeadLetterPolicy, now: float) -> None:
-        """Write a plan's moves and deletes (its claims take the settle protocol instead)."""
+                dead_letter: DeadLetterPolicy, now: float) -> tuple[int, int]:
+        """Write a plan's moves and deletes (its claims take the settle protocol instead).
+
+        Returns:
+            How many messages this call moved and deleted: those whose source it found and deleted.
+        """
         markers = {m.id: m.marker for m in read}
-        for moved in plan.moved:
-            self._move(container, project, layout.message_object(queue, moved.marker, moved.id),
-                       dead_letter.queue or "", moved, now)
-        for message_id in plan.deleted:
-            self.objects.delete(container, layout.message_object(queue, markers[message_id], message_id))
+        moved = sum(self._move(container, project, layout.message_object(queue, m.marker, m.id),
+                               dead_letter.queue or "", m, now) for m in plan.moved)
+        deleted = sum(self.objects.delete(container, layout.message_object(queue, markers[i], i))
+                      for i in plan.deleted)
+        return moved, deleted
 
     def _sweep_candidates(self, project: str, queue: str, now: float,
                           dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
@@ -438,8 +464,8 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     def _apply_plan(self, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
                     dead_letter: DeadLetterPolicy, now: float) -> Applied:
         """Write the moves and deletes of a sweep's plan, which holds no claims."""
-        self._remove(self._container(project), project, queue, plan, read, dead_letter, now)
-        return Applied([], len(plan.moved), len(plan.deleted))
+        moved, deleted = self._remove(self._container(project), project, queue, plan, read, dead_letter, now)
+        return Applied([], moved, deleted)
 
     # -- health ---------------------------------------------------------------
 

@@ -14,8 +14,9 @@
 -- ARGV[14] '1' to claim only if the metadata is still ARGV[15] ('' = no queue), else '0'
 -- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (ARGV[16] '' for none)
 -- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
--- Returns: the claimed messages, FIFO, each {id, field, value, ...} after the claim;
---          'stale' when the metadata is not ARGV[15] (nothing changed).
+-- Returns: {moved, deleted, claimed}: how many exhausted messages it moved to the DLQ and
+--          deleted, and the claimed messages, FIFO, each {id, field, value, ...} after
+--          the claim; 'stale' when the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
 -- <= now) messages go back to ready; then ready is popped from its head (lowest
 -- marker, ZPOPMIN). Of the popped messages an expired one is left to the
@@ -52,6 +53,7 @@ end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
 local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
+local moved, deleted = 0, 0
 local freed = false  -- a group's head left: its next message may be in delayed, due
 while #claimed < limit do
   if freed then
@@ -69,8 +71,10 @@ while #claimed < limit do
       if max_count ~= '' and count >= tonumber(max_count) then
         if f[4] == '1' then
           dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
+          moved = moved + 1
         else
           drop(ns, qp, Q, id)
+          deleted = deleted + 1
         end
         freed = true
       else
@@ -103,4 +107,4 @@ if #claimed > 0 then
              'expires', claim_expires)
   redis.call('ZADD', Q.claims, claim_expires, claim_id)
 end
-return claimed
+return {moved, deleted, claimed}
