@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage.conftest import POOLS_PREFIX
 from zaqar_lite import errors
 from zaqar_lite.config import load_settings
 from zaqar_lite.models import RedriveRequest
@@ -90,7 +91,11 @@ def raw_swift(uri: str) -> bytes:
 
 
 def raw_store(uri: str) -> bytes:
-    """Return everything the store of ``uri`` holds, as bytes."""
+    """Return everything the store of ``uri`` holds, as bytes (each store of a two-pool deployment)."""
+    if uri.startswith(POOLS_PREFIX):
+        directory, redis_uri = uri[len(POOLS_PREFIX):].split("|")
+        return b"".join([*(raw_sqlite(f"sqlite:///{directory}/{name}.db") for name in ("default", "lite")),
+                         raw_redis(redis_uri)])
     scheme = urllib.parse.urlsplit(uri).scheme
     reader = {"sqlite": raw_sqlite, "redis": raw_redis, "redis+cluster": raw_redis, "mongodb": raw_mongodb,
               "swift": raw_swift}[scheme]
