@@ -55,6 +55,24 @@ def test_driver_starts_while_the_server_is_down_and_names_the_default_database()
         storage.close()
 
 
+def test_on_a_replica_set_writes_are_majority_acknowledged_retryable_and_posts_transactional(store):
+    store.create_queue(P, Q, {}, NOW)
+    assert store.post_messages(P, Q, _messages(2), NOW) == ["m0", "m1"]
+    client = store._database().client
+    assert client.admin.command("hello")["setName"]  # the suites' server is a replica set (of one)
+    assert client.topology_description.topology_type_name == "ReplicaSetWithPrimary"
+    assert client.write_concern.document == {"w": "majority"}
+    assert client.options.retry_writes is True
+    assert store._transactions() is True
+
+
+def test_a_uri_write_concern_wins_over_majority():
+    options = layout.client_options("mongodb://a:1/db?w=1&retryWrites=false")
+    assert "w" not in options
+    assert "retryWrites" not in options
+    assert options["connectTimeoutMS"] == 3000
+
+
 def test_uri_options_win_over_the_drivers_fail_fast_defaults():
     options = layout.client_options("mongodb://a:1,b:2/db?replicaSet=rs0&serverselectiontimeoutms=9000")
     assert "serverSelectionTimeoutMS" not in options

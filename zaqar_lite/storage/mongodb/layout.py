@@ -3,7 +3,8 @@
 Any MongoDB URI (``mongodb://`` or ``mongodb+srv://``; replica sets, auth, TLS) goes
 to :class:`pymongo.MongoClient` unchanged; the database is the URI's path (default
 :data:`DEFAULT_DATABASE`). Unless the URI sets them, :data:`CLIENT_DEFAULTS` make
-an unreachable server fail within seconds.
+an unreachable server fail within seconds and every write majority-acknowledged
+and retryable.
 
 Collections: ``queues`` ``{project, name, metadata, created, counter}`` (``counter``
 is the last marker handed out, reserved N at a time by one ``$inc`` upsert that
@@ -40,8 +41,12 @@ from zaqar_lite.models import Message, Record
 Document = dict[str, Any]
 
 DEFAULT_DATABASE = "zaqar_lite"
+#: fail fast when the server is unreachable; on a replica set, acknowledge a write only once a
+#: majority of its members hold it (so a failover never takes back an acknowledged post), and
+#: retry a write once over a new primary (pymongo's retryable writes are idempotent)
 CLIENT_DEFAULTS: dict[str, Any] = {"serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000,
-                                   "socketTimeoutMS": 10000, "appname": "zaqar-lite"}
+                                   "socketTimeoutMS": 10000, "appname": "zaqar-lite",
+                                   "w": "majority", "retryWrites": True}
 #: seconds from a message's expiry to its removal by the TTL monitor: the sweeper's head start
 PURGE_MARGIN = 3600
 BY_ID, CANDIDATES, BY_MARKER, BY_EXPIRY, BY_CLAIM_EXPIRY, BY_CLAIM, BY_GROUP = (
