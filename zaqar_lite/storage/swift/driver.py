@@ -6,41 +6,9 @@ the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift.client`)
 Every decision is :mod:`zaqar_lite.claims.policy`'s; this module reads, writes, moves.
 The sweep, delete and release loops are those of
 :class:`~zaqar_lite.storage.base.PlannedStorage`; claims (and pops) override
-the shared claim loop with the settle protocol below. Queue records and
-message objects: :mod:`~zaqar_lite.storage.swift.container`.
-
-Claims. Swift has no atomic compare-and-swap: Swift 2.30 ignores ``If-Match``
-on PUT, and checks ``If-None-Match: *`` before writing the body, so two
-concurrent creates both succeed (84 times in 100 on the test Swift). A claim
-(1) reads a candidate and its ETag, (2) plans with ``policy.plan_claim``, (3)
-PUTs the claimed state, claim count included, with ``If-Match: <etag>`` (a 412
-from a store that honours it means another claimer won), (4) waits ``settle``
-seconds (URI option, default 0.5) after its last PUT returned, and (5) reads
-back: it holds the messages that still carry its claim id, except those whose
-read-to-PUT took longer than ``settle``. Two claimers never both win: a
-competitor's write landing after my read-back must have read before my write
-landed, so its read-to-PUT took longer than ``settle`` and it gave up. So a
-claim takes at least ``settle`` seconds, and a given-up write (logged as a
-warning) keeps its message hidden until that claim's ttl lapses, its claim
-count up by one: it may be protecting a claim it overwrote. A write the
-client gave up on (timeout) that lands later acts the same. Pop claims, then
-deletes. Creating a queue and compare-and-set of records write, settle and
-read back the same way.
-
-Dead-letter move: PUT the DLQ copy under the same marker and id with
-``If-None-Match: *`` (a repeat, or a concurrent mover, writes the same object),
-then DELETE the source (Swift has no ETag-conditional DELETE). A crash between
-the two leaves the message in both queues, never in neither; the copy left
-behind is exhausted or expired, so it is never handed out, and the next claim or
-sweep plans its move again, finds the DLQ object (412) and deletes the source.
-DLQ order is thus original post order. A redrive (``move_messages``) moves the
-same way, after reading the message and checking it is unchanged and
-unclaimed; it too keeps the marker, so a redriven message takes its original
-place in post order in its target queue (the other drivers append it). A
-crash between copy and delete leaves the dead letter in the DLQ too (it can
-be claimed there); the next redrive of it finds the copy (412) and deletes
-it from the DLQ. A claim of the dead letter landing between that check and
-the delete loses its message to the redrive, as a delete racing a claim.
+the shared claim loop with the settle protocol. Queue records and
+message objects: :mod:`~zaqar_lite.storage.swift.container`; the settle protocol of
+claims and the dead-letter move: :mod:`~zaqar_lite.storage.swift.settle`.
 
 Edits of a delayed message (``edit_delayed_message``, the loop of
 :class:`~zaqar_lite.storage.base.PlannedStorage`) take the settle protocol
@@ -92,37 +60,17 @@ from typing import Any
 from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
-from zaqar_lite.claims import groups, policy
-from zaqar_lite.clock import iso_utc
+from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, ClaimResult, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedStorage
 from zaqar_lite.storage.swift import layout
 from zaqar_lite.storage.swift.client import SwiftObjects
-from zaqar_lite.storage.swift.container import SwiftContainer
+from zaqar_lite.storage.swift.settle import Removed, SettledClaims
 
 LOG = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass
-class _Attempt:
-    """One message a claim wrote, waiting to be read back."""
-
-    name: str
-    original: Message
-    claimed: Message
-    started: float
-    written: float
-
-
-@dataclasses.dataclass
-class _Removed:
-    """How many exhausted messages a claim moved to the DLQ and deleted on its way."""
-
-    moved: int = 0
-    deleted: int = 0
-
-
-class SwiftStorage(SwiftContainer, PlannedStorage):
+class SwiftStorage(SettledClaims, PlannedStorage):
     """Swift driver; safe across threads and processes."""
 
     name = "swift"
@@ -207,7 +155,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         container = self._container(project)
         request = ClaimRequest(claim_id=f"pop-{uuid.uuid4()}", now=now, ttl=60, grace=0, limit=limit)
-        won = self._claim(container, project, queue, request, _Removed())
+        won = self._claim(container, project, queue, request, Removed())
         self.objects.map(lambda attempt: self.objects.delete(container, attempt.name), won)
         return [attempt.original for attempt in won]
 
@@ -231,100 +179,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
                           oldest=first_alive(n for n, _ in rows),
                           newest=first_alive(n for n, _ in reversed(rows)))
 
-    # -- claims ---------------------------------------------------------------
-
-    def _move(self, container: str, project: str, source: str, dead_letter_queue: str,
-              moved: Message, now: float) -> bool:
-        """Copy a message into its DLQ under the same marker and id, then delete the source.
-
-        Returns:
-            Whether this call deleted the source (of concurrent movers, the one whose DELETE found it).
-        """
-        self._ensure_queue(container, project, dead_letter_queue, now)
-        target = layout.message_object(dead_letter_queue, moved.marker, moved.id)
-        self.objects.create(container, target, layout.message_body(moved), layout.message_type(moved),
-                            layout.delete_at(moved.expires))
-        self._await_listed(container, dead_letter_queue, [target])
-        return self.objects.delete(container, source)
-
-    def _read_visible(self, container: str, name: str, now: float) -> tuple[Message, str, float] | None:
-        """Read a visible candidate: message, ETag and when the read began (step 1)."""
-        for retry in (True, False):  # a slow read is cheaper to repeat than the write it would spoil
-            self.objects.connection()  # authenticating is not part of the timed read-to-PUT
-            started = time.monotonic()
-            got = self._load(container, name)
-            if got is None or not policy.is_visible(got[0], now):
-                return None
-            if not retry or time.monotonic() - started <= self.options.settle / 2:
-                return got[0], got[1], started
-        return None
-
-    def _attempt(self, container: str, project: str, queue: str, name: str, request: ClaimRequest,
-                 already: int, freed: list[str], removed: _Removed) -> _Attempt | None:
-        """Read one candidate, apply the claim plan to it and write the result (steps 1-3).
-
-        A grouped message the plan moves or deletes is added to ``freed``, and
-        counted in ``removed``.
-        """
-        found = self._read_visible(container, name, request.now)
-        if found is None:
-            return None
-        message, etag, started = found
-        plan = policy.plan_claim([message], request, queue, already)
-        moved, deleted = self._remove(container, project, queue, plan, [message], request.dead_letter,
-                                      request.now)
-        removed.moved, removed.deleted = removed.moved + moved, removed.deleted + deleted
-        if groups.frees_a_group([message], [*(m.id for m in plan.moved), *plan.deleted]):
-            freed.append(name)
-        if not plan.claimed:
-            return None
-        try:
-            self._store(container, name, plan.claimed[0], {"If-Match": etag})
-        except ClientException as exc:
-            if exc.http_status == 412:
-                return None
-            raise
-        return _Attempt(name, message, plan.claimed[0], started, time.monotonic())
-
-    def _claim(self, container: str, project: str, queue: str, request: ClaimRequest,
-               removed: _Removed) -> list[_Attempt]:
-        """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring).
-
-        When a group's head is dead-lettered (or deleted), the listing is read
-        again from its start: the group's next message may be claimable now.
-        The exhausted messages moved or deleted on the way are counted in ``removed``.
-        """
-        won: list[_Attempt] = []
-        while len(won) < request.limit:
-            freed: list[str] = []
-            rows = self._candidate_rows(container, queue, request.now)
-            while not freed and len(won) < request.limit and (
-                    batch := list(itertools.islice(rows, request.limit - len(won)))):
-                # One at a time: parallel writes slow each other down, and a slow attempt is given up.
-                attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won), freed,
-                                                      removed) for n in batch) if a]
-                if attempts:
-                    won += self._read_back(container, request, attempts)
-            if not freed:
-                break
-        return won
-
-    def _read_back(self, container: str, request: ClaimRequest, attempts: list[_Attempt]) -> list[_Attempt]:
-        """Settle, then return the attempts the claim holds (steps 4-5)."""
-        self.objects.settle(max(a.written for a in attempts))
-
-        def held(attempt: _Attempt) -> bool:
-            got = self._load(container, attempt.name)
-            mine = got is not None and got[0].claim_id == request.claim_id
-            if mine and attempt.written - attempt.started > self.options.settle:
-                LOG.warning("claim %s gave up %s: its read and write took %.2f s, more than settle "
-                            "(%.2f s); it stays claimed until %s", request.claim_id, attempt.name,
-                            attempt.written - attempt.started, self.options.settle,
-                            iso_utc(request.now + request.ttl))
-                return False
-            return mine
-
-        return [a for a, ok in zip(attempts, self.objects.map(held, attempts), strict=True) if ok]
+    # -- claims (the settle protocol: storage.swift.settle) -------------------
 
     def _write_claim(self, container: str, queue: str, record: Mapping[str, Any]) -> None:
         self.objects.write(container, layout.claim_object(queue, record["id"]), json.dumps(record).encode(),
@@ -332,7 +187,7 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         container = self._container(project)
-        removed = _Removed()
+        removed = Removed()
         won = self._claim(container, project, queue, request, removed)
         if won:
             self._write_claim(container, queue, {
@@ -387,20 +242,6 @@ class SwiftStorage(SwiftContainer, PlannedStorage):
         return [i for i in self.objects.map(move, moves) if i is not None]
 
     # -- primitives of the loops in storage.base --------------------------------
-
-    def _remove(self, container: str, project: str, queue: str, plan: policy.Plan, read: Sequence[Message],
-                dead_letter: DeadLetterPolicy, now: float) -> tuple[int, int]:
-        """Write a plan's moves and deletes (its claims take the settle protocol instead).
-
-        Returns:
-            How many messages this call moved and deleted: those whose source it found and deleted.
-        """
-        markers = {m.id: m.marker for m in read}
-        moved = sum(self._move(container, project, layout.message_object(queue, m.marker, m.id),
-                               dead_letter.queue or "", m, now) for m in plan.moved)
-        deleted = sum(self.objects.delete(container, layout.message_object(queue, markers[i], i))
-                      for i in plan.deleted)
-        return moved, deleted
 
     def _sweep_candidates(self, project: str, queue: str, now: float,
                           dead_letter: DeadLetterPolicy) -> Iterator[list[Message]]:
