@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 import falcon
@@ -12,8 +12,9 @@ from falcon.typing import ReadableIO
 from zaqar_lite.api import inputs
 from zaqar_lite.api.schemas import parse_json
 from zaqar_lite.claims import policy
+from zaqar_lite.clock import iso_utc
 from zaqar_lite.errors import InvalidBody, ValidationFailed
-from zaqar_lite.models import Message
+from zaqar_lite.models import Message, QueueStats
 
 #: how much of a refused body is still read and thrown away before the 400, so that a
 #: client still sending it is not reset before it reads the answer; past this the
@@ -50,6 +51,29 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
         # No request takes null: a body, when sent, is an object or an array (as Zaqar).
         raise InvalidBody("Request body may not be null; send a JSON object or no body.")
     return document, len(raw)
+
+
+#: the media type of a JSON-patch of metadata (queues, topics)
+PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
+
+
+def read_json_patch(req: falcon.Request, max_size: int, what: str) -> tuple[Any, int]:
+    """Read a metadata PATCH's JSON body, refusing another media type (415 naming ``what``)."""
+    if (req.content_type or "").split(";")[0].strip() != PATCH_TYPE:
+        raise falcon.HTTPUnsupportedMediaType(
+            description=f"PATCH of a {what} needs Content-Type {PATCH_TYPE}.")
+    return read_json(req, max_size)
+
+
+def stats_body(stats: QueueStats, now: float, href: Callable[[str], str]) -> dict[str, Any]:
+    """Return Zaqar's stats document: the counts, and the oldest and newest message by ``href(id)``."""
+    counts: dict[str, object] = {"claimed": stats.claimed, "free": stats.free,
+                                 "delayed": stats.delayed, "total": stats.total}
+    for key, message in (("oldest", stats.oldest), ("newest", stats.newest)):
+        if message is not None:
+            counts[key] = {"href": href(message.id), "age": message.age(now),
+                           "created": iso_utc(message.created)}
+    return {"messages": counts}
 
 
 def refuse_oversized(stream: ReadableIO, max_size: int) -> NoReturn:

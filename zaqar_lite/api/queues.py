@@ -7,11 +7,9 @@ from typing import Any
 import falcon
 
 from zaqar_lite.api import inputs, schemas
-from zaqar_lite.api.bodies import message_href, next_links, read_json
+from zaqar_lite.api.bodies import message_href, next_links, read_json, read_json_patch, stats_body
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.clock import iso_utc
 
-PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
 LIST_PARAMS = {"marker", "limit", "detailed", "name", "with_count"}
 
 
@@ -63,10 +61,7 @@ class QueueItem(Resource):
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Apply a JSON-patch to the metadata and return the whole result."""
-        if (req.content_type or "").split(";")[0].strip() != PATCH_TYPE:
-            raise falcon.HTTPUnsupportedMediaType(
-                description=f"PATCH of a queue needs Content-Type {PATCH_TYPE}.")
-        document, _ = read_json(req, self.limits.max_queue_metadata)
+        document, _ = read_json_patch(req, self.limits.max_queue_metadata, "queue")
         operations = schemas.patch_operations(document)
         resp.media = self.messaging.update_queue(req.context.project, queue, operations)
 
@@ -82,13 +77,7 @@ class QueueStatsResource(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Return claimed/free/delayed/total counts and the oldest and newest message."""
         stats, now = self.messaging.queue_stats(req.context.project, queue)
-        counts: dict[str, object] = {"claimed": stats.claimed, "free": stats.free,
-                                     "delayed": stats.delayed, "total": stats.total}
-        for key, message in (("oldest", stats.oldest), ("newest", stats.newest)):
-            if message is not None:
-                counts[key] = {"href": message_href(queue, message.id), "age": message.age(now),
-                               "created": iso_utc(message.created)}
-        resp.media = {"messages": counts}
+        resp.media = stats_body(stats, now, lambda message_id: message_href(queue, message_id))
 
 
 class QueuePurge(Resource):

@@ -16,11 +16,9 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas, subscriptions
-from zaqar_lite.api.bodies import next_links, read_json
-from zaqar_lite.api.queues import PATCH_TYPE
+from zaqar_lite.api.bodies import next_links, read_json, read_json_patch, stats_body
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import topics as rules
-from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
 from zaqar_lite.topics import Topics
@@ -83,10 +81,7 @@ class TopicItem(TopicResource):
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, topic: str) -> None:
         """Apply a JSON-patch to the metadata and return the whole result."""
-        if (req.content_type or "").split(";")[0].strip() != PATCH_TYPE:
-            raise falcon.HTTPUnsupportedMediaType(
-                description=f"PATCH of a topic needs Content-Type {PATCH_TYPE}.")
-        document, _ = read_json(req, self.limits.max_queue_metadata)
+        document, _ = read_json_patch(req, self.limits.max_queue_metadata, "topic")
         operations = schemas.topic_patch_operations(document)
         resp.media = self.topics.update(req.context.project, topic, operations)
 
@@ -102,13 +97,7 @@ class TopicStats(TopicResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, topic: str) -> None:
         """Return claimed/free/delayed/total counts and the oldest and newest message."""
         stats, now = self.topics.stats(req.context.project, topic)
-        counts: dict[str, object] = {"claimed": stats.claimed, "free": stats.free,
-                                     "delayed": stats.delayed, "total": stats.total}
-        for key, message in (("oldest", stats.oldest), ("newest", stats.newest)):
-            if message is not None:
-                counts[key] = {"href": message_href(topic, message.id), "age": message.age(now),
-                               "created": iso_utc(message.created)}
-        resp.media = {"messages": counts}
+        resp.media = stats_body(stats, now, lambda message_id: message_href(topic, message_id))
 
 
 class TopicPurge(TopicResource):
