@@ -58,12 +58,25 @@ def masked_error(error: Column) -> Column:
     return F.substring(F.trim(error), 1, MAX_LENGTH)
 
 
-def signature_text(error_type: Column, error: Column) -> Column:
-    """Return the signature of a failure (``signatures.signature``, in Spark)."""
-    kind = F.trim(F.coalesce(error_type, F.lit("")))
-    masked = masked_error(F.coalesce(error, F.lit("")))
+def signature_of(kind: Column, masked: Column) -> Column:
+    """Return a signature from a trimmed error type and a masked error text (both never null).
+
+    Each argument is read twice: pass columns or lambda variables, not the
+    masking itself, which would then run once per reference.
+    """
     text = F.concat_ws(": ", F.when(kind != "", kind), F.when(masked != "", masked))
     return F.when(text == "", F.lit(NO_REASON)).otherwise(text)
+
+
+def signature_text(error_type: Column, error: Column) -> Column:
+    """Return the signature of a failure (``signatures.signature``, in Spark).
+
+    The masked text is bound once by a one-element ``transform``, so its
+    regular expressions run once per failure.
+    """
+    kind = F.trim(F.coalesce(error_type, F.lit("")))
+    masked = F.array(masked_error(F.coalesce(error, F.lit(""))))
+    return F.transform(masked, lambda m: signature_of(kind, m))[0]
 
 
 def short_hash(text: Column) -> Column:
@@ -214,15 +227,27 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     messages without one) and shape_id (short hash of :func:`body_structure`).
     ``last_claim_id`` is left out.
     """
+    # three passes over each history, so that every expression is computed once per failure: a
+    # lambda's body is not deduplicated, and the masking (eleven regular expressions) is the cost
+    masked = F.transform(
+        F.coalesce(F.col("failures"), F.array()),
+        lambda f: F.struct(
+            f["at"].alias("at"),
+            F.trim(f["error_type"]).alias("error_type"),
+            f["error"].alias("error"),
+            F.trim(F.coalesce(f["error_type"], F.lit(""))).alias("kind"),
+            masked_error(F.coalesce(f["error"], F.lit(""))).alias("masked"),
+        ),
+    )
     texts = dead_letters.select(
         *[c for c in dead_letters.columns if c not in ("failures", "last_claim_id")],
         F.transform(
-            F.coalesce(F.col("failures"), F.array()),
+            masked,
             lambda f: F.struct(
                 f["at"].alias("at"),
-                F.trim(f["error_type"]).alias("error_type"),
+                f["error_type"].alias("error_type"),
                 f["error"].alias("error"),
-                signature_text(f["error_type"], f["error"]).alias("signature"),
+                signature_of(f["kind"], f["masked"]).alias("signature"),
             ),
         ).alias("texts"),
     )

@@ -74,3 +74,18 @@ def test_spark_masks_exactly_as_python_does(spark):
         error_type = "E" if row["i"] % 2 else None
         assert row["s"] == signature(error_type, text), text
         assert hashed["h"] == failure_signature_id(error_type, text), text
+
+
+@pytest.mark.slow
+def test_enrich_signs_every_failure_of_a_history_as_python_does(dead_letters):
+    from spark_jobs import transforms
+    from tests.spark.conftest import dead_letter, failure
+
+    texts = [t for t, _ in MASKED] + [None]
+    history = [failure(10.0 + i, i + 1, "E" if i % 2 else None, t) for i, t in enumerate(texts)]
+    row = transforms.enrich(dead_letters(dead_letter("m1", failures=history))).collect()[0]
+    assert [(f["signature"], f["signature_id"]) for f in row["signed"]] == [
+        (signature("E" if i % 2 else None, t), failure_signature_id("E" if i % 2 else None, t))
+        for i, t in enumerate(texts)
+    ]
+    assert (row["cause_error_type"], row["cause_signature"]) == ("E", "E")  # the last: type E, no text
