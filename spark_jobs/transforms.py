@@ -395,11 +395,14 @@ def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
     and keeps the paths with few values (:func:`categorical_fields`); a path
     with one value in every source queue (a message type) only restates the source.
     """
+    # the parsed body is a column of its own: referenced in a lambda, an expression runs once per reference
     items = enriched.select(
+        "project", "source_queue", "id", F.from_json("body", body_schema(paths)).alias("parsed")
+    ).select(
         "project",
         "source_queue",
         "id",
-        F.explode(path_items(F.from_json("body", body_schema(paths)), paths)).alias("item"),
+        F.explode(path_items(F.col("parsed"), paths)).alias("item"),
     ).select(
         "project",
         "source_queue",
@@ -451,7 +454,7 @@ def message_features(
     ``items[].sku``). The body is parsed once, by ``from_json``.
     """
     fields = [f for f in fields if f not in client_labels]
-    parsed = F.from_json("body", body_schema([*fields, *client_labels]))
+    parsed = F.col("parsed")  # a column of its own, parsed once (see body_field_profile)
     label = F.coalesce(*[_text(parsed, path) for path in client_labels], F.col("client_id"))
     hour = F.lpad(F.floor(F.col("first_posted_at") % 86400 / 3600).cast("int").cast("string"), 2, "0")
     items = F.array(
@@ -465,8 +468,8 @@ def message_features(
     )
     listed = F.concat(F.filter(items, lambda item: item.isNotNull()), path_items(parsed, fields))
     return enriched.select(
-        "id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items")
-    )
+        "*", F.from_json("body", body_schema([*fields, *client_labels])).alias("parsed")
+    ).select("id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items"))
 
 
 def _text(parsed: Column, path: str) -> Column:
