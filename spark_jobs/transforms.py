@@ -9,7 +9,9 @@ Times stay POSIX seconds; ``hour`` columns are the POSIX second an hour starts.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs.signatures import ID_LENGTH, MASKS, MAX_LENGTH, NO_REASON, signature_id
+from spark_jobs.signatures import ID_LENGTH, MASK_NEEDLES, MASKS, MAX_LENGTH, NO_REASON, signature_id
 
 EXAMPLES = 3
 #: kinds of items that name a cause: rules conclude one of these from the others
@@ -51,11 +53,33 @@ FIELD_VALUE_LENGTH = 40
 # -- failure signatures ---------------------------------------------------------------------------
 
 
+def _mask(pattern: str, replacement: str) -> Callable[[Column], Column]:
+    """Return the function applying one mask to a text (a lambda of ``transform``: one argument)."""
+    needles = MASK_NEEDLES.get(pattern)
+    if not needles:
+        return lambda text: F.regexp_replace(text, pattern, replacement)
+    # a plain substring test is far cheaper than a regular expression that finds nothing
+    return lambda text: F.when(
+        functools.reduce(operator.or_, [text.contains(n) for n in needles]),
+        F.regexp_replace(text, pattern, replacement),
+    ).otherwise(text)
+
+
+def mask_texts(texts: Column) -> Column:
+    """Return an ``array<string>`` of error texts with their variable parts masked (``mask_error``).
+
+    One pass over the array per mask, so that each mask reads its text as a
+    lambda variable: a mask whose literal needle (:data:`MASK_NEEDLES`) is
+    absent costs a substring search, not a regular expression.
+    """
+    for pattern, replacement in MASKS:
+        texts = F.transform(texts, _mask(pattern, replacement))
+    return F.transform(texts, lambda text: F.substring(F.trim(text), 1, MAX_LENGTH))
+
+
 def masked_error(error: Column) -> Column:
     """Return the error text with its variable parts masked (``signatures.mask_error``, in Spark)."""
-    for pattern, replacement in MASKS:
-        error = F.regexp_replace(error, pattern, replacement)
-    return F.substring(F.trim(error), 1, MAX_LENGTH)
+    return mask_texts(F.array(error))[0]
 
 
 def signature_of(kind: Column, masked: Column) -> Column:
@@ -227,19 +251,23 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     messages without one) and shape_id (short hash of :func:`body_structure`).
     ``last_claim_id`` is left out.
     """
-    # three passes over each history, so that every expression is computed once per failure: a
-    # lambda's body is not deduplicated, and the masking (eleven regular expressions) is the cost
+    # every expression once per failure: a lambda's body is not deduplicated, so the masked texts
+    # (eleven regular expressions, the cost of this pass) are a column of their own, read by index
+    failures = F.coalesce(F.col("failures"), F.array())
+    masked_texts = dead_letters.select(
+        "*", mask_texts(F.transform(failures, lambda f: F.coalesce(f["error"], F.lit("")))).alias("masked")
+    )
     masked = F.transform(
-        F.coalesce(F.col("failures"), F.array()),
-        lambda f: F.struct(
+        failures,
+        lambda f, i: F.struct(
             f["at"].alias("at"),
             F.trim(f["error_type"]).alias("error_type"),
             f["error"].alias("error"),
             F.trim(F.coalesce(f["error_type"], F.lit(""))).alias("kind"),
-            masked_error(F.coalesce(f["error"], F.lit(""))).alias("masked"),
+            F.col("masked")[i].alias("masked"),
         ),
     )
-    texts = dead_letters.select(
+    texts = masked_texts.select(
         *[c for c in dead_letters.columns if c not in ("failures", "last_claim_id")],
         F.transform(
             masked,
