@@ -9,7 +9,9 @@ Times stay POSIX seconds; ``hour`` columns are the POSIX second an hour starts.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs.signatures import ID_LENGTH, MASKS, MAX_LENGTH, NO_REASON, signature_id
+from spark_jobs.signatures import ID_LENGTH, MASK_NEEDLES, MASKS, MAX_LENGTH, NO_REASON, signature_id
 from zaqar_lite.claims.encryption import ENVELOPE
 
 EXAMPLES = 3
@@ -52,19 +54,54 @@ FIELD_VALUE_LENGTH = 40
 # -- failure signatures ---------------------------------------------------------------------------
 
 
+def _mask(pattern: str, replacement: str) -> Callable[[Column], Column]:
+    """Return the function applying one mask to a text (a lambda of ``transform``: one argument)."""
+    needles = MASK_NEEDLES.get(pattern)
+    if not needles:
+        return lambda text: F.regexp_replace(text, pattern, replacement)
+    # a plain substring test is far cheaper than a regular expression that finds nothing
+    return lambda text: F.when(
+        functools.reduce(operator.or_, [text.contains(n) for n in needles]),
+        F.regexp_replace(text, pattern, replacement),
+    ).otherwise(text)
+
+
+def mask_texts(texts: Column) -> Column:
+    """Return an ``array<string>`` of error texts with their variable parts masked (``mask_error``).
+
+    One pass over the array per mask, so that each mask reads its text as a
+    lambda variable: a mask whose literal needle (:data:`MASK_NEEDLES`) is
+    absent costs a substring search, not a regular expression.
+    """
+    for pattern, replacement in MASKS:
+        texts = F.transform(texts, _mask(pattern, replacement))
+    return F.transform(texts, lambda text: F.substring(F.trim(text), 1, MAX_LENGTH))
+
+
 def masked_error(error: Column) -> Column:
     """Return the error text with its variable parts masked (``signatures.mask_error``, in Spark)."""
-    for pattern, replacement in MASKS:
-        error = F.regexp_replace(error, pattern, replacement)
-    return F.substring(F.trim(error), 1, MAX_LENGTH)
+    return mask_texts(F.array(error))[0]
+
+
+def signature_of(kind: Column, masked: Column) -> Column:
+    """Return a signature from a trimmed error type and a masked error text (both never null).
+
+    Each argument is read twice: pass columns or lambda variables, not the
+    masking itself, which would then run once per reference.
+    """
+    text = F.concat_ws(": ", F.when(kind != "", kind), F.when(masked != "", masked))
+    return F.when(text == "", F.lit(NO_REASON)).otherwise(text)
 
 
 def signature_text(error_type: Column, error: Column) -> Column:
-    """Return the signature of a failure (``signatures.signature``, in Spark)."""
+    """Return the signature of a failure (``signatures.signature``, in Spark).
+
+    The masked text is bound once by a one-element ``transform``, so its
+    regular expressions run once per failure.
+    """
     kind = F.trim(F.coalesce(error_type, F.lit("")))
-    masked = masked_error(F.coalesce(error, F.lit("")))
-    text = F.concat_ws(": ", F.when(kind != "", kind), F.when(masked != "", masked))
-    return F.when(text == "", F.lit(NO_REASON)).otherwise(text)
+    masked = F.array(masked_error(F.coalesce(error, F.lit(""))))
+    return F.transform(masked, lambda m: signature_of(kind, m))[0]
 
 
 def short_hash(text: Column) -> Column:
@@ -215,15 +252,31 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     messages without one) and shape_id (short hash of :func:`body_structure`).
     ``last_claim_id`` is left out.
     """
-    texts = dead_letters.select(
+    # every expression once per failure: a lambda's body is not deduplicated, so the masked texts
+    # (eleven regular expressions, the cost of this pass) are a column of their own, read by index
+    failures = F.coalesce(F.col("failures"), F.array())
+    masked_texts = dead_letters.select(
+        "*", mask_texts(F.transform(failures, lambda f: F.coalesce(f["error"], F.lit("")))).alias("masked")
+    )
+    masked = F.transform(
+        failures,
+        lambda f, i: F.struct(
+            f["at"].alias("at"),
+            F.trim(f["error_type"]).alias("error_type"),
+            f["error"].alias("error"),
+            F.trim(F.coalesce(f["error_type"], F.lit(""))).alias("kind"),
+            F.col("masked")[i].alias("masked"),
+        ),
+    )
+    texts = masked_texts.select(
         *[c for c in dead_letters.columns if c not in ("failures", "last_claim_id")],
         F.transform(
-            F.coalesce(F.col("failures"), F.array()),
+            masked,
             lambda f: F.struct(
                 f["at"].alias("at"),
-                F.trim(f["error_type"]).alias("error_type"),
+                f["error_type"].alias("error_type"),
                 f["error"].alias("error"),
-                signature_text(f["error_type"], f["error"]).alias("signature"),
+                signature_of(f["kind"], f["masked"]).alias("signature"),
             ),
         ).alias("texts"),
     )
@@ -374,11 +427,14 @@ def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
     and keeps the paths with few values (:func:`categorical_fields`); a path
     with one value in every source queue (a message type) only restates the source.
     """
+    # the parsed body is a column of its own: referenced in a lambda, an expression runs once per reference
     items = enriched.select(
+        "project", "source_queue", "id", F.from_json("body", body_schema(paths)).alias("parsed")
+    ).select(
         "project",
         "source_queue",
         "id",
-        F.explode(path_items(F.from_json("body", body_schema(paths)), paths)).alias("item"),
+        F.explode(path_items(F.col("parsed"), paths)).alias("item"),
     ).select(
         "project",
         "source_queue",
@@ -430,7 +486,7 @@ def message_features(
     ``items[].sku``). The body is parsed once, by ``from_json``.
     """
     fields = [f for f in fields if f not in client_labels]
-    parsed = F.from_json("body", body_schema([*fields, *client_labels]))
+    parsed = F.col("parsed")  # a column of its own, parsed once (see body_field_profile)
     label = F.coalesce(*[_text(parsed, path) for path in client_labels], F.col("client_id"))
     hour = F.lpad(F.floor(F.col("first_posted_at") % 86400 / 3600).cast("int").cast("string"), 2, "0")
     items = F.array(
@@ -444,8 +500,8 @@ def message_features(
     )
     listed = F.concat(F.filter(items, lambda item: item.isNotNull()), path_items(parsed, fields))
     return enriched.select(
-        "id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items")
-    )
+        "*", F.from_json("body", body_schema([*fields, *client_labels])).alias("parsed")
+    ).select("id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items"))
 
 
 def _text(parsed: Column, path: str) -> Column:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from spark_jobs.signatures import NO_REASON, failure_signature_id, mask_error, signature
+from spark_jobs.signatures import MASK_NEEDLES, MASKS, NO_REASON, failure_signature_id, mask_error, signature
 
 MASKED = [
     ('missing field "customer.id" in order 81723', 'missing field "<str>" in order <n>'),
@@ -28,6 +30,18 @@ MASKED = [
 @pytest.mark.parametrize(("text", "expected"), MASKED, ids=[m[1] or "empty" for m in MASKED])
 def test_error_texts_are_masked(text, expected):
     assert mask_error(text) == expected
+
+
+def test_a_mask_without_its_needle_in_the_text_changes_nothing():
+    assert set(MASK_NEEDLES) <= {pattern for pattern, _ in MASKS}  # a stale key would guard nothing
+    texts = [t for t, _ in MASKED] + ["a b c", "one space only", "x.y/z", "0X1f", "a\fb", "a\rb", "q@r"]
+    skipped = 0
+    for pattern, replacement in MASKS:
+        for text in texts:
+            if pattern in MASK_NEEDLES and not any(n in text for n in MASK_NEEDLES[pattern]):
+                skipped += 1
+                assert re.sub(pattern, replacement, text) == text, (pattern, text)
+    assert skipped == 124  # the check ran on every text a mask skips
 
 
 def test_signature_joins_type_and_masked_text_and_names_missing_reasons():
@@ -74,3 +88,18 @@ def test_spark_masks_exactly_as_python_does(spark):
         error_type = "E" if row["i"] % 2 else None
         assert row["s"] == signature(error_type, text), text
         assert hashed["h"] == failure_signature_id(error_type, text), text
+
+
+@pytest.mark.slow
+def test_enrich_signs_every_failure_of_a_history_as_python_does(dead_letters):
+    from spark_jobs import transforms
+    from tests.spark.conftest import dead_letter, failure
+
+    texts = [t for t, _ in MASKED] + [None]
+    history = [failure(10.0 + i, i + 1, "E" if i % 2 else None, t) for i, t in enumerate(texts)]
+    row = transforms.enrich(dead_letters(dead_letter("m1", failures=history))).collect()[0]
+    assert [(f["signature"], f["signature_id"]) for f in row["signed"]] == [
+        (signature("E" if i % 2 else None, t), failure_signature_id("E" if i % 2 else None, t))
+        for i, t in enumerate(texts)
+    ]
+    assert (row["cause_error_type"], row["cause_signature"]) == ("E", "E")  # the last: type E, no text
