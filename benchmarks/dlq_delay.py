@@ -262,9 +262,10 @@ def leave_out_matured_select() -> None:
     to show how much of the cost of undelayed claims the second SELECT is.
     """
     from zaqar_lite.storage.sqlite import driver as sqlite
+    from zaqar_lite.storage.sqlite.statements import READY
 
     def ready_only(self: Any, db: Any, args: Mapping[str, Any], limit: int) -> list[Any]:
-        found: list[Any] = self._select(db, sqlite._READY, args, limit, "messages_by_visibility")
+        found: list[Any] = self._select(db, READY, args, limit, "messages_by_visibility")
         return found
 
     sqlite.SqliteStorage._candidates = ready_only  # type: ignore[method-assign]

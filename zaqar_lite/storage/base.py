@@ -495,7 +495,8 @@ class PlannedClaimStorage(PlannedStorage):
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
                 claimed += applied.claimed
-                if groups.frees_a_group(read, [*(m.id for m in plan.moved), *plan.deleted]):
+                if (plan.moved or plan.deleted) and groups.frees_a_group(
+                        read, [*(m.id for m in plan.moved), *plan.deleted]):
                     continue  # the group's next message may be claimable now: read again from `after`
                 if len(batch) < wanted:
                     break
