@@ -37,9 +37,16 @@ processes, or of the loop); the latter moves much less with the neighbours'
 load. The driver layer also counts the SQL statements and the WAL pages of a
 claim and of a delete, and shows the query plans of the claim's SELECTs.
 
+Part (a) also runs on Redis (``--stores sqlite,redis``): each side gets a
+database of its own on one throwaway redis-server (``bench_stores.py``), and
+the server's CPU time during a turn counts with the side's (HTTP: with the
+gunicorn processes'; driver: with the loop's). Against ``--base-commit
+1ca13d6`` (the commit before long polling, retry backoff, deduplication,
+groups and trace context) it measures what a queue that uses none of them pays.
+
 Usage: ``python benchmarks/dlq_delay.py [--parts a,b,c] [--layers http,driver]
-[--rounds 10] [--seconds 2] [--driver-rounds 40] [--driver-seconds 0.25]
-[--json] [--save FILE]``
+[--stores sqlite,redis] [--rounds 10] [--seconds 2] [--driver-rounds 40]
+[--driver-seconds 0.25] [--json] [--save FILE]``
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
--- _lib.lua: helpers shared by the operation scripts; RedisStorage prepends this
--- file to every script before registering it, so each EVALSHA still runs one
--- self-contained script.
+-- _lib.lua: helpers shared by the operation scripts; RedisStorage prepends the
+-- functions a script calls (and those they call) to it before registering it,
+-- so each EVALSHA still runs one self-contained script (client.library_for).
+-- Each function starts at a line "local function name(" and ends at a line
+-- "end", with the comment lines right above it.
 --
 -- Key layout (P = percent-encoded project, Q = percent-encoded queue name;
 -- "{P}" is the Redis Cluster hash tag, so a project's queues, DLQs, messages
