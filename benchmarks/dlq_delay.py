@@ -37,9 +37,16 @@ processes, or of the loop); the latter moves much less with the neighbours'
 load. The driver layer also counts the SQL statements and the WAL pages of a
 claim and of a delete, and shows the query plans of the claim's SELECTs.
 
+Part (a) also runs on Redis (``--stores sqlite,redis``): each side gets a
+database of its own on one throwaway redis-server (``bench_stores.py``), and
+the server's CPU time during a turn counts with the side's (HTTP: with the
+gunicorn processes'; driver: with the loop's). Against ``--base-commit
+1ca13d6`` (the commit before long polling, retry backoff, deduplication,
+groups and trace context) it measures what a queue that uses none of them pays.
+
 Usage: ``python benchmarks/dlq_delay.py [--parts a,b,c] [--layers http,driver]
-[--rounds 10] [--seconds 2] [--driver-rounds 40] [--driver-seconds 0.25]
-[--json] [--save FILE]``
+[--stores sqlite,redis] [--rounds 10] [--seconds 2] [--driver-rounds 40]
+[--driver-seconds 0.25] [--json] [--save FILE]``
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from bench_stores import KINDS, Stores, stores
 from http_load import BATCH, PROJECT, SESSIONS, call, cpu_seconds, run_wrk, serving, stock_queue
 
 HERE = Path(__file__).resolve().parent
@@ -262,9 +270,10 @@ def leave_out_matured_select() -> None:
     to show how much of the cost of undelayed claims the second SELECT is.
     """
     from zaqar_lite.storage.sqlite import driver as sqlite
+    from zaqar_lite.storage.sqlite.statements import READY
 
     def ready_only(self: Any, db: Any, args: Mapping[str, Any], limit: int) -> list[Any]:
-        found: list[Any] = self._select(db, sqlite._READY, args, limit, "messages_by_visibility")
+        found: list[Any] = self._select(db, READY, args, limit, "messages_by_visibility")
         return found
 
     sqlite.SqliteStorage._candidates = ready_only  # type: ignore[method-assign]
@@ -453,17 +462,18 @@ class Server:
 
 
 def wrk_claims(args: argparse.Namespace, server: Server, queue: str,
-               seconds: int | None = None) -> dict[str, Any]:
+               seconds: int | None = None, store_cpu: Callable[[], float] = lambda: 0.0) -> dict[str, Any]:
     """One timed turn of wrk's claim+delete load.
 
     Adds to http_load's figures the rates per second and per CPU-second of the
     server's processes (all its gunicorn processes, from /proc, read before wrk
-    starts and SETTLE seconds after it ends, when requests it left in flight are done).
+    starts and SETTLE seconds after it ends, when requests it left in flight are done)
+    and of the store's server when it has one (``store_cpu``).
     """
-    cpu_before = cpu_seconds({server.session})
+    cpu_before = cpu_seconds({server.session}) + store_cpu()
     figures = run_wrk(args.wrk, server.url, "claim", wrk_options(args, queue), seconds or args.seconds)
     time.sleep(SETTLE)
-    figures["cpu_seconds"] = cpu_seconds({server.session}) - cpu_before
+    figures["cpu_seconds"] = cpu_seconds({server.session}) + store_cpu() - cpu_before
     cpu = max(figures["cpu_seconds"], 1 / CLOCK_TICKS)
     figures["pairs_per_s"] = figures["deleted"] / figures["seconds"]
     figures["claims_per_s"] = figures["claimed"] / figures["seconds"]
@@ -524,10 +534,13 @@ def hybrid_checkout(source: Path, donor: Path, module: str, target: Path, into: 
     return target
 
 
-def http_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, Any]:
+def http_part_a(args: argparse.Namespace, tmp: Path, base: Path, store: Stores) -> dict[str, Any]:
     """(a) over HTTP: the two builds' servers (and the base with this tree's server.py), one queue each."""
     sides = [(CURRENT, REPO), (args.base_label, base)]
-    if args.diagnostics:
+    # the hybrids need a base whose SQLite driver is one module (5c7a35c), and a SQLite store
+    old_sqlite = base / "zaqar_lite" / "storage" / "sqlite.py"
+    diagnostics = args.diagnostics and store.kind == "sqlite" and old_sqlite.exists()
+    if diagnostics:
         sides += [(args.hybrid_label, hybrid_checkout(base, REPO, "server.py", tmp / "base-with-server")),
                   (args.old_sqlite_label, hybrid_checkout(REPO, base, "storage/sqlite.py",
                                                           tmp / "current-with-base-sqlite",
@@ -536,20 +549,19 @@ def http_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, An
     with contextlib.ExitStack() as stack:
         servers = {}
         for side, checkout in sides:
-            slug = side.replace("+", "-")
-            storage = storage_uri(tmp / f"a-http-{slug}.db", args.synchronous)
-            servers[side] = Server(stack, serve_command(storage, args.workers), tmp / f"a-http-{slug}",
+            slug = f"a-http-{store.kind}-{side.replace('+', '-')}"
+            servers[side] = Server(stack, serve_command(store.uri(slug), args.workers), tmp / slug,
                                    build_env(checkout), checkout)
 
         def turn(side: str, seconds: int | None = None) -> dict[str, Any]:
             stock_queue(servers[side].url, QUEUE_A, args.client_id, level.value)
-            return level.saw(wrk_claims(args, servers[side], QUEUE_A, seconds))
+            return level.saw(wrk_claims(args, servers[side], QUEUE_A, seconds, store.cpu_seconds))
 
         for side in servers:  # warm-up: start every worker and fill caches before timing
             turn(side, 1)
         figures = interleave(list(servers), args.rounds, turn)
     pairs = [(CURRENT, args.base_label)]
-    if args.diagnostics:
+    if diagnostics:
         pairs += [(CURRENT, args.old_sqlite_label), (CURRENT, args.hybrid_label),
                   (args.hybrid_label, args.base_label)]
     return compare(figures, PARTS["a"][2], pairs)
@@ -613,33 +625,49 @@ def http_part_c(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 # -- driver layer --------------------------------------------------------------------------
 
 
-def driver_part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, Any]:
-    """(a) in the service layer: each build's own code on its own SQLite file."""
+def driver_part_a(args: argparse.Namespace, tmp: Path, base: Path, store: Stores) -> dict[str, Any]:
+    """(a) in the service layer: each build's own code on its own store (SQLite file, Redis database).
+
+    On Redis the server's CPU time during a turn counts with the loop's (the claim
+    and delete scripts run there); the median CPU time of a claim is the loop's alone.
+    """
     sides: list[tuple[str, Path, str | None]] = [(CURRENT, REPO, None), (args.base_label, base, None)]
-    if args.diagnostics:
+    diagnostics = args.diagnostics and store.kind == "sqlite"
+    if diagnostics:
         sides += [(args.ready_only_label, REPO, READY_ONLY), (args.index_label, base, WITH_INDEX)]
     level = Level(args.ready, args.driver_seconds)
     with contextlib.ExitStack() as stack:
         workers = {side: stack.enter_context(driver_worker(
-                       checkout, storage_uri(tmp / f"a-driver-{side}.db", args.driver_synchronous),
-                       tmp / f"a-driver-{side}.log", variant))
+                       checkout, store.uri(f"a-driver-{side}"), tmp / f"a-driver-{store.kind}-{side}.log",
+                       variant))
                    for side, checkout, variant in sides}
 
         def turn(side: str, seconds: float | None = None) -> dict[str, Any]:
             workers[side].ask("stock", queue=QUEUE_A, target=level.value)
-            return level.saw(workers[side].ask("run", queue=QUEUE_A, seconds=seconds or args.driver_seconds))
+            before = store.cpu_seconds()
+            figures = workers[side].ask("run", queue=QUEUE_A, seconds=seconds or args.driver_seconds)
+            return level.saw(with_store_cpu(figures, store.cpu_seconds() - before))
 
         for side in workers:
             turn(side, min(0.5, args.driver_seconds))
         figures = interleave(list(workers), args.driver_rounds, turn)
-        traces = {side: worker.ask("trace", queue=QUEUE_A) for side, worker in workers.items()}
+        traces = ({side: worker.ask("trace", queue=QUEUE_A) for side, worker in workers.items()}
+                  if store.kind == "sqlite" else {})
     pairs = [(CURRENT, args.base_label)]
-    if args.diagnostics:  # current/base = the three factors below, multiplied
+    if diagnostics:  # current/base = the three factors below, multiplied
         pairs += [(CURRENT, args.ready_only_label), (args.ready_only_label, args.index_label),
                   (args.index_label, args.base_label)]
     result = compare(figures, PARTS["a"][2], pairs)
     result["traces"] = traces
     return result
+
+
+def with_store_cpu(figures: dict[str, Any], store_seconds: float) -> dict[str, Any]:
+    """Add the CPU time of the store's server during a driver turn to the loop's, and rate again."""
+    if store_seconds:
+        figures["cpu_seconds"] += store_seconds
+        figures["pairs_per_cpu_s"] = figures["claims_per_cpu_s"] = figures["claimed"] / figures["cpu_seconds"]
+    return figures
 
 
 def driver_part_b(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -693,6 +721,18 @@ def driver_part_c(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return result
 
 
+def part_a(args: argparse.Namespace, tmp: Path, base: Path) -> dict[str, dict[str, Any]]:
+    """Run part (a) on every store and layer asked for: SQLite's layers named plainly, others' suffixed."""
+    layers: dict[str, dict[str, Any]] = {}
+    for kind in args.stores:
+        for layer in args.layers:
+            synchronous = args.synchronous if layer == "http" else args.driver_synchronous
+            with stores(kind, tmp / f"stores-{kind}-{layer}", synchronous) as store:
+                run = http_part_a if layer == "http" else driver_part_a
+                layers[layer if kind == "sqlite" else f"{layer}-{kind}"] = run(args, tmp, base, store)
+    return layers
+
+
 # -- output --------------------------------------------------------------------------------
 
 
@@ -726,8 +766,8 @@ def side_lines(layer: str, result: dict[str, Any]) -> tuple[list[str], list[str]
         errors = f.get("failures", 0) + f.get("socket_errors", 0)
         p99 = f"{f['p99_ms']:8.1f}" if "p99_ms" in f else f"{'-':>8}"
         delete = f"{f['delete_ms']:8.3f}" if "delete_ms" in f else f"{'-':>8}"
-        claim = f"{f['claim_ms']:9.3f}" if layer == "driver" else f"{f['claim_ms']:9.2f}"
-        lines.append(f"  {layer if index == 0 else '':<7}{side:<13}{f['pairs_per_s']:8.1f}"
+        claim = f"{f['claim_ms']:9.3f}" if layer.startswith("driver") else f"{f['claim_ms']:9.2f}"
+        lines.append(f"  {layer if index == 0 else '':<13}{side:<13}{f['pairs_per_s']:8.1f}"
                      f"{f['claims_per_s']:9.1f}{f.get('moved_per_s', 0.0):8.1f}"
                      f"{f['pairs_per_cpu_s']:11.1f}"
                      f"{claim}{delete}{p99}{f['empty_claims']:6d}{errors:7d}")
@@ -751,7 +791,7 @@ def ratio_lines(layer: str, result: dict[str, Any], metrics: tuple[str, ...],
             lines.append(f"  {'':<7}ratio {rate_name(metric)} {r['subject']}/{r['reference']} = "
                          f"{k['ratio']:.3f} (median of {len(ratios)} rounds, range {spread}; "
                          f"of medians {k['ratio_of_medians']:.3f}){verdict}")
-        if layer == "driver" and r["claim_time_ratio"]:
+        if layer.startswith("driver") and r["claim_time_ratio"]:
             lines.append(f"  {'':<7}      median CPU time of a claim {r['subject']}/{r['reference']} = "
                          f"{r['claim_time_ratio']:.3f} (higher is slower)")
     return lines
@@ -779,7 +819,7 @@ def part_lines(key: str, layers: dict[str, dict[str, Any]], args: argparse.Names
     """Render one part: a row per side and layer, the ratios, the SQL per claim and the plans."""
     name, title, metrics, goal = PARTS[key]
     lines = [f"({key}) {name}: " + title.format(base=args.base_label, delay=DELAY)]
-    lines.append(f"  {'layer':<7}{'side':<13}{'msgs/s':>8}{'claims/s':>9}{'moved/s':>8}{'msgs/cpu-s':>11}"
+    lines.append(f"  {'layer':<13}{'side':<13}{'msgs/s':>8}{'claims/s':>9}{'moved/s':>8}{'msgs/cpu-s':>11}"
                  f"{'claim ms':>9}{'del ms':>8}{'p99 ms':>8}{'empty':>6}{'errors':>7}")
     notes = []
     for layer, result in layers.items():
@@ -840,6 +880,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="a,b,c", help="which comparisons: a, b, c (all)")
     parser.add_argument("--layers", default="http,driver", help="http and/or driver (both)")
+    parser.add_argument("--stores", default="sqlite",
+                        help="stores of part a: sqlite and/or redis (sqlite); parts b and c use SQLite")
     parser.add_argument("--base-commit", default="5c7a35c", help="the build without delays (5c7a35c)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per server (2)")
     parser.add_argument("-c", "--concurrency", type=int, default=8, help="wrk connections (8)")
@@ -866,8 +908,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     args.layers = [p.strip() for p in args.layers.split(",") if p.strip()]
-    if set(args.parts) - set(PARTS) or set(args.layers) - {"http", "driver"}:
-        parser.error("--parts takes a, b, c; --layers takes http, driver")
+    args.stores = [p.strip() for p in args.stores.split(",") if p.strip()]
+    if set(args.parts) - set(PARTS) or set(args.layers) - {"http", "driver"} or set(args.stores) - set(KINDS):
+        parser.error("--parts takes a, b, c; --layers takes http, driver; --stores takes sqlite, redis")
     if min(args.workers, args.concurrency, args.rounds, args.driver_rounds, args.seconds, args.ready) < 1 \
             or args.driver_seconds <= 0:
         parser.error("every count and duration must be positive")
@@ -907,15 +950,12 @@ def main(argv: list[str] | None = None) -> None:
         else:
             settings["base_commit"] = git("rev-parse", "--verify", args.base_commit + "^{commit}")
         runners: dict[str, dict[str, Callable[[], dict[str, Any]]]] = {
-            "a": {"http": lambda: http_part_a(args, tmp, base),
-                  "driver": lambda: driver_part_a(args, tmp, base)},
             "b": {"http": lambda: http_part_b(args, tmp), "driver": lambda: driver_part_b(args, tmp)},
             "c": {"http": lambda: http_part_c(args, tmp), "driver": lambda: driver_part_c(args, tmp)},
         }
         for key in args.parts:
-            results[key] = {}
-            for layer in args.layers:
-                results[key][layer] = runners[key][layer]()
+            results[key] = part_a(args, tmp, base) if key == "a" else {
+                layer: runners[key][layer]() for layer in args.layers}
     settings["load_after"] = os.getloadavg()
     document = json.dumps({"settings": settings, "results": results}, indent=2)
     if args.save:

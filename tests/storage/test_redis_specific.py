@@ -16,6 +16,7 @@ from tests.conftest import missing_server
 from tests.servers.redis import RedisServer
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.storage.redis.client import library_for
 from zaqar_lite.storage.redis.driver import RedisStorage
 
 P, Q, DLQ = "p", "q", "q-dlq"
@@ -98,6 +99,26 @@ def test_claim_work_does_not_grow_with_delayed_or_claimed_messages(store, redis_
     claimed, work = _commands_run_by(redis_server, lambda: _claim(store, 5, NOW + 3))
     assert claimed == []
     assert work <= 5
+
+
+def test_a_delete_reads_its_message_once_and_nothing_of_groups_it_is_not_in(store, redis_server):
+    store.post_messages(P, Q, _messages(2), NOW)
+    assert _claim(store, 1, claim_id="c1") == ["m0"]
+
+    _, work = _commands_run_by(redis_server, lambda: store.delete_message(P, Q, "m0", "c1", NOW + 1))
+    # HMGET of the message, HGET of its claim's end, ZREM from six indexes, SREM from the claim, DEL
+    assert work == 10
+    assert [m.id for m in store.get_messages(P, Q, ["m0", "m1"], NOW + 1)] == ["m1"]
+
+
+def test_a_script_carries_the_library_functions_it_calls_and_theirs_only():
+    library = ("-- first\nlocal function first(x)\n  return x\nend\n\n"
+               "-- second, which calls first\nlocal function second(x)\n  return first(x) + 1\nend\n"
+               "local function unused()\n  return 0\nend\n")
+    assert library_for("return second(1)", library) == (
+        "-- first\nlocal function first(x)\n  return x\nend\n"
+        "-- second, which calls first\nlocal function second(x)\n  return first(x) + 1\nend\n")
+    assert library_for("return 1", library) == ""
 
 
 def test_scripts_are_loaded_again_after_the_server_forgets_them(store, redis_server):

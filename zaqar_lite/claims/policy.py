@@ -139,6 +139,15 @@ class Plan:
     deleted: list[str] = dataclasses.field(default_factory=list)
 
 
+def _claimed_wait(request: ClaimRequest, claim_expires: float, count: int, slot: int) -> float:
+    """Return the ``delay_until`` of the ``slot``-th message a claim takes (its ``count``-th claim)."""
+    if request.backoff is None:  # the common case pays no draw and no count check
+        return 0.0
+    draw = request.draws[slot] if slot < len(request.draws) else 0.0
+    return backoff.claimed_delay_until(request.backoff, claim_expires, count, draw,
+                                       count_exhausted(count, request.dead_letter))
+
+
 def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queue: str,
                already_claimed: int = 0) -> Plan:
     """Decide what a claim does with visible candidates, taken in FIFO order.
@@ -163,17 +172,14 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
             else:
                 plan.deleted.append(message.id)
             continue
-        count, slot = message.claim_count + 1, request.limit - room
-        claim_expires = request.now + request.ttl
-        draw = request.draws[slot] if slot < len(request.draws) else 0.0
+        count, claim_expires = message.claim_count + 1, request.now + request.ttl
         plan.claimed.append(dataclasses.replace(
             message,
             claim_id=request.claim_id,
             claim_expires=claim_expires,
             claim_count=count,
             expires=claimed_expiry(message.expires, request.now, request.ttl, request.grace),
-            delay_until=backoff.claimed_delay_until(request.backoff, claim_expires, count, draw,
-                                                    count_exhausted(count, request.dead_letter)),
+            delay_until=_claimed_wait(request, claim_expires, count, request.limit - room),
         ))
         room -= 1
     return plan

@@ -510,7 +510,8 @@ class PlannedClaimStorage(PlannedStorage):
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
                 claimed += applied.claimed
                 moved, deleted = moved + applied.moved, deleted + applied.deleted
-                if groups.frees_a_group(read, [*(m.id for m in plan.moved), *plan.deleted]):
+                if (plan.moved or plan.deleted) and groups.frees_a_group(
+                        read, [*(m.id for m in plan.moved), *plan.deleted]):
                     continue  # the group's next message may be claimable now: read again from `after`
                 if len(batch) < wanted:
                     break

@@ -1,8 +1,8 @@
 """The Redis connection of a driver: the pool, each thread's client, the scripts, the one error translation.
 
-Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get
-``lua/_lib.lua`` prepended, are registered once and run by SHA, reloaded on
-NOSCRIPT. Connection errors and timeouts become
+Scripts (``lua/*.lua``, each documenting its KEYS, ARGV and reply) get the
+functions of ``lua/_lib.lua`` they call prepended (:func:`library_for`), are
+registered once and run by SHA, reloaded on NOSCRIPT. Connection errors and timeouts become
 :class:`~zaqar_lite.errors.StorageUnavailable`; the connection pool reconnects
 by itself when Redis is back.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from importlib import resources
@@ -29,6 +30,8 @@ from zaqar_lite.storage.redis.layout import Target, parse_uri
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "delete", "bulk_delete", "pop", "sweep", "purge", "list", "stats", "redrive", "put_record",
            "delete_record", "edit")
+#: a function of ``lua/_lib.lua``: the comments above it, its name, and its text up to its closing ``end``
+_LUA_FUNCTION = re.compile(r"(?:^--[^\n]*\n)*^local function (\w+)\(.*?^end\n", re.MULTILINE | re.DOTALL)
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 # unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
@@ -61,6 +64,25 @@ def _greenlet_locals() -> bool:
     except ImportError:  # pragma: no cover - gevent is a base dependency
         return False
     return bool(monkey.is_module_patched("threading"))
+
+
+def library_for(script: str, library: str) -> str:
+    """Return the functions of ``library`` that ``script`` calls, with those they call, in library order.
+
+    Each ``local function`` of a script is made anew (a closure, later collected)
+    every time the script runs: a script that carried the whole library would
+    pay on every call for the functions it never calls.
+    """
+    functions = {match.group(1): match.group(0) for match in _LUA_FUNCTION.finditer(library)}
+    needed: set[str] = set()
+    pending = [script]
+    while pending:
+        text = pending.pop()
+        for name, definition in functions.items():
+            if name not in needed and re.search(rf"\b{name}\b", text):
+                needed.add(name)
+                pending.append(definition)
+    return "".join(definition for name, definition in functions.items() if name in needed)
 
 
 class RedisConnected:
@@ -99,7 +121,8 @@ class RedisConnected:
         #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
         self._scripts: dict[str, tuple[str, str]] = {}
         for name in SCRIPTS:
-            text = library + (lua / f"{name}.lua").read_text()
+            script = (lua / f"{name}.lua").read_text()
+            text = library_for(script, library) + script
             self._scripts[name] = hashlib.sha1(text.encode()).hexdigest(), text
 
     @property

@@ -172,9 +172,9 @@ def from_reply(reply: Sequence[str]) -> Message:
 
 
 def backoff_args(backoff: RetryBackoff | None) -> list[str]:
-    """Return claim.lua's ARGV of a ``_retry_backoff``: base, factor, max, jitter (base '' for none)."""
-    if backoff is None:
-        return ["", "", "", ""]
+    """Return claim.lua's ARGV of a ``_retry_backoff``: base, factor, max, jitter (none without one)."""
+    if backoff is None:  # a claim without a policy sends nothing for it (and has no draws)
+        return []
     return [stamp(backoff.base), stamp(backoff.factor), stamp(backoff.max), stamp(backoff.jitter)]
 
 

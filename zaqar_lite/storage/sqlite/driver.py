@@ -15,7 +15,8 @@ Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
 addressed by message id. Tables, indexes and the migration of files of older
-layouts: :mod:`~zaqar_lite.storage.sqlite.layout`.
+layouts: :mod:`~zaqar_lite.storage.sqlite.layout`; the SQL of the message paths, each
+statement made once: :mod:`~zaqar_lite.storage.sqlite.statements`.
 """
 
 from __future__ import annotations
@@ -37,28 +38,15 @@ from zaqar_lite.models import (
     QueueStats,
 )
 from zaqar_lite.storage.base import Applied, PlannedClaimStorage
-from zaqar_lite.storage.sqlite.layout import (
-    MESSAGE_COLUMNS,
-    MESSAGE_FIELDS,
-    message_from_row,
-)
+from zaqar_lite.storage.sqlite.layout import MESSAGE_COLUMNS, message_from_row
 from zaqar_lite.storage.sqlite.records import SqliteRecords
-
-# Candidates for claim and pop come from two index ranges merged by marker:
-# never-delayed (and already-claimed-once) messages have delay_until = 0, an
-# ordered range of the visibility index; matured delayed messages are the small
-# range 0 < delay_until <= now. Still-delayed messages are never scanned. Together
-# they are the visibility rule, policy.visible_at, in SQL: a prefilter the claim
-# loop (storage.base) checks every candidate against again.
-_READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
-          " AND (claim_expires IS NULL OR claim_expires <= :now)")
-_MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
-            " AND (claim_expires IS NULL OR claim_expires <= :now)")
-#: a grouped candidate must be its group's head (claims.groups), found in messages_by_group:
-#: the scan passes held messages by itself instead of handing them to the claim loop
-_HEAD = ("(group_name IS NULL OR id = (SELECT id FROM messages AS head INDEXED BY messages_by_group"
-         " WHERE head.project = :project AND head.queue = :queue AND head.group_name = messages.group_name"
-         " ORDER BY head.marker LIMIT 1))")
+from zaqar_lite.storage.sqlite.statements import (
+    CANDIDATES,
+    INSERT_MESSAGE,
+    id_names,
+    ids_where,
+    select_sql,
+)
 
 
 class SqliteStorage(SqliteRecords, PlannedClaimStorage):
@@ -136,7 +124,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
-            f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 18)})",
+            INSERT_MESSAGE,
             [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
               m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
               json.dumps(m.failures) if m.failures else None,
@@ -171,9 +159,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def _select(self, db: sqlite3.Connection, where: str, args: Mapping[str, Any],
                 limit: int | None = None, index: str | None = None) -> list[Message]:
-        table = f"messages INDEXED BY {index}" if index else "messages"
-        sql = f"SELECT {MESSAGE_COLUMNS} FROM {table} WHERE project=:project AND queue=:queue AND {where}"
-        sql += " ORDER BY marker" + (" LIMIT :limit" if limit is not None else "")
+        sql = select_sql(where, limit is not None, index)
         return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
@@ -198,8 +184,8 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def _get(self, db: sqlite3.Connection, project: str, queue: str, ids: Sequence[str],
              now: float) -> list[Message]:
-        names = {f"id{i}": v for i, v in enumerate(ids)}
-        where = f"id IN ({','.join(':' + k for k in names)}) AND expires > :now"
+        names = dict(zip(id_names(len(ids)), ids, strict=True))
+        where = ids_where(len(ids))
         # Left to itself the planner may prefer a range of another index over the queue's rows.
         return self._select(db, where, {"project": project, "queue": queue, "now": now, **names},
                             index="messages_by_id")
@@ -212,11 +198,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def _candidates(self, db: sqlite3.Connection, args: Mapping[str, Any], limit: int) -> list[Message]:
         """Return up to ``limit`` visible messages after ``args['marker']``, FIFO."""
-        part = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
-                f" WHERE project=:project AND queue=:queue AND {{}} AND {_HEAD}"
-                " ORDER BY marker LIMIT :limit)")
-        sql = f"{part.format(_READY)} UNION ALL {part.format(_MATURED)} ORDER BY marker LIMIT :limit"
-        return [message_from_row(r) for r in db.execute(sql, {**args, "limit": limit})]
+        return [message_from_row(r) for r in db.execute(CANDIDATES, {**args, "limit": limit})]
 
     def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
         with self.transaction() as db:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from zaqar_lite import errors
@@ -106,15 +107,20 @@ def json_or_none(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
-def message_from_row(row: sqlite3.Row) -> Message:
-    """Rebuild a message from a row of :data:`MESSAGE_COLUMNS`."""
+def message_from_row(row: Sequence[Any]) -> Message:
+    """Rebuild a message from a row of :data:`MESSAGE_COLUMNS`, in that order.
+
+    Unpacked by position: a lookup by column name compares names, a cost every
+    claimed, deleted and listed message would pay.
+    """
+    (message_id, body, created, expires, delay_until, client_id, claim_id, claim_expires, claim_count,
+     dlq_eligible, failures, dead_letter, marker, dedup_id, group, trace) = row
     return Message(
-        id=row["id"], body=json.loads(row["body"]), created=row["created"], expires=row["expires"],
-        delay_until=row["delay_until"], client_id=row["client_id"], claim_id=row["claim_id"],
-        claim_expires=row["claim_expires"], claim_count=row["claim_count"],
-        dlq_eligible=bool(row["dlq_eligible"]), failures=failures_from(row["failures"]),
-        dead_letter=json_or_none(row["dead_letter"]), marker=row["marker"], dedup_id=row["dedup_id"],
-        group=row["group_name"], trace=json_or_none(row["trace"]))
+        id=message_id, body=json.loads(body), created=created, expires=expires, delay_until=delay_until,
+        client_id=client_id, claim_id=claim_id, claim_expires=claim_expires, claim_count=claim_count,
+        dlq_eligible=bool(dlq_eligible), failures=json.loads(failures) if failures else [],
+        dead_letter=json.loads(dead_letter) if dead_letter else None, marker=marker, dedup_id=dedup_id,
+        group=group, trace=json.loads(trace) if trace else None)
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:

@@ -1,6 +1,8 @@
--- _lib.lua: helpers shared by the operation scripts; RedisStorage prepends this
--- file to every script before registering it, so each EVALSHA still runs one
--- self-contained script.
+-- _lib.lua: helpers shared by the operation scripts; RedisStorage prepends the
+-- functions a script calls (and those they call) to it before registering it,
+-- so each EVALSHA still runs one self-contained script (client.library_for).
+-- Each function starts at a line "local function name(" and ends at a line
+-- "end", with the comment lines right above it.
 --
 -- Key layout (P = percent-encoded project, Q = percent-encoded queue name;
 -- "{P}" is the Redis Cluster hash tag, so a project's queues, DLQs, messages
@@ -88,11 +90,18 @@ end
 
 -- Take messages leaving queue Q (prefix qp) out of their groups; a group whose
 -- head leaves gets its next message ready (or delayed when it ever was: the
--- next claim promotes it once due). Costs one EXISTS when Q has no groups.
-local function leave_groups(qp, Q, ids)
-  if redis.call('EXISTS', qp .. 'groups') == 0 then return end
-  for _, id in ipairs(ids) do
-    local group = redis.call('HGET', message_key(ARGV[1], id), 'group')
+-- next claim promotes it once due). groups[i] is the group of ids[i] (false for
+-- none) when the caller has read it, so a message without one costs nothing;
+-- with groups nil it is read here, after one EXISTS that ends it when Q has none.
+local function leave_groups(qp, Q, ids, groups)
+  if not groups and redis.call('EXISTS', qp .. 'groups') == 0 then return end
+  for i, id in ipairs(ids) do
+    local group
+    if groups then
+      group = groups[i]
+    else
+      group = redis.call('HGET', message_key(ARGV[1], id), 'group')
+    end
     if group then
       local members = qp .. 'g:' .. group
       local was_head = redis.call('ZRANGE', members, 0, 0)[1] == id
@@ -112,11 +121,12 @@ local function leave_groups(qp, Q, ids)
   end
 end
 
--- Drop message ids from every index of queue Q (and their groups), and each one,
--- ids[i], from the set of its last claim, claims[i] (false for none): one call
--- per key for the whole list (at most a page of ids).
-local function unindex_all(qp, Q, ids, claims)
-  leave_groups(qp, Q, ids)
+-- Drop message ids from every index of queue Q (and their groups: groups as
+-- leave_groups takes it), and each one, ids[i], from the set of its last claim,
+-- claims[i] (false for none): one call per key for the whole list (at most a
+-- page of ids).
+local function unindex_all(qp, Q, ids, claims, groups)
+  leave_groups(qp, Q, ids, groups)
   for _, key in ipairs({Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted}) do
     redis.call('ZREM', key, unpack(ids))
   end
@@ -138,10 +148,10 @@ local function unindex(qp, Q, id, claim_id)
 end
 
 -- Delete messages of queue Q at once: ids[i], last claimed by claims[i] (false
--- for none).
-local function drop_all(ns, qp, Q, ids, claims)
+-- for none); groups as leave_groups takes it.
+local function drop_all(ns, qp, Q, ids, claims, groups)
   if #ids == 0 then return end
-  unindex_all(qp, Q, ids, claims)
+  unindex_all(qp, Q, ids, claims, groups)
   local keys = {}
   for i, id in ipairs(ids) do keys[i] = message_key(ns, id) end
   redis.call('DEL', unpack(keys))
@@ -150,6 +160,12 @@ end
 -- Delete a message of queue Q.
 local function drop(ns, qp, Q, id)
   drop_all(ns, qp, Q, {id}, {redis.call('HGET', message_key(ns, id), 'claim_id')})
+end
+
+-- Delete a message of queue Q whose fields claim_id and group the caller has
+-- read (false when unset): nothing is read again.
+local function drop_read(ns, qp, Q, id, claim_id, group)
+  drop_all(ns, qp, Q, {id}, {claim_id}, {group})
 end
 
 -- Move a message of Q into queue T, named name: it leaves Q's indexes (and its

@@ -12,7 +12,7 @@
 -- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own
 -- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"max_claims","dead_lettered_at":now'
 -- ARGV[14] '1' to claim only if the metadata is still ARGV[15] ('' = no queue), else '0'
--- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (ARGV[16] '' for none)
+-- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (absent for none)
 -- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
 -- Returns: {moved, deleted, claimed}: how many exhausted messages it moved to the DLQ and
 --          deleted, and the claimed messages, FIFO, each {id, field, value, ...} after
@@ -37,18 +37,24 @@ local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], A
 local now = tonumber(now_s)
 if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 local base = ARGV[16]
--- backoff.retry_wait, step by step as Python computes it
-local function retry_wait(count, draw)
-  local factor, ceiling, exponent = tonumber(ARGV[17]), tonumber(ARGV[18]), count - 1
-  local wait = ceiling
-  if not (factor > 1 and exponent * math.log(factor) > 700) then
-    wait = math.min(ceiling, tonumber(base) * factor ^ exponent)
+-- backoff.claimed_delay_until of the count-th claim of the slot-th message claimed;
+-- made only for a queue with a _retry_backoff (a function is made on each run
+-- that reaches it), so without one the claim stores '0'
+local delay_until = false
+if base then
+  -- backoff.retry_wait, step by step as Python computes it
+  local function retry_wait(count, draw)
+    local factor, ceiling, exponent = tonumber(ARGV[17]), tonumber(ARGV[18]), count - 1
+    local wait = ceiling
+    if not (factor > 1 and exponent * math.log(factor) > 700) then
+      wait = math.min(ceiling, tonumber(base) * factor ^ exponent)
+    end
+    return wait * (1 - tonumber(ARGV[19]) * draw)
   end
-  return wait * (1 - tonumber(ARGV[19]) * draw)
-end
-local function delay_until(count, slot)
-  if base == '' or (max_count ~= '' and count >= tonumber(max_count)) then return '0' end
-  return tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0'))
+  delay_until = function(count, slot)
+    if max_count ~= '' and count >= tonumber(max_count) then return '0' end
+    return tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0'))
+  end
 end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
@@ -85,7 +91,7 @@ while #claimed < limit do
         end
         redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
                    'claim_count', count + 1, 'expires', expires,
-                   'delay_until', delay_until(count + 1, #claimed + 1))
+                   'delay_until', delay_until and delay_until(count + 1, #claimed + 1) or '0')
         if f[3] and f[3] ~= claim_id then
           redis.call('SREM', qp .. 'cm:' .. f[3], id)
         end

@@ -10,9 +10,9 @@
 local Q = queue_keys(1)
 local ns, qp, now_s, name, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now = tonumber(now_s)
-local f = redis.call('HMGET', message_key(ns, id), 'q', 'expires', 'claim_id', 'claim_expires')
+local f = redis.call('HMGET', message_key(ns, id), 'q', 'expires', 'claim_id', 'claim_expires', 'group')
 if f[1] ~= name or not after(f[2], now) then return 'ok' end
 local broken = claim_rule_violation(qp, f[3], f[4], ARGV[6], ARGV[7], now)
 if broken then return broken end
-drop(ns, qp, Q, id)
+drop_read(ns, qp, Q, id, f[3], f[5])
 return 'ok'
