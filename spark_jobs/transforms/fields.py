@@ -1,0 +1,140 @@
+"""Candidate causes from the body: its scalar paths, their values, the fields worth mining."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_jobs.transforms.shapes import SCALAR_TYPES
+from zaqar_lite.claims.encryption import ENVELOPE
+
+FIELD_VALUE_LENGTH = 40
+
+
+def scalar_paths(paths: Iterable[str]) -> list[str]:
+    """Return the body paths with scalar values that pattern mining can read, sorted.
+
+    ``paths`` are ``path:type`` entries (:func:`body_paths`). Left out: the
+    root, paths under more than one array, keys that would not read back
+    (``=``, ``[`` or an empty key), and the fields of a body encrypted at rest
+    (its key id, nonce and ciphertext say nothing of why it failed; the report
+    does not decrypt).
+    """
+    found = set()
+    for entry in paths:
+        path, _, kind = entry.rpartition(":")
+        if kind not in SCALAR_TYPES or path.startswith(("$", ENVELOPE)) or path.count("[]") > 1 \
+                or "=" in path:
+            continue
+        keys = [part.removesuffix("[]") for part in path.split(".")]
+        if all(key and "[" not in key and "]" not in key for key in keys):
+            found.add(path)
+    return sorted(found)
+
+
+def _tree(paths: Iterable[str]) -> dict[str, tuple[bool, dict[str, Any]]]:
+    tree: dict[str, tuple[bool, dict[str, Any]]] = {}
+    for path in paths:
+        node = tree
+        for part in path.split("."):
+            key = part.removesuffix("[]")
+            is_array, children = node.get(key, (False, {}))
+            node[key] = (is_array or part.endswith("[]"), children)
+            node = children
+    return tree
+
+
+def _struct(tree: dict[str, tuple[bool, dict[str, Any]]]) -> T.StructType:
+    fields = []
+    for key, (is_array, children) in sorted(tree.items()):
+        kind: T.DataType = _struct(children) if children else T.StringType()
+        fields.append(T.StructField(key, T.ArrayType(kind) if is_array else kind))
+    return T.StructType(fields)
+
+
+def body_schema(paths: Iterable[str]) -> T.StructType:
+    """Return the ``from_json`` schema that reads every path of ``paths`` (scalars read as text)."""
+    return _struct(_tree(paths))
+
+
+def path_items(parsed: Column, paths: Sequence[str]) -> Column:
+    """Return ``array<string>`` of ``<path>=<value>`` items of a body parsed with :func:`body_schema`.
+
+    A path under an array gives one item per distinct value; values are cut
+    to :data:`FIELD_VALUE_LENGTH` characters; objects and arrays met where a
+    scalar was expected are left out.
+    """
+    parts = []
+    for path in paths:
+        value = parsed
+        for part in path.split("."):
+            value = value.getField(part.removesuffix("[]"))
+        if "[]" in path:  # a body without the array has none of its items (not a null list)
+            values = F.array_distinct(F.coalesce(value, F.array().cast("array<string>")))
+        else:
+            values = F.array(value)
+        scalars = F.filter(values, lambda v: v.isNotNull() & ~v.startswith("{") & ~v.startswith("["))
+        parts.append(F.transform(scalars, _item_of(path)))
+    return F.flatten(F.array(*parts)) if parts else F.array().cast("array<string>")
+
+
+def _item_of(path: str) -> Callable[[Column], Column]:
+    """Return the function making ``<path>=<value>`` of a value (a lambda of ``transform``: one argument)."""
+    prefix = F.lit(path + "=")
+    return lambda value: F.concat(prefix, F.substring(value, 1, FIELD_VALUE_LENGTH))
+
+
+def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
+    """Return per body path: messages with a value, distinct values, most distinct values in one queue.
+
+    Columns: field, messages, values, queue_values. The report reads a sample
+    and keeps the paths with few values (:func:`categorical_fields`); a path
+    with one value in every source queue (a message type) only restates the source.
+    """
+    # the parsed body is a column of its own: referenced in a lambda, an expression runs once per reference
+    items = enriched.select(
+        "project", "source_queue", "id", F.from_json("body", body_schema(paths)).alias("parsed")
+    ).select(
+        "project",
+        "source_queue",
+        "id",
+        F.explode(path_items(F.col("parsed"), paths)).alias("item"),
+    ).select(
+        "project",
+        "source_queue",
+        "id",
+        F.substring_index("item", "=", 1).alias("field"),
+        F.expr("substr(item, instr(item, '=') + 1)").alias("value"),
+    )
+    per_queue = items.groupBy("project", "source_queue", "field").agg(
+        F.countDistinct("value").alias("queue_values")
+    )
+    overall = items.groupBy("field").agg(
+        F.countDistinct("id").alias("messages"), F.countDistinct("value").alias("values")
+    )
+    return (
+        overall.join(per_queue.groupBy("field").agg(F.max("queue_values").alias("queue_values")), "field")
+        .select("field", "messages", "values", "queue_values")
+        .orderBy("field")
+    )
+
+
+def categorical_fields(profile: DataFrame, max_values: int) -> DataFrame:
+    """Return ``(field, source_level)`` of the :func:`body_field_profile` paths that look categorical.
+
+    At most ``max_values`` distinct values, each seen twice on average: an id
+    or an amount has about as many values as messages and predicts nothing.
+    ``source_level``: one value in every source queue, so the field says no
+    more than where the message came from.
+    """
+    return (
+        profile.where((F.col("values") <= max_values) & (F.col("values") * 2 <= F.col("messages")))
+        .select("field", (F.col("queue_values") <= 1).alias("source_level"))
+        .orderBy("field")
+    )
+
+
