@@ -194,7 +194,11 @@ def test_a_post_larger_than_the_topics_max_post_size_is_a_400(client):
     client.simulate_put("/v2/topics/small", json={"_max_messages_post_size": 1024})
     body = assert_error(client.simulate_post("/v2/topics/small/messages",
                                              json={"messages": [{"body": "x" * 2000}]}), 400)
-    assert body["description"] == "Request body may not exceed 1024 bytes on queue small."
+    assert body["description"] == "Request body may not exceed 1024 bytes on topic small."
+    client.simulate_put("/v2/queues/small", json={"_max_messages_post_size": 1024})
+    on_queue = assert_error(client.simulate_post("/v2/queues/small/messages",
+                                                 json={"messages": [{"body": "x" * 2000}]}), 400)
+    assert on_queue["description"] == "Request body may not exceed 1024 bytes on queue small."
 
 
 def test_purge_removes_messages_or_subscriptions_as_asked_and_delete_removes_both(client):
@@ -242,7 +246,10 @@ def test_a_topics_subscriptions_are_created_listed_changed_confirmed_and_deleted
     again = client.simulate_post("/v2/topics/alerts/subscriptions", json={"subscriber": HOOK})
     assert_error(again, 409)
     assert client.simulate_delete(f"/v2/topics/alerts/subscriptions/{subscription_id}").status_code == 204
-    assert_error(client.simulate_get(f"/v2/topics/alerts/subscriptions/{subscription_id}"), 404)
+    gone = assert_error(client.simulate_get(f"/v2/topics/alerts/subscriptions/{subscription_id}"), 404)
+    assert gone["description"] == f"Subscription {subscription_id} does not exist in topic alerts."
+    on_queue = assert_error(client.simulate_get(f"/v2/queues/alerts/subscriptions/{subscription_id}"), 404)
+    assert on_queue["description"] == f"Subscription {subscription_id} does not exist in queue alerts."
 
 
 @pytest.mark.parametrize(("document", "field"), [

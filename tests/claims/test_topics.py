@@ -10,6 +10,12 @@ def test_a_projects_topics_live_in_a_namespace_no_client_project_can_be():
     assert topics.namespace("project-a") == "project-a,topics"
 
 
+def test_a_source_in_a_topic_namespace_is_called_a_topic_and_any_other_a_queue():
+    assert topics.source_kind("project-a,topics") == "topic"
+    assert topics.source_kind("project-a") == "queue"
+    assert topics.source_kind("topics") == "queue"
+
+
 def test_a_topic_shows_zaqars_three_reserved_keys_under_its_stored_ones():
     assert topics.with_defaults(None, Limits()) == {
         "_max_messages_post_size": 262144, "_default_message_ttl": 3600, "_default_message_delay": 0}

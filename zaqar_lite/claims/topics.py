@@ -33,6 +33,15 @@ def namespace(project: str) -> str:
     return project + NAMESPACE_SUFFIX
 
 
+def source_kind(project: str) -> str:
+    """Return what clients call a queue stored under ``project``: ``topic`` in a topic namespace.
+
+    Anywhere else it is a ``queue``. Error texts name a source by this word,
+    so a topic route never speaks of a queue.
+    """
+    return "topic" if project.endswith(NAMESPACE_SUFFIX) else "queue"
+
+
 def defaults(limits: Limits) -> dict[str, Any]:
     """Return the reserved keys Zaqar shows on a topic, with the values that apply when unset."""
     return {

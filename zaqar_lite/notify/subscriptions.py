@@ -28,6 +28,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import pools as pool_rules
+from zaqar_lite.claims import topics
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify import options as checks
@@ -53,8 +54,9 @@ class SubscriptionExists(errors.Conflict):
 class NoSuchSubscription(errors.SubscriptionDoesNotExist):
     """No such subscription, or it has expired."""
 
-    def __init__(self, subscription_id: str, queue: str) -> None:
-        super().__init__(f"Subscription {subscription_id} does not exist in queue {queue}.")
+    def __init__(self, subscription_id: str, project: str, queue: str) -> None:
+        kind = topics.source_kind(project)  # a topic's subscriptions are stored under its namespace
+        super().__init__(f"Subscription {subscription_id} does not exist in {kind} {queue}.")
 
 
 def new_subscription_id() -> str:
@@ -180,10 +182,10 @@ class Subscriptions:
         """
         record = self.storage.get_record(project, state.SUBSCRIPTION, state.key(queue, subscription_id))
         if record is None:
-            raise NoSuchSubscription(subscription_id, queue)
+            raise NoSuchSubscription(subscription_id, project, queue)
         subscription = Subscription.from_record(record.value)
         if subscription.is_expired(self.clock()):
-            raise NoSuchSubscription(subscription_id, queue)
+            raise NoSuchSubscription(subscription_id, project, queue)
         return subscription, self._delivery(project, subscription)
 
     def _delivery(self, project: str, subscription: Subscription) -> Delivery:
@@ -270,7 +272,7 @@ class Subscriptions:
         for _ in range(CAS_ATTEMPTS):
             record = self.storage.get_record(project, state.SUBSCRIPTION, record_key)
             if record is None or Subscription.from_record(record.value).is_expired(self.clock()):
-                raise NoSuchSubscription(subscription_id, queue)
+                raise NoSuchSubscription(subscription_id, project, queue)
             updated = change(Subscription.from_record(record.value))
             try:
                 self.storage.put_record(project, state.SUBSCRIPTION, record_key, updated.to_record(),

@@ -8,7 +8,7 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
 from zaqar_lite.claims import backoff as retry_backoff
-from zaqar_lite.claims import dedup
+from zaqar_lite.claims import dedup, topics
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims.policy import REASON_MAX_CLAIMS
 from zaqar_lite.models import (
@@ -17,6 +17,12 @@ from zaqar_lite.models import (
     Message,
 )
 from zaqar_lite.service.core import ServiceBase
+
+
+def post_too_large(size_limit: int, project: str, queue: str) -> errors.InvalidBody:
+    """Return the error of a body over a queue's (or a topic's) ``_max_messages_post_size``."""
+    return errors.InvalidBody(
+        f"Request body may not exceed {size_limit} bytes on {topics.source_kind(project)} {queue}.")
 
 
 class Messages(ServiceBase):
@@ -47,7 +53,7 @@ class Messages(ServiceBase):
             queue_meta = stored or {}
             size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
             if body_size > size_limit:
-                raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+                raise post_too_large(size_limit, project, queue)
             default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
             default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
             dedup_until = dedup.window_end(queue_meta, now)
@@ -86,7 +92,7 @@ class Messages(ServiceBase):
         stored = self.storage.get_queue_metadata(project, queue) or {}
         size_limit = stored.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
         if body_size > size_limit:
-            raise errors.InvalidBody(f"Request body may not exceed {size_limit} bytes on queue {queue}.")
+            raise post_too_large(size_limit, project, queue)
         if "ttl" in changes:  # capped as a post's ttl is
             changes = {**changes, "ttl": meta.capped_ttl(changes["ttl"], stored)}
         edited = self.storage.edit_delayed_message(project, queue, message_id, changes, now)

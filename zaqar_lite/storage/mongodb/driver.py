@@ -3,7 +3,10 @@
 URIs, collections, documents and indexes: :mod:`~zaqar_lite.storage.mongodb.layout`;
 the client, index creation and the one ``StorageUnavailable`` translation (a
 decorator on every method that talks to the server):
-:mod:`~zaqar_lite.storage.mongodb.client`. An unreachable server fails within
+:mod:`~zaqar_lite.storage.mongodb.client`; queue records and the marker counter:
+:mod:`~zaqar_lite.storage.mongodb.queues`; versioned records:
+:mod:`~zaqar_lite.storage.mongodb.records`; remembered ``dedup_id``:
+:mod:`~zaqar_lite.storage.mongodb.dedup`. An unreachable server fails within
 seconds (``StorageUnavailable``, a 503); pymongo reconnects by itself. Indexes
 are created at startup, or, if the server is down then, by the first operation
 that reaches it.
@@ -38,12 +41,9 @@ Queries name their index (``hint``): the plan is then fixed, as SQLite's
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
-from pymongo import ASCENDING, DESCENDING, DeleteOne, ReturnDocument, UpdateOne
-from pymongo.errors import DuplicateKeyError
+from pymongo import ASCENDING, DESCENDING, DeleteOne, UpdateOne
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
@@ -66,42 +66,20 @@ from zaqar_lite.storage.mongodb.layout import (
     purge_at,
     unchanged,
 )
+from zaqar_lite.storage.mongodb.queues import MongoQueues
 from zaqar_lite.storage.mongodb.records import MongoRecords
 
 SWEEP_BATCH = 500
 
 
-class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
+class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
     """MongoDB driver; one client per process (a forked worker opens its own)."""
 
     name = "mongodb"
     #: markers are reserved (or taken from the clock) before the write lands
     visibility_lag = 2.0
 
-    # -- queues ---------------------------------------------------------------
-
-    @translated
-    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        try:
-            result = self._database().queues.update_one(
-                {"project": project, "name": queue},
-                {"$setOnInsert": {"metadata": json.dumps(metadata), "created": now, "counter": 0}},
-                upsert=True)
-        except DuplicateKeyError:  # a concurrent create won
-            return False
-        return result.upserted_id is not None
-
-    @translated
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        doc = self._database().queues.find_one({"project": project, "name": queue}, {"metadata": 1})
-        return json.loads(doc["metadata"]) if doc else None
-
-    @translated
-    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        result = self._database().queues.update_one({"project": project, "name": queue},
-                                                    {"$set": {"metadata": json.dumps(metadata)}})
-        if result.matched_count == 0:
-            raise errors.QueueDoesNotExist(queue, project)
+    # -- queues (the rest: queues.py) ------------------------------------------
 
     @translated
     def delete_queue(self, project: str, queue: str) -> None:
@@ -110,49 +88,6 @@ class MongoStorage(MongoRecords, MongoDedup, PlannedClaimStorage):
         self._database().queues.delete_one({"project": project, "name": queue})
         self._forget_queue(project, queue)
         self._purge(project, queue)
-
-    @translated
-    def list_queues(self, project: str, *, marker: str | None, limit: int,
-                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        query: Document = {"project": project, "name": {"$gt": marker or ""}}
-        if name_contains:
-            query["name"]["$regex"] = re.escape(name_contains)
-        found = self._database().queues.find(query, {"name": 1, "metadata": 1}).sort("name").limit(limit)
-        return [(doc["name"], json.loads(doc["metadata"])) for doc in found]
-
-    @translated
-    def count_queues(self, project: str) -> int:
-        return self._database().queues.count_documents({"project": project})
-
-    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        after: tuple[str, str] | None = None
-        while True:
-            page = self._queue_page(after)
-            yield from page
-            if len(page) < self.all_queues_page:
-                return
-            after = page[-1][0], page[-1][1]
-
-    @translated
-    def _queue_page(self, after: tuple[str, str] | None) -> list[tuple[str, str, dict[str, Any]]]:
-        """Return up to all_queues_page queues after ``(project, name)``, in that order (index by_name)."""
-        query: Document = {} if after is None else {"$or": [
-            {"project": {"$gt": after[0]}}, {"project": after[0], "name": {"$gt": after[1]}}]}
-        found = self._database().queues.find(query, {"project": 1, "name": 1, "metadata": 1}).sort(
-            [("project", ASCENDING), ("name", ASCENDING)]).limit(self.all_queues_page)
-        return [(doc["project"], doc["name"], json.loads(doc["metadata"])) for doc in found]
-
-    def _reserve_markers(self, project: str, queue: str, count: int, now: float) -> int:
-        """Reserve ``count`` consecutive markers of a queue, creating it if missing; return the first."""
-        try:
-            doc = self._database().queues.find_one_and_update(
-                {"project": project, "name": queue},
-                {"$inc": {"counter": count}, "$setOnInsert": {"metadata": "{}", "created": now}},
-                projection={"counter": 1}, upsert=True, return_document=ReturnDocument.AFTER)
-        except DuplicateKeyError:  # a concurrent upsert created the queue: now it exists
-            return self._reserve_markers(project, queue, count, now)
-        assert doc is not None  # an upsert returning the document after the update
-        return int(doc["counter"]) - count + 1
 
     # -- messages -------------------------------------------------------------
 
