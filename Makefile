@@ -48,8 +48,8 @@ serve: $(BASE_STAMP)
 	$(BIN)/zaqar-lite serve
 
 # lint first: a lint failure fails `make test` before any suite runs. The three virtualenvs
-# are built side by side (in a fresh clone, as CI's, each is built from scratch: about 3.5,
-# 2 and 1 minutes one after the other, each mostly one core), lint once the project's is there.
+# are built side by side (in a fresh clone, as CI's, each is built from scratch, each pip
+# mostly on one core), lint once the project's is there.
 test:
 	$(MAKE) --jobs=3 --output-sync=target lint $(TEMPEST_STAMP) $(KEYSTONE_STAMP)
 	bash tests/install_servers.sh
