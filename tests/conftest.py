@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from pathlib import Path
 
 import falcon.testing
 import pytest
@@ -41,6 +42,31 @@ def clock() -> ManualClock:
 
 #: the store the API and end-to-end suites run on (the storage suite runs on all)
 STORE_KIND = os.environ.get("ZAQAR_LITE_TEST_STORE", "sqlite")
+#: the fixtures through which a test reaches the store of ``$ZAQAR_LITE_TEST_STORE``
+STORE_FIXTURES = frozenset({"store_uri", "store"})
+#: the conformance suite, which runs on every driver whatever the pass
+STORAGE_SUITE = Path(__file__).parent / "storage"
+
+
+def same_on_every_store(item: pytest.Item) -> str | None:
+    """Return why a test runs the same on every store (marked so, or it reaches none), or None."""
+    if item.get_closest_marker("store_independent") is not None:
+        return "store independent: runs in the SQLite pass only"
+    if STORE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+        return "uses no store: runs in the SQLite pass only"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a pass on another store than SQLite, skip the tests that would only repeat the SQLite pass."""
+    if STORE_KIND == "sqlite":
+        return
+    for item in items:
+        if STORAGE_SUITE in item.path.parents:
+            continue
+        reason = same_on_every_store(item)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture

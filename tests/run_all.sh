@@ -5,7 +5,9 @@
 #
 # 1. everything but the storage suites, with the API and end-to-end suites on
 #    SQLite; then the storage suites (the conformance suite on every driver);
-# 2. the API and end-to-end suites again on Redis, MongoDB, Swift and a Redis Cluster;
+# 2. the API and end-to-end suites again on Redis, MongoDB, Swift and a Redis Cluster,
+#    skipping what would only repeat the SQLite pass (tests marked store_independent and
+#    tests that reach no store: tests/conftest.py, docs/architecture.rst "Tests");
 # 3. Zaqar's own API suite (zaqar-tempest-plugin v2 tests, tests/tempest/run.py)
 #    against a real server with token auth. It runs beside step 1: most of its
 #    2.5 minutes is one test's own two time.sleep(70) calls, so it costs little CPU.

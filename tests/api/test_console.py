@@ -23,6 +23,10 @@ QUEUES = "/console/projects/project-a/queues"
 DLQ_PAGE = QUEUES + "/dlq"
 TOKENS = {"tok-a": ("project-a", "member"), "tok-b": ("project-b", "admin")}
 
+# The pages call the Messaging service as the API's resources do, never the store: what they
+# read and move is tested by the API suite on every store, these test the pages themselves.
+pytestmark = pytest.mark.store_independent
+
 
 class Cells(html.parser.HTMLParser):
     """The text of each row of one table (by id) of a page."""

@@ -12,6 +12,7 @@ JSON_PATCH = "application/openstack-messaging-v2.0-json-patch"
 SECRET = "s3cr3t-<script>-payload"
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize(("document", "description"), [
     ({"messages": [{"body": 1}] * 21}, "messages may hold at most 20 messages per post, got 21."),
     ({"messages": []}, "messages may not be empty."),

@@ -19,11 +19,13 @@ TOKENS = {"tok-admin": ("p1", "admin"), "tok-member": ("p1", "member")}
 # -- Client-ID ------------------------------------------------------------------
 
 
+@pytest.mark.store_independent
 def test_missing_client_id_is_400(bare):
     result = bare.simulate_get("/v2/queues", headers={"X-Project-ID": "project-a"})
     assert_error(result, 400, "Invalid API request")
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("value", [
     "not-a-uuid",
     "1234",
@@ -37,6 +39,7 @@ def test_client_id_that_is_not_a_uuid_is_400_wrong_uuid_value(bare, value):
     assert "Wrong UUID value" in body["description"]
 
 
+@pytest.mark.store_independent
 def test_empty_client_id_is_400(bare):
     result = bare.simulate_get("/v2/queues", headers={"X-Project-ID": "project-a", "Client-ID": ""})
     assert_error(result, 400)
@@ -61,6 +64,7 @@ def test_off_mode_accepts_any_client_id_of_10_to_36_characters(make_client, valu
     assert result.status_code == 200
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("value", ["a" * 9, "b" * 37], ids=["9", "37"])
 def test_off_mode_rejects_a_client_id_outside_10_to_36_characters(make_client, value):
     client = make_client(client_id_uuid_safe="off")
@@ -68,11 +72,13 @@ def test_off_mode_rejects_a_client_id_outside_10_to_36_characters(make_client, v
     assert_error(result, 400)
 
 
+@pytest.mark.store_independent
 def test_off_mode_still_requires_a_client_id(make_client):
     client = make_client(client_id_uuid_safe="off")
     assert_error(client.simulate_get("/v2/queues", headers={"X-Project-ID": "project-a"}), 400)
 
 
+@pytest.mark.store_independent
 def test_strict_mode_rejects_a_name_that_off_mode_accepts(bare):
     result = bare.simulate_get("/v2/queues",
                                headers={"X-Project-ID": "project-a", "Client-ID": "my-worker-name-7"})
@@ -82,16 +88,19 @@ def test_strict_mode_rejects_a_name_that_off_mode_accepts(bare):
 # -- X-Project-ID ---------------------------------------------------------------
 
 
+@pytest.mark.store_independent
 def test_missing_project_id_is_400(bare):
     assert_error(bare.simulate_get("/v2/queues", headers={"Client-ID": str(SOME_UUID)}), 400)
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("value", ["", "   "], ids=["empty", "blank"])
 def test_empty_project_id_is_400(bare, value):
     result = bare.simulate_get("/v2/queues", headers={"Client-ID": str(SOME_UUID), "X-Project-ID": value})
     assert_error(result, 400)
 
 
+@pytest.mark.store_independent
 def test_project_id_longer_than_256_characters_is_400(bare):
     result = bare.simulate_get("/v2/queues", headers=headers("p" * 257))
     assert_error(result, 400)
@@ -101,6 +110,7 @@ def test_project_id_of_256_characters_is_accepted(bare):
     assert bare.simulate_get("/v2/queues", headers=headers("p" * 256)).status_code == 200
 
 
+@pytest.mark.store_independent
 def test_project_headers_are_required_on_every_v2_route(bare):
     only_client = {"Client-ID": str(SOME_UUID)}
     for method, path in [("GET", "/v2/ping"), ("PUT", "/v2/queues/q1"), ("GET", "/v2/queues/q1/stats"),
@@ -111,6 +121,7 @@ def test_project_headers_are_required_on_every_v2_route(bare):
 # -- content negotiation --------------------------------------------------------
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("accept", ["text/plain", "application/xml", "text/html, image/png",
                                     "application/json;q=0"])
 def test_a_client_that_does_not_accept_json_is_406(client, accept):
@@ -147,10 +158,12 @@ def token_client(make_client):
     return make_client({"Client-ID": str(SOME_UUID)}, auth_strategy="token", tokens=TOKENS)
 
 
+@pytest.mark.store_independent
 def test_token_auth_without_a_token_is_401(token_client):
     assert_error(token_client.simulate_get("/v2/queues"), 401)
 
 
+@pytest.mark.store_independent
 def test_token_auth_with_an_unknown_token_is_401(token_client):
     assert_error(token_client.simulate_get("/v2/queues", headers={"X-Auth-Token": "tok-nobody"}), 401)
 
@@ -169,17 +182,20 @@ def test_token_auth_accepts_an_x_project_id_that_agrees_with_the_token(token_cli
     assert result.status_code == 200
 
 
+@pytest.mark.store_independent
 def test_token_auth_refuses_an_x_project_id_that_disagrees_with_the_token(token_client):
     result = token_client.simulate_get("/v2/queues",
                                        headers={"X-Auth-Token": "tok-member", "X-Project-ID": "p2"})
     assert_error(result, 403, "Forbidden")
 
 
+@pytest.mark.store_independent
 def test_token_auth_still_requires_a_client_id(make_client):
     client = make_client(auth_strategy="token", tokens=TOKENS)
     assert_error(client.simulate_get("/v2/queues", headers={"X-Auth-Token": "tok-admin"}), 400)
 
 
+@pytest.mark.store_independent
 def test_health_is_403_for_a_member(token_client):
     assert_error(token_client.simulate_get("/v2/health", headers={"X-Auth-Token": "tok-member"}), 403)
 
@@ -194,6 +210,7 @@ def test_ping_is_open_to_a_member(token_client):
     assert token_client.simulate_get("/v2/ping", headers={"X-Auth-Token": "tok-member"}).status_code == 204
 
 
+@pytest.mark.store_independent
 def test_versions_document_needs_no_token(token_client):
     assert token_client.simulate_get("/").status_code == 300
 
@@ -240,6 +257,7 @@ def test_the_route_list_covers_the_api():
     assert ("GET", "/v2/ping") in ROUTES and ("DELETE", "/v2/queues/q1/messages/m1") in ROUTES
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("method, path", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
 def test_no_spelling_of_a_route_skips_the_header_checks(bare, method, path):
     for variant in [path, *spellings(path)]:
@@ -249,6 +267,7 @@ def test_no_spelling_of_a_route_skips_the_header_checks(bare, method, path):
             assert "Client-ID" in result.json["description"], variant
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("method, path", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
 def test_no_spelling_of_a_route_skips_token_auth(token_client, method, path):
     for variant in [path, *spellings(path)]:
@@ -261,6 +280,7 @@ def test_a_doubled_slash_reaches_the_resource_with_a_checked_context(client):
     assert [q["name"] for q in client.simulate_get("//v2/queues").json["queues"]] == ["q1"]
 
 
+@pytest.mark.store_independent
 def test_the_versions_document_needs_no_headers_in_any_spelling(bare):
     for path in ("/", "//"):
         assert bare.simulate_get(path).status_code == 300
@@ -269,6 +289,7 @@ def test_the_versions_document_needs_no_headers_in_any_spelling(bare):
 # -- X-Project-ID -------------------------------------------------------------------
 
 
+@pytest.mark.store_independent
 def test_two_project_headers_joined_by_the_server_are_refused(bare):
     # a WSGI server hands a header sent twice to the app as one value joined by ", "
     result = bare.simulate_get("/v2/queues",
@@ -276,6 +297,7 @@ def test_two_project_headers_joined_by_the_server_are_refused(bare):
     assert "X-Project-ID" in assert_error(result, 400)["description"]
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("value", ["caf\u00c3\u00a9", "tab\there", "\u00e9t\u00e9"])
 def test_a_project_outside_printable_ascii_is_refused_not_mangled(bare, value):
     result = bare.simulate_get("/v2/queues", headers={"Client-ID": str(SOME_UUID), "X-Project-ID": value})

@@ -57,6 +57,7 @@ GET_POST = {"signature": MESSAGES_GET_POST, "expires": "2100-01-02T00:00:00", "m
 # -- share ------------------------------------------------------------------------------
 
 
+@pytest.mark.store_independent
 def test_a_share_without_a_body_grants_get_on_messages_for_a_day(keyed):
     result = keyed.simulate_post("/v2/queues/q1/share")
     assert result.status_code == 200
@@ -64,6 +65,7 @@ def test_a_share_without_a_body_grants_get_on_messages_for_a_day(keyed):
                            "methods": ["GET"], "paths": ["/v2/queues/q1/messages"], "project": "project-a"}
 
 
+@pytest.mark.store_independent
 def test_a_share_answers_zaqars_body_with_full_sorted_paths(keyed):
     result = keyed.simulate_post("/v2/queues/q1/share",
                                  json={"paths": ["messages", "claims"], "methods": ["POST", "GET"]})
@@ -74,34 +76,40 @@ def test_a_share_answers_zaqars_body_with_full_sorted_paths(keyed):
                            "project": "project-a"}
 
 
+@pytest.mark.store_independent
 def test_a_share_takes_an_expiry_with_a_zone_and_answers_it_in_utc(keyed):
     result = keyed.simulate_post("/v2/queues/q1/share", json={"expires": "2100-05-31T19:00:17+02:00"})
     assert result.status_code == 200
     assert (result.json["expires"], result.json["signature"]) == ("2100-05-31T17:00:17", MESSAGES_GET_MAY)
 
 
+@pytest.mark.store_independent
 def test_nulls_mean_the_defaults(keyed):
     nulls = {"paths": None, "methods": None, "expires": None}
     result = keyed.simulate_post("/v2/queues/q1/share", json=nulls)
     assert result.json["signature"] == MESSAGES_GET
 
 
+@pytest.mark.store_independent
 def test_a_share_under_token_auth_signs_for_the_tokens_project(token_outsider):
     result = token_outsider.simulate_post("/v2/queues/q1/share", json={"methods": ["GET", "POST"]},
                                           headers={"X-Auth-Token": "tok-a"})
     assert result.json == GET_POST
 
 
+@pytest.mark.store_independent
 def test_a_share_under_token_auth_needs_a_token(token_outsider):
     assert_error(token_outsider.simulate_post("/v2/queues/q1/share"), 401)
 
 
+@pytest.mark.store_independent
 def test_without_a_key_share_is_403_saying_signed_urls_are_not_enabled(client):
     body = assert_error(client.simulate_post("/v2/queues/q1/share"), 403, "Forbidden")
     assert body["description"] == ("Signed URLs are not enabled on this server: its operator has not set "
                                    "[signed_urls] secret_key.")
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize(("document", "description"), [
     ({"dummy": "meh"}, "The request body may only have the keys paths, methods and expires; dummy is not one "
                        "of them."),
@@ -127,16 +135,19 @@ def test_a_bad_share_body_is_400_naming_the_field(keyed, document, description):
     assert body["description"] == description
 
 
+@pytest.mark.store_independent
 def test_a_share_body_that_is_not_json_is_400(keyed):
     assert_error(keyed.simulate_post("/v2/queues/q1/share", body="not json"), 400, "Invalid request body")
 
 
+@pytest.mark.store_independent
 def test_a_share_body_over_4096_bytes_is_400(keyed):
     result = keyed.simulate_post("/v2/queues/q1/share", json={"expires": "x" * 5000})
     body = assert_error(result, 400, "Invalid request body")
     assert body["description"] == "Request body may not exceed 4096 bytes."
 
 
+@pytest.mark.store_independent
 def test_a_share_of_a_bad_queue_name_is_400(keyed):
     assert_error(keyed.simulate_post("/v2/queues/bad%20name/share"), 400)
 
@@ -182,6 +193,7 @@ def test_a_share_answer_works_as_is_for_a_signed_request(keyed, outsider):
     assert [m["body"] for m in result.json["messages"]] == ["to-claim"]
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize(("changes", "description"), [
     ({"URL-Methods": "GET,POST,DELETE"}, "The URL-Signature does not match the URL-Paths, URL-Methods, "
      "URL-Expires and X-Project-ID of the request: the signed URL was altered, or signed for another project "
@@ -199,6 +211,7 @@ def test_a_tampered_signed_request_is_403(outsider, changes, description):
         assert body["description"] == description
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_after_its_expiry_is_403(outsider, clock):
     clock.advance(86400)
     result = outsider.simulate_get("/v2/queues/q1/messages", headers=signed_headers(GET_POST))
@@ -206,6 +219,7 @@ def test_a_signed_request_after_its_expiry_is_403(outsider, clock):
     assert body["description"] == "The signed URL expired at 2100-01-02T00:00:00Z."
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_with_a_method_not_signed_is_403(outsider):
     result = outsider.simulate_delete("/v2/queues/q1/messages", params={"pop": "1"},
                                       headers=signed_headers(GET_POST))
@@ -213,6 +227,7 @@ def test_a_signed_request_with_a_method_not_signed_is_403(outsider):
     assert body["description"] == "The signed URL allows GET, POST; it does not allow DELETE."
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize(("method", "path"), [
     ("POST", "/v2/queues/q1/claims"),
     ("GET", "/v2/queues/q1/stats"),
@@ -228,6 +243,7 @@ def test_a_signed_request_on_a_path_not_signed_is_403(outsider, method, path):
                                    f"it does not cover {path}.")
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("header", ["URL-Expires", "URL-Methods", "URL-Paths"])
 def test_a_signed_request_without_one_of_the_headers_is_403_naming_it(outsider, header):
     sent = {k: v for k, v in signed_headers(GET_POST).items() if k != header}
@@ -235,34 +251,40 @@ def test_a_signed_request_without_one_of_the_headers_is_403_naming_it(outsider, 
     assert body["description"].endswith(f"; {header} is missing or empty.")
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_with_an_expiry_that_is_no_time_is_403(outsider):
     sent = {**signed_headers(GET_POST), "URL-Expires": "not a real date"}
     body = assert_error(outsider.simulate_get("/v2/queues/q1/messages", headers=sent), 403)
     assert body["description"].startswith("URL-Expires must be an ISO 8601 date and time")
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_without_a_project_is_400(outsider):
     sent = {k: v for k, v in signed_headers(GET_POST).items() if k != "X-Project-ID"}
     assert_error(outsider.simulate_get("/v2/queues/q1/messages", headers=sent), 400)
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_still_needs_a_client_id(make_client):
     bare = make_client(None, signed_url_secret_key=KEY)
     assert_error(bare.simulate_get("/v2/queues/q1/messages", headers=signed_headers(GET_POST)), 400)
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_to_a_server_without_a_key_is_403_saying_so(make_client):
     unkeyed = make_client({"Client-ID": CLIENT_ID})
     body = assert_error(unkeyed.simulate_get("/v2/queues/q1/messages", headers=signed_headers(GET_POST)), 403)
     assert body["description"].startswith("Signed URLs are not enabled on this server")
 
 
+@pytest.mark.store_independent
 def test_a_signed_request_signed_under_another_key_is_403(make_client):
     other = make_client({"Client-ID": CLIENT_ID}, signed_url_secret_key="another-key")
     body = assert_error(other.simulate_get("/v2/queues/q1/messages", headers=signed_headers(GET_POST)), 403)
     assert body["description"].startswith("The URL-Signature does not match")
 
 
+@pytest.mark.store_independent
 def test_a_valid_token_does_not_widen_a_signed_request(token_outsider):
     result = token_outsider.simulate_get("/v2/queues/q1/stats",
                                          headers={**signed_headers(GET_POST), "X-Auth-Token": "tok-admin"})

@@ -6,6 +6,7 @@ they are plain functions so that other suites (and other stores) can reuse them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +209,18 @@ def stop_server(server: RunningServer, timeout: float = STOP_TIMEOUT) -> int:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     return process.returncode
+
+
+@contextlib.contextmanager
+def configured_server(storage_uri: str, directory: Path, config: str) -> Iterator[RunningServer]:
+    """Run a server with a configuration file of ``config`` (written in ``directory``) for a with block."""
+    path = directory / "zaqar-lite.conf"
+    path.write_text(config)
+    running = start_server(storage_uri, directory, extra_args=["--config", str(path)])
+    try:
+        yield running
+    finally:
+        stop_server(running)
 
 
 class ServerStarter:

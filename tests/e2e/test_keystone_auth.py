@@ -15,7 +15,6 @@ import requests
 from zaqarclient.queues import client as zaqar
 from zaqarclient.transport import errors as zaqar_errors
 
-from tests.conftest import STORE_KIND
 from tests.e2e.harness import STORES, ApiSession, RunningServer, start_server, stop_server
 from tests.servers.keystone import (  # noqa: F401  (the fixture)
     ADMIN_PASSWORD,
@@ -24,7 +23,7 @@ from tests.servers.keystone import (  # noqa: F401  (the fixture)
     keystone_server_fixture,
 )
 
-pytestmark = pytest.mark.skipif(STORE_KIND != "sqlite", reason="authentication does not depend on the store")
+pytestmark = pytest.mark.store_independent
 
 
 @pytest.fixture(scope="module")

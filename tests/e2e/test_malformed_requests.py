@@ -111,6 +111,7 @@ def test_a_chunked_body_over_the_post_limit_is_refused_and_the_server_keeps_serv
     assert_still_serving(api, queue_name)
 
 
+@pytest.mark.store_independent
 @pytest.mark.usefixtures("unchanged_workers")
 def test_a_client_still_sending_a_refused_body_reads_its_400_rather_than_a_reset(
         api: ApiSession, queue_name: str) -> None:
@@ -131,6 +132,7 @@ def test_a_valid_chunked_message_post_is_accepted(api: ApiSession, queue_name: s
     assert [m["body"] for m in claimed.json()["messages"]] == ["streamed"]
 
 
+@pytest.mark.store_independent
 @pytest.mark.usefixtures("unchanged_workers")
 def test_deeply_nested_json_is_a_400(api: ApiSession, queue_name: str) -> None:
     nested = b'{"messages": [{"body": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}"
@@ -158,6 +160,7 @@ def test_a_queue_patch_with_the_wrong_content_type_is_a_415(api: ApiSession, que
     assert_json_error(response, 415)
 
 
+@pytest.mark.store_independent
 @pytest.mark.usefixtures("unchanged_workers")
 @pytest.mark.parametrize("headers", [
     {"Client-ID": None}, {"Client-ID": "not-a-uuid"}, {"X-Project-ID": None}, {"X-Project-ID": ""},
@@ -180,6 +183,7 @@ def test_an_oversized_header_or_request_line_is_a_4xx(api: ApiSession, queue_nam
     assert_still_serving(api, queue_name)
 
 
+@pytest.mark.store_independent
 @pytest.mark.usefixtures("unchanged_workers")
 def test_a_bad_queue_name_is_a_400_and_an_unknown_route_a_404(api: ApiSession) -> None:
     bad_name = api.get("/v2/queues/" + urllib.parse.quote("bad name!") + "/messages")
@@ -229,6 +233,7 @@ def raw_request(server: RunningServer, target: str, headers: dict[str, str]) -> 
     return int(head.split()[1]), body
 
 
+@pytest.mark.store_independent
 @pytest.mark.parametrize("target", ["//v2/queues", "//v2/ping", "//v2", "/v2%2Fqueues",
                                     "//v2/queues/q1/stats", "/v2/queues/", "//v2/health"])
 def test_no_spelling_of_a_path_skips_the_header_checks(server: RunningServer, unchanged_workers: None,

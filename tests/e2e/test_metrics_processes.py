@@ -13,10 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.harness import ApiSession, RunningServer, stop_server
+
+pytestmark = pytest.mark.store_independent
 
 WAIT = 30.0
 

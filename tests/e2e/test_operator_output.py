@@ -13,7 +13,7 @@ import pytest
 from tests.e2e.harness import ApiSession, ServerStarter, Store, serve_command, server_environment
 from tests.e2e.test_server_process import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.store_independent]
 
 #: one access log line: client, request line, status, milliseconds, project
 ACCESS_LINE = r'127\.0\.0\.1 "{request} HTTP/1\.1" {status} \d+ ms project={project}$'

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.harness import ApiSession, RunningServer, ServerStarter, Store
+from tests.e2e.harness import ApiSession, RunningServer, Store, configured_server
 
 pytestmark = pytest.mark.slow
 
@@ -19,11 +19,12 @@ min_claim_grace = 1
 """
 
 
-@pytest.fixture
-def fast_server(start_server_for_test: ServerStarter, store: Store, tmp_path: Path) -> RunningServer:
-    config = tmp_path / "fast.conf"
-    config.write_text(CONFIG)
-    return start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
+@pytest.fixture(scope="module")
+def fast_server(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One server for the module: each test works in a project of its own."""
+    directory = tmp_path_factory.mktemp("fast")
+    with configured_server(store.uri(directory), directory, CONFIG) as running:
+        yield running
 
 
 def claim(api: ApiSession, queue: str, ttl: int = 1) -> tuple[str | None, list[str]]:

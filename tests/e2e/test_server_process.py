@@ -7,7 +7,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from tests.e2e.harness import (
     RunningServer,
     ServerStarter,
     Store,
+    configured_server,
     serve_command,
     server_environment,
     stop_server,
@@ -65,6 +66,15 @@ def fast_server(start_server_for_test: ServerStarter, store: Store, tmp_path: Pa
     config = tmp_path / "fast.conf"
     config.write_text(FAST_EXPIRY_CONFIG)
     return start_server_for_test(store.uri(tmp_path), extra_args=["--config", str(config)])
+
+
+@pytest.fixture(scope="module")
+def sweeping_server(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """A server like ``fast_server``, shared by the sweeper tests that kill nothing (each on queues
+    of its own)."""
+    directory = tmp_path_factory.mktemp("sweeping")
+    with configured_server(store.uri(directory), directory, FAST_EXPIRY_CONFIG) as running:
+        yield running
 
 
 def make_queue_with_dlq(api: ApiSession, queue: str, **extra: object) -> str:
@@ -163,8 +173,8 @@ def test_messages_and_claims_survive_a_restart(start_server_for_test: ServerStar
     assert [m["href"].split("?")[0] for m in claim.json()["messages"]] == posted[:1]
 
 
-def test_the_sweeper_dead_letters_a_message_whose_last_claim_lapsed(fast_server: RunningServer) -> None:
-    with ApiSession(fast_server.url) as api:
+def test_the_sweeper_dead_letters_a_message_whose_last_claim_lapsed(sweeping_server: RunningServer) -> None:
+    with ApiSession(sweeping_server.url, project="lapsed") as api:
         dlq = make_queue_with_dlq(api, "work")
         api.post("/v2/queues/work/messages", json={"messages": [{"body": "poison", "ttl": 600}]})
         claimed = api.post("/v2/queues/work/claims", json={"ttl": 1, "grace": 1})
@@ -180,8 +190,8 @@ def test_the_sweeper_dead_letters_a_message_whose_last_claim_lapsed(fast_server:
 
 
 def test_the_sweeper_dead_letters_expired_messages_when_the_queue_asks_for_it(
-        fast_server: RunningServer) -> None:
-    with ApiSession(fast_server.url) as api:
+        sweeping_server: RunningServer) -> None:
+    with ApiSession(sweeping_server.url, project="expired") as api:
         dlq = make_queue_with_dlq(api, "timed", _dead_letter_on_expiry=True)
         api.post("/v2/queues/timed/messages", json={"messages": [{"body": "too late", "ttl": 1}]})
 

@@ -21,7 +21,7 @@ from zaqarclient.transport import errors as zaqar_errors
 
 from tests.e2e.harness import RunningServer, Store, start_server, stop_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.store_independent]
 
 KEY = "e2e-signing-key-7d1f"
 TOKEN = "e2e-member-token"

@@ -1,7 +1,8 @@
 """Slow and idle clients against a real server: everyone else is still answered, and they are cut off.
 
 The server runs on the default settings (the gevent worker: a greenlet per
-connection, read deadlines), on every store of the suite. Under ``[server]
+connection, read deadlines). Connections are the server's, not the store's, so
+these run in the SQLite pass only (``store_independent``). Under ``[server]
 worker_class = gthread`` (2 workers of 8 threads) the first test fails: 16
 connections that sent a part of a request take every thread with no time limit.
 """
@@ -21,7 +22,7 @@ import pytest
 from tests.e2e.conftest import Store
 from tests.e2e.harness import ApiSession, RunningServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.store_independent]
 
 #: connections of each kind held open: idle ones and ones sending their headers slowly
 HOSTILE_PER_KIND = 100
