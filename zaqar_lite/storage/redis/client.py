@@ -175,14 +175,14 @@ class RedisConnected:
             # connection for as long as it stays open (a waiting claim, an idle keep-alive): a
             # client per greenlet would hold a Redis connection per client connection. There the
             # greenlets share one client whose commands borrow a connection of a bounded pool
-            # (waiting for a free one) for their own time only.
+            # (waiting for a free one) for their own time only; a connection that counts the
+            # replies it is owed spares each borrowing a poll for unread data.
             self._pool = redis.BlockingConnectionPool.from_url(
                 self.target.uri, retry=retry, connection_class=_connection_class(self.target.uri),
                 **DEFAULTS, **GREENLET_POOL)
             self._shared = redis.Redis(connection_pool=self._pool)
         else:
-            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS,
-                                                       connection_class=_connection_class(self.target.uri))
+            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS)
         self._local = threading.local()
         lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()
