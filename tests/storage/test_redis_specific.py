@@ -6,8 +6,13 @@ store in ``tests/storage/test_processes_and_outages.py``.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,7 +21,7 @@ from tests.conftest import missing_server
 from tests.servers.redis import RedisServer
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage.redis.client import library_for
+from zaqar_lite.storage.redis.client import OwedRepliesConnection, library_for
 from zaqar_lite.storage.redis.driver import RedisStorage
 
 P, Q, DLQ = "p", "q", "q-dlq"
@@ -191,3 +196,48 @@ def test_a_driver_inherited_through_fork_opens_connections_of_its_own(store):
     assert child.exitcode == 0
     assert child_connection != store.client.client_id()
     assert sorted(_claim(store, 10)) == ["child0", "parent0"]
+
+
+def test_a_reply_left_unread_never_answers_the_next_command_of_the_pool(redis_store_uri):
+    pool = redis.BlockingConnectionPool.from_url(redis_store_uri, connection_class=OwedRepliesConnection,
+                                                 max_connections=1, decode_responses=True)
+    client = redis.Redis(connection_pool=pool)
+    with redis.Redis.from_url(redis_store_uri) as admin:
+        connection = pool.get_connection()
+        admin.client_pause(300)  # the reply is still on its way when the connection goes back
+        connection.send_command("ECHO", "stale")
+        pool.release(connection)
+        assert client.echo("mine") == "mine"
+        connection = pool.get_connection()  # a pipeline of two whose second reply was not read
+        connection.send_packed_command(connection.pack_commands([("ECHO", "first"), ("ECHO", "second")]))
+        assert connection.read_response() == "first"
+        pool.release(connection)
+        assert client.echo("own") == "own"
+    pool.disconnect()
+
+
+_INTERRUPTED_UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, sys, gevent, redis
+from zaqar_lite.storage.redis.client import RedisConnected
+connected = RedisConnected(sys.argv[1])
+admin = redis.Redis.from_url(sys.argv[1])
+admin.client_pause(300)
+with gevent.Timeout(0.05, False):
+    connected.client.echo("timed out")
+replies = [connected.client.echo("first")]
+admin.client_pause(300)
+waiting = gevent.spawn(connected.client.echo, "killed")
+gevent.sleep(0.05)
+waiting.kill()
+replies.append(connected.client.echo("second"))
+print(json.dumps(replies))
+"""
+
+
+def test_a_command_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redis_store_uri):
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_UNDER_GEVENT, redis_store_uri],
+                          capture_output=True, text=True, timeout=60, check=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert json.loads(done.stdout) == ["first", "second"]
