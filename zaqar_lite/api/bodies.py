@@ -10,9 +10,10 @@ import falcon
 from falcon.typing import ReadableIO
 
 from zaqar_lite.api import inputs
-from zaqar_lite.api.schemas import parse_json
+from zaqar_lite.api.schemas import message_post, parse_json
 from zaqar_lite.claims import policy
 from zaqar_lite.clock import iso_utc
+from zaqar_lite.config import Limits
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.models import Message, QueueStats
 
@@ -51,6 +52,16 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
         # No request takes null: a body, when sent, is an object or an array (as Zaqar).
         raise InvalidBody("Request body may not be null; send a JSON object or no body.")
     return document, len(raw)
+
+
+def read_message_post(req: falcon.Request,
+                      limits: Limits) -> tuple[list[dict[str, Any]], int, dict[str, str] | None]:
+    """Read a message post (to a queue or a topic): its checked messages, its size, its trace context."""
+    document, size = read_json(req, limits.max_messages_post_size)
+    if document is None:
+        raise InvalidBody("The request body must list messages: {\"messages\": [...]}.")
+    trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+    return message_post(document, limits), size, trace
 
 
 #: the media type of a JSON-patch of metadata (queues, topics)

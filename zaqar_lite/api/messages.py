@@ -6,7 +6,7 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas
-from zaqar_lite.api.bodies import joined_param, next_links, read_json
+from zaqar_lite.api.bodies import joined_param, next_links, read_json, read_message_post
 from zaqar_lite.api.resource import Resource
 
 #: largest body of a release (its failure reason), in bytes
@@ -18,11 +18,7 @@ class MessageCollection(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Post 1..max messages; the queue is created if missing."""
-        document, size = read_json(req, self.limits.max_messages_post_size)
-        if document is None:
-            raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
-        messages = schemas.message_post(document, self.limits)
-        trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+        messages, size, trace = read_message_post(req, self.limits)
         ids = self.messaging.post(req.context.project, queue, req.context.client_id, messages, size, trace)
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/messages?ids={','.join(ids)}"

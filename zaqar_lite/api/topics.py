@@ -16,7 +16,7 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas, subscriptions
-from zaqar_lite.api.bodies import next_links, read_json, read_json_patch, stats_body
+from zaqar_lite.api.bodies import next_links, read_json, read_json_patch, read_message_post, stats_body
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import topics as rules
 from zaqar_lite.notify.subscriptions import Subscriptions
@@ -115,11 +115,7 @@ class TopicMessages(TopicResource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, topic: str) -> None:
         """Post 1..max messages to every subscription of the topic; the topic is created if missing."""
-        document, size = read_json(req, self.limits.max_messages_post_size)
-        if document is None:
-            raise errors.InvalidBody("The request body must list messages: {\"messages\": [...]}.")
-        messages = schemas.message_post(document, self.limits)
-        trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+        messages, size, trace = read_message_post(req, self.limits)
         ids = self.topics.post(req.context.project, topic, req.context.client_id, messages, size, trace)
         resp.status = falcon.HTTP_201
         resp.location = f"{COLLECTION}/{topic}/messages?ids={','.join(ids)}"
