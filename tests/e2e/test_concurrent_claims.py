@@ -100,15 +100,19 @@ def post_numbered(api: ApiSession, queue: str, count: int) -> dict[str, int]:
 
 def run_consumers(server: RunningServer, project: str, queue: str,
                   release_every: int) -> list[dict[str, Any]]:
-    """Run CONSUMERS processes released at the same instant and return their reports."""
+    """Run CONSUMERS processes released at the same instant and return their reports.
+
+    They start claiming together, once every one of them is ready (a barrier, not an
+    event set at once: a spawned process that is ready first would drain the queue alone).
+    """
     context = multiprocessing.get_context("spawn")
-    start, results = context.Event(), context.Queue()
+    start, results = context.Barrier(CONSUMERS + 1), context.Queue()
     processes = [context.Process(target=consume, args=(server.url, project, queue, release_every,
                                                        start, results), daemon=True)
                  for _ in range(CONSUMERS)]
     for process in processes:
         process.start()
-    start.set()
+    start.wait(RESULT_TIMEOUT)
     try:
         reports = [results.get(timeout=RESULT_TIMEOUT) for _ in processes]
     finally:
