@@ -45,19 +45,20 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    Record,
     SweepResult,
 )
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
+from zaqar_lite.storage.records import RecordsKeptElsewhere
 
 LOG = logging.getLogger(__name__)
 
 
-class EncryptedStorage(Storage):
+class EncryptedStorage(RecordsKeptElsewhere, Storage):
     """A driver whose message bodies are sealed at rest on queues that ask for it."""
 
     def __init__(self, inner: Storage, keyring: encryption.Keyring) -> None:
         self.inner = inner
+        self.record_store = inner
         self.keyring = keyring
         self.name = inner.name
         self.visibility_lag = inner.visibility_lag
@@ -233,23 +234,6 @@ class EncryptedStorage(Storage):
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         return self.inner.all_queues()
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        return self.inner.get_record(project, kind, key)
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        return self.inner.put_record(project, kind, key, value, expected_version)
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        return self.inner.delete_record(project, kind, key, expected_version)
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        return self.inner.list_records(project, kind, prefix=prefix, marker=marker, limit=limit)
-
-    def record_projects(self, kind: str) -> list[str]:
-        return self.inner.record_projects(kind)
 
 
 def encrypted(storage: Storage, settings: Settings) -> Storage:

@@ -50,3 +50,27 @@ class RecordStore(abc.ABC):
     @abc.abstractmethod
     def record_projects(self, kind: str) -> list[str]:
         """Return every project that has at least one record of a kind."""
+
+
+class RecordsKeptElsewhere(RecordStore):
+    """The records of a store that keeps them in another (a wrapper's inner store, the pools' default)."""
+
+    #: the store holding the records
+    record_store: RecordStore
+
+    def get_record(self, project: str, kind: str, key: str) -> Record | None:
+        return self.record_store.get_record(project, kind, key)
+
+    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
+                   expected_version: int | None) -> int:
+        return self.record_store.put_record(project, kind, key, value, expected_version)
+
+    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
+        return self.record_store.delete_record(project, kind, key, expected_version)
+
+    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
+                     limit: int = 1000) -> list[Record]:
+        return self.record_store.list_records(project, kind, prefix=prefix, marker=marker, limit=limit)
+
+    def record_projects(self, kind: str) -> list[str]:
+        return self.record_store.record_projects(kind)

@@ -36,6 +36,7 @@ from zaqar_lite.models import DeadLetterPolicy, Pool
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.pools.catalog import DEFAULT, Catalog
+from zaqar_lite.storage.records import RecordStore
 
 LOG = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class PoolPlacements:
                  monotonic: Callable[[], float] = time.monotonic,
                  draw: Callable[[str, str], float] = lambda project, queue: random.random()) -> None:
         self.default = default
+        #: where records live: the default store (subscriptions, redrive tasks, templates)
+        self.record_store: RecordStore = default
         self.catalog = catalog
         self.opener = opener
         self.refresh_interval = refresh_interval

@@ -34,18 +34,18 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    Record,
     RedriveTask,
     SweepResult,
 )
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
 from zaqar_lite.storage.pools.catalog import DEFAULT
 from zaqar_lite.storage.pools.placements import PoolPlacements, shown_pool
+from zaqar_lite.storage.records import RecordsKeptElsewhere
 
 LOG = logging.getLogger(__name__)
 
 
-class PooledStorage(PoolPlacements, Storage):
+class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
     """The stores of a deployment: the default store and every pool of the catalog."""
 
     name = "pools"
@@ -216,29 +216,7 @@ class PooledStorage(PoolPlacements, Storage):
         policy = self._dead_letter_here(project, queue, home, dead_letter)
         return self.pool_store(home).sweep_queue(project, queue, now, policy)
 
-    # -- records: the default store --------------------------------------------------
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        """Read a record of the default store."""
-        return self.default.get_record(project, kind, key)
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        """Write a record of the default store."""
-        return self.default.put_record(project, kind, key, value, expected_version)
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        """Delete a record of the default store."""
-        return self.default.delete_record(project, kind, key, expected_version)
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        """List records of the default store."""
-        return self.default.list_records(project, kind, prefix=prefix, marker=marker, limit=limit)
-
-    def record_projects(self, kind: str) -> list[str]:
-        """List the projects with records of a kind in the default store."""
-        return self.default.record_projects(kind)
+    # -- records: the default store's (RecordsKeptElsewhere) --------------------------
 
     def create_redrive_task(self, project: str, task: RedriveTask) -> None:
         """Start a task whose destination shares its queue's pool (400 naming both otherwise)."""
