@@ -48,6 +48,10 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.storage.queues import QueueStore
+
+# for the stores of storage's subpackages that keep their records in another store
+from zaqar_lite.storage.records import RecordsKeptElsewhere as RecordsKeptElsewhere
+from zaqar_lite.storage.records import RecordStore as RecordStore
 from zaqar_lite.storage.tasks import RedriveTaskStore
 
 #: makes the messages of a post from the queue's stored metadata (None: no such queue)

@@ -47,8 +47,7 @@ from zaqar_lite.models import (
     QueueStats,
     SweepResult,
 )
-from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
-from zaqar_lite.storage.records import RecordsKeptElsewhere
+from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
 
 LOG = logging.getLogger(__name__)
 

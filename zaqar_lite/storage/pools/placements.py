@@ -33,10 +33,9 @@ from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import pools as rules
 from zaqar_lite.models import DeadLetterPolicy, Pool
-from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.base import RecordStore, Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.pools.catalog import DEFAULT, Catalog
-from zaqar_lite.storage.records import RecordStore
 
 LOG = logging.getLogger(__name__)
 

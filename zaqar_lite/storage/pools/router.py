@@ -37,10 +37,9 @@ from zaqar_lite.models import (
     RedriveTask,
     SweepResult,
 )
-from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
+from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
 from zaqar_lite.storage.pools.catalog import DEFAULT
 from zaqar_lite.storage.pools.placements import PoolPlacements, shown_pool
-from zaqar_lite.storage.records import RecordsKeptElsewhere
 
 LOG = logging.getLogger(__name__)
 
