@@ -244,7 +244,8 @@ def test_a_topics_subscriptions_are_created_listed_changed_confirmed_and_deleted
     assert listed["links"] == [{"rel": "next",
                                 "href": f"/v2/topics/alerts/subscriptions?marker={subscription_id}&limit=1"}]
     again = client.simulate_post("/v2/topics/alerts/subscriptions", json={"subscriber": HOOK})
-    assert_error(again, 409)
+    assert assert_error(again, 409)["description"] == ("Such subscription already exists. Subscriptions "
+                                                       "are unique by project + topic + subscriber URI.")
     assert client.simulate_delete(f"/v2/topics/alerts/subscriptions/{subscription_id}").status_code == 204
     gone = assert_error(client.simulate_get(f"/v2/topics/alerts/subscriptions/{subscription_id}"), 404)
     assert gone["description"] == f"Subscription {subscription_id} does not exist in topic alerts."

@@ -44,11 +44,12 @@ PAGE = 1000
 
 
 class SubscriptionExists(errors.Conflict):
-    """The queue already has a confirmed subscription for this subscriber."""
+    """The queue (or topic) already has a confirmed subscription for this subscriber."""
 
-    def __init__(self) -> None:
+    def __init__(self, project: str) -> None:
+        kind = topics.source_kind(project)
         super().__init__("Such subscription already exists. Subscriptions are unique by "
-                         "project + queue + subscriber URI.")
+                         f"project + {kind} + subscriber URI.")
 
 
 class NoSuchSubscription(errors.SubscriptionDoesNotExist):
@@ -113,7 +114,7 @@ class Subscriptions:
                 if existing is None:
                     continue
                 if isinstance(existing, Subscription):
-                    return self._duplicate(existing)
+                    return self._duplicate(project, existing)
                 subscription_id = existing
             return self._write_new(project, queue, subscription_id, fields, now)
         raise errors.StorageUnavailable("the subscription could not be created; try again")
@@ -144,9 +145,9 @@ class Subscriptions:
         return subscription
 
     @staticmethod
-    def _duplicate(existing: Subscription) -> tuple[str, bool]:
+    def _duplicate(project: str, existing: Subscription) -> tuple[str, bool]:
         if existing.confirmed:
-            raise SubscriptionExists()
+            raise SubscriptionExists(project)
         return existing.id, False
 
     def _write_new(self, project: str, queue: str, subscription_id: str, fields: dict[str, Any],
@@ -169,7 +170,7 @@ class Subscriptions:
             found = self.storage.get_record(project, state.SUBSCRIPTION, subscription.key)
             if found is None:
                 raise
-            return self._duplicate(Subscription.from_record(found.value))
+            return self._duplicate(project, Subscription.from_record(found.value))
         return subscription_id, True
 
     # -- read -----------------------------------------------------------------
@@ -261,7 +262,7 @@ class Subscriptions:
             except errors.Conflict:
                 existing = self._resolve_index(project, queue, index_key, url, now)
                 if isinstance(existing, Subscription):
-                    raise SubscriptionExists() from None
+                    raise SubscriptionExists(project) from None
                 if isinstance(existing, str):
                     self.storage.delete_record(project, state.SUBSCRIBER, index_key)
         raise errors.StorageUnavailable("the subscription could not be updated; try again")
