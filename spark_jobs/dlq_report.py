@@ -216,8 +216,15 @@ def _is_local(master: str) -> bool:
 #: Spark's log configuration of a driver started here: warnings and errors, no routine notices
 LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 #: the JVM of a driver started here: the client compiler only (the optimising one spent as much CPU
-#: compiling as the whole report on 10^4 dead letters) and one garbage-collector thread, on 2 cores
-DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+#: compiling as the whole report on 10^4 dead letters), one garbage-collector thread, on 2 cores, and
+#: no bytecode verification of the installation's own jars (loading Spark's classes is a tenth of the
+#: CPU of a report on 10^4 dead letters, their verification much of that)
+DRIVER_JAVA_OPTIONS = (
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-XX:+UnlockDiagnosticVMOptions",
+    "-XX:-BytecodeVerificationRemote",
+)
 #: dead letters per shuffle partition to aim for (see :func:`shuffle_partitions`)
 ROWS_PER_SHUFFLE_PARTITION = 250_000
 
@@ -363,6 +370,8 @@ def mine_rules(enriched: DataFrame, rows: int, fields: Sequence[str], source_fie
         signal = transforms.signal_items(
             _rows(transforms.signal_counts(features)), options.min_rule_messages, options.min_confidence
         )
+        if not signal:  # no item separates a cause: every rule would conclude a cause from a cause
+            return [], 0
         min_support = max(options.min_support, options.min_rule_messages / max(1, rows))
         source_items = (*transforms.SOURCE_ITEMS, *(f"{field}=" for field in source_fields))
         rules = transforms.association_rules(
