@@ -435,7 +435,10 @@ def transform(
         }
     )
     shapes = transforms.shape_paths(small["shapes"])
-    progress(f"shapes: {len(shapes)} payload shapes in {len(counts)} source queues ({_since(started)})")
+    progress(
+        f"shapes: {len(shapes)} payload shapes in {len(counts)} source queues, with the signatures and "
+        f"time tables ({_since(started)})"
+    )
     started = time.monotonic()
     fields, source_fields = choose_fields(enriched, shapes, rows, options)
     progress(
