@@ -729,9 +729,10 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
         )
     parallelism = spark.sparkContext.defaultParallelism
     dead_letters = extract(spark, options)
-    # an export file smaller than a block is one partition: spread it over the cores
+    # an export file smaller than a block is one partition: spread it over the cores, one partition
+    # each (every later stage reads the cache with a task per partition: more would be idle overhead)
     if is_export_file(options.storage) and dead_letters.rdd.getNumPartitions() < parallelism:
-        dead_letters = dead_letters.repartition(2 * parallelism)
+        dead_letters = dead_letters.repartition(parallelism)
     enriched = transforms.enrich(dead_letters).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         # the first query reads, enriches and caches every dead letter; its aggregation is a few rows
