@@ -204,15 +204,17 @@ def cause_rules(
         if _candidate(r, max_antecedent)
     ]
     sources = tuple(source_items)
+    concluding: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for rule in candidates:
+        concluding.setdefault(rule["consequent"], []).append(rule)
     kept = [
         rule
         for rule in candidates
         if not any(
-            other["consequent"] == rule["consequent"]
-            and other["antecedent"] != rule["antecedent"]
+            other["antecedent"] != rule["antecedent"]
             and other["confidence"] >= rule["confidence"] - 1e-9
             and _is_redundant(rule, other, freq, sources)
-            for other in candidates
+            for other in concluding[rule["consequent"]]
         )
     ]
     type_supports: dict[tuple[str, ...], list[float]] = {}
