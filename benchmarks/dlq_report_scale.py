@@ -10,7 +10,11 @@ each in a fresh process as a user runs it (``python -m spark_jobs.dlq_report
 * ``store s``: the whole report read from the store, start to ``done``;
 * ``parquet s``: the same report on the Parquet export, the ceiling of the
   read path (Spark's own columnar reader, no store in between);
-* ``store/parquet``: their ratio, comparable across machines and loads.
+* ``store/parquet``: their ratio, comparable across machines and loads;
+* ``store cpu`` and ``parquet cpu``: the CPU seconds of each run's process
+  tree (the report's Python, Spark's JVM, its Python workers), read from
+  ``/proc`` while it runs: what the report costs whatever else the machine
+  runs, where wall time depends on the load.
 
 The stage lines of each run (rows and seconds per stage) are kept in the
 ``--json`` output. The machine's load average is printed with every row:
@@ -53,21 +57,56 @@ def timed(action: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def report(storage: str, out: Path, master: str) -> tuple[float, list[str]]:
-    """Run the report in a fresh process; return its wall time and its progress lines."""
+def _tree_cpu(root: int, seen: dict[int, float]) -> None:
+    """Record the CPU seconds so far of ``root`` and every process below it (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # the command may hold spaces: fields after it
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    tree, grown = {root}, True
+    while grown:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grown = bool(below)
+    for pid in tree & cpu.keys():
+        seen[pid] = cpu[pid]
+
+
+def report(storage: str, out: Path, master: str) -> tuple[float, float, list[str]]:
+    """Run the report in a fresh process; return its wall and CPU seconds (process tree) and progress lines.
+
+    The CPU time is sampled every 0.1 s: what a process spends after the last
+    sample before it ends is not counted (a fraction of a second).
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
-    seconds, finished = timed(
-        lambda: subprocess.run(
+    seen: dict[int, float] = {}
+    with tempfile.TemporaryFile("w+") as stderr:
+        started = time.perf_counter()
+        process = subprocess.Popen(
             [sys.executable, "-m", "spark_jobs.dlq_report", "--master", master, "--storage", storage,
              "--out", str(out)],
-            env=env, capture_output=True, text=True, check=False,
+            env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True,
         )
-    )
-    if finished.returncode != 0:
-        raise RuntimeError(f"the report failed on {storage}:\n{finished.stderr[-4000:]}")
-    lines = [line for line in finished.stderr.splitlines() if line.startswith("dlq-report: ")]
-    noise = [line for line in finished.stderr.splitlines() if line and not line.startswith("dlq-report: ")]
-    return seconds, lines + [f"(other stderr lines: {len(noise)})"]
+        while process.poll() is None:
+            _tree_cpu(process.pid, seen)
+            time.sleep(0.1)
+        seconds = time.perf_counter() - started
+        stderr.seek(0)
+        text = stderr.read()
+    if process.returncode != 0:
+        raise RuntimeError(f"the report failed on {storage}:\n{text[-4000:]}")
+    lines = [line for line in text.splitlines() if line.startswith("dlq-report: ")]
+    noise = [line for line in text.splitlines() if line and not line.startswith("dlq-report: ")]
+    return seconds, sum(seen.values()), lines + [f"(other stderr lines: {len(noise)})"]
 
 
 def measure(size: int, directory: Path, master: str) -> dict[str, Any]:
@@ -77,8 +116,8 @@ def measure(size: int, directory: Path, master: str) -> dict[str, Any]:
     parquet = directory / f"dlq-{size}.parquet"
     export_s, _ = timed(lambda: export(uri, str(parquet)))
     load_before = load_average()
-    store_s, store_lines = report(uri, directory / f"report-{size}", master)
-    parquet_s, parquet_lines = report(str(parquet), directory / f"report-{size}-parquet", master)
+    store_s, store_cpu, store_lines = report(uri, directory / f"report-{size}", master)
+    parquet_s, parquet_cpu, parquet_lines = report(str(parquet), directory / f"report-{size}-parquet", master)
     store_doc = json.loads((directory / f"report-{size}" / "report.json").read_text())
     parquet_doc = json.loads((directory / f"report-{size}-parquet" / "report.json").read_text())
     assert store_doc["summary"]["dead_letters"] == parquet_doc["summary"]["dead_letters"] == written
@@ -90,6 +129,8 @@ def measure(size: int, directory: Path, master: str) -> dict[str, Any]:
         "store_s": store_s,
         "parquet_s": parquet_s,
         "store_per_parquet": store_s / parquet_s,
+        "store_cpu_s": store_cpu,
+        "parquet_cpu_s": parquet_cpu,
         "load_before": load_before,
         "load_after": load_average(),
         "signatures": store_doc["summary"]["signatures"],
@@ -111,18 +152,21 @@ def main() -> int:
         for size in args.sizes:
             rows.append(measure(size, Path(tmp), args.master))
             row = rows[-1]
-            print(f"measured {size} dead letters: store {row['store_s']:.1f} s, "
-                  f"parquet {row['parquet_s']:.1f} s (load {row['load_before']:.1f}-{row['load_after']:.1f})",
+            print(f"measured {size} dead letters: "
+                  f"store {row['store_s']:.1f} s ({row['store_cpu_s']:.1f} s CPU), "
+                  f"parquet {row['parquet_s']:.1f} s ({row['parquet_cpu_s']:.1f} s CPU) "
+                  f"(load {row['load_before']:.1f}-{row['load_after']:.1f})",
                   file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'dead letters':>12} {'store s':>8} {'parquet s':>9} {'store/parquet':>13} {'per s':>8} "
-          f"{'signatures':>10} {'rules':>5} {'seed s':>7} {'load':>9}")
+    print(f"{'dead letters':>12} {'store s':>8} {'parquet s':>9} {'store/parquet':>13} {'store cpu':>9} "
+          f"{'parquet cpu':>11} {'per s':>8} {'signatures':>10} {'rules':>5} {'seed s':>7} {'load':>9}")
     for row in rows:
         print(
             f"{row['dead_letters']:>12} {row['store_s']:>8.1f} {row['parquet_s']:>9.1f} "
-            f"{row['store_per_parquet']:>13.2f} {row['dead_letters'] / row['store_s']:>8.0f} "
+            f"{row['store_per_parquet']:>13.2f} {row['store_cpu_s']:>9.1f} {row['parquet_cpu_s']:>11.1f} "
+            f"{row['dead_letters'] / row['store_s']:>8.0f} "
             f"{row['signatures']:>10} {row['rules']:>5} {row['seed_s']:>7.1f} "
             f"{row['load_before']:>4.1f}-{row['load_after']:<4.1f}"
         )

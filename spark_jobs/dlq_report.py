@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -72,21 +73,21 @@ class Options:
 
 @dataclasses.dataclass
 class Tables:
-    """What :func:`transform` computes: small DataFrames (lazy), rows it had to collect, parameters."""
+    """What :func:`transform` computes: the small tables collected, the id lists (lazy), parameters."""
 
     counts: list[dict[str, Any]]
-    signatures: DataFrame
+    signatures: list[dict[str, Any]]
     members: DataFrame
     shapes: list[dict[str, Any]]
     rules: list[dict[str, Any]]
     rule_base: int
     fields: list[str]
     source_fields: list[str]
-    over_time: DataFrame
+    over_time: list[dict[str, Any]]
     bucket_seconds: int
-    claim_counts: DataFrame
-    delays: DataFrame
-    delay_stats: DataFrame
+    claim_counts: list[dict[str, Any]]
+    delays: list[dict[str, Any]]
+    delay_stats: list[dict[str, Any]]
 
 
 # -- options ----------------------------------------------------------------------------------------
@@ -215,8 +216,15 @@ def _is_local(master: str) -> bool:
 #: Spark's log configuration of a driver started here: warnings and errors, no routine notices
 LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 #: the JVM of a driver started here: the client compiler only (the optimising one spent as much CPU
-#: compiling as the whole report on 10^4 dead letters) and one garbage-collector thread, on 2 cores
-DRIVER_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+#: compiling as the whole report on 10^4 dead letters), one garbage-collector thread, on 2 cores, and
+#: no bytecode verification of the installation's own jars (loading Spark's classes is a tenth of the
+#: CPU of a report on 10^4 dead letters, their verification much of that)
+DRIVER_JAVA_OPTIONS = (
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-XX:+UnlockDiagnosticVMOptions",
+    "-XX:-BytecodeVerificationRemote",
+)
 #: dead letters per shuffle partition to aim for (see :func:`shuffle_partitions`)
 ROWS_PER_SHUFFLE_PARTITION = 250_000
 
@@ -359,34 +367,78 @@ def mine_rules(enriched: DataFrame, rows: int, fields: Sequence[str], source_fie
     """Return the cause rules (collected) and how many items carried signal."""
     features = transforms.message_features(enriched, fields).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        signal = [
-            r["item"]
-            for r in transforms.signal_items(features, options.min_rule_messages, options.min_confidence)
-            .collect()
-        ]
+        signal = transforms.signal_items(
+            _rows(transforms.signal_counts(features)), options.min_rule_messages, options.min_confidence
+        )
+        if not signal:  # no item separates a cause: every rule would conclude a cause from a cause
+            return [], 0
         min_support = max(options.min_support, options.min_rule_messages / max(1, rows))
         source_items = (*transforms.SOURCE_ITEMS, *(f"{field}=" for field in source_fields))
         rules = transforms.association_rules(
             features, min_support, options.min_confidence, options.max_rule_items, signal, source_items
         )
-        return _rows(rules), len(signal)
+        return rules, len(signal)
     finally:
         features.unpersist()
 
 
+def _collect_tables(tables: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Collect small DataFrames in one query: each row as JSON, tagged with its table, in one union.
+
+    One plan and one set of jobs instead of one per table; each table keeps
+    its own order (a union concatenates its inputs' partitions).
+    """
+    names = list(tables)
+    union = functools.reduce(
+        DataFrame.unionAll,
+        [
+            df.select(F.lit(i).alias("table"), F.to_json(F.struct(*df.columns)).alias("row"))
+            for i, df in enumerate(tables.values())
+        ],
+    )
+    collected: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for row in union.collect():
+        name = names[row["table"]]
+        values = json.loads(row["row"])  # to_json leaves out null fields
+        collected[name].append({column: values.get(column) for column in tables[name].columns})
+    return collected
+
+
 def transform(
-    enriched: DataFrame, rows: int, options: Options, progress: Progress = lambda _: None
+    enriched: DataFrame,
+    counts: list[dict[str, Any]],
+    options: Options,
+    progress: Progress = lambda _: None,
 ) -> Tables:
     """Return every analysis of the :func:`transforms.enrich`\\ ed dead letters (cached by the caller).
 
-    Collected here, since later steps depend on them: the per-queue counts
-    (the time chart's span), the payload shapes (their paths are the
-    candidate causes) and the cause rules. The other tables stay lazy.
+    ``counts`` are the collected :func:`transforms.dead_letter_counts` (the
+    time chart's span). Collected here in one query: the payload shapes
+    (their paths are the candidate causes), the signatures and the time
+    tables; then the cause rules. The signatures' members stay lazy (the id
+    files stream them).
     """
     started = time.monotonic()
-    counts = _rows(transforms.dead_letter_counts(enriched))
-    shapes = transforms.shape_paths(_rows(transforms.payload_shapes(enriched)))
-    progress(f"shapes: {len(shapes)} payload shapes in {len(counts)} source queues ({_since(started)})")
+    rows = sum(r["messages"] for r in counts)
+    first = min((r["first"] for r in counts), default=None)
+    last = max((r["last"] for r in counts), default=None)
+    bucket = transforms.time_bucket(first, last)
+    members = transforms.signature_members(enriched)
+    small = _collect_tables(
+        {
+            "shapes": transforms.payload_shapes(enriched),
+            "signatures": transforms.failure_signatures(members),
+            "over_time": transforms.dead_letters_over_time(enriched, bucket),
+            "claim_counts": transforms.claim_count_distribution(enriched),
+            "delays": transforms.time_to_dead_letter(enriched),
+            "delay_stats": transforms.time_to_dead_letter_stats(enriched),
+        }
+    )
+    shapes = transforms.shape_paths(small["shapes"])
+    progress(
+        f"shapes: {len(shapes)} payload shapes in {len(counts)} source queues, with the signatures and "
+        f"time tables ({_since(started)})"
+    )
     started = time.monotonic()
     fields, source_fields = choose_fields(enriched, shapes, rows, options)
     progress(
@@ -398,23 +450,20 @@ def transform(
     rules, signal = mine_rules(enriched, rows, fields, source_fields, options) if rows else ([], 0)
     progress(f"rules: {len(rules)} cause rules from {signal} items with signal, {rows} dead letters "
              f"({_since(started)})")
-    first = min((r["first"] for r in counts), default=None)
-    last = max((r["last"] for r in counts), default=None)
-    bucket = transforms.time_bucket(first, last)
     return Tables(
         counts=counts,
-        signatures=transforms.failure_signatures(transforms.signature_members(enriched)),
-        members=transforms.signature_members(enriched).select("project", "queue", "signature_id", "id"),
+        signatures=small["signatures"],
+        members=members.select("project", "queue", "signature_id", "id"),
         shapes=shapes,
         rules=rules,
         rule_base=rows,
         fields=fields,
         source_fields=source_fields,
-        over_time=transforms.dead_letters_over_time(enriched, bucket),
+        over_time=small["over_time"],
         bucket_seconds=bucket,
-        claim_counts=transforms.claim_count_distribution(enriched),
-        delays=transforms.time_to_dead_letter(enriched),
-        delay_stats=transforms.time_to_dead_letter_stats(enriched),
+        claim_counts=small["claim_counts"],
+        delays=small["delays"],
+        delay_stats=small["delay_stats"],
     )
 
 
@@ -500,7 +549,7 @@ def _signatures(tables: Tables) -> list[dict[str, Any]]:
             "examples": r["examples"],
             "ids_file": ids_file(r["project"], r["queue"], r["signature_id"]),
         }
-        for r in _rows(tables.signatures)
+        for r in tables.signatures
     ]
 
 
@@ -533,9 +582,9 @@ def _time_section(tables: Tables) -> dict[str, Any]:
                 "start_seconds": r["start"],
                 "messages": r["messages"],
             }
-            for r in _rows(tables.over_time)
+            for r in tables.over_time
         ],
-        "claim_counts": _rows(tables.claim_counts),
+        "claim_counts": tables.claim_counts,
         "time_to_dead_letter": [
             {
                 "project": r["project"],
@@ -546,7 +595,7 @@ def _time_section(tables: Tables) -> dict[str, Any]:
                 "upper_seconds": r["upper"],
                 "messages": r["messages"],
             }
-            for r in _rows(tables.delays)
+            for r in tables.delays
         ],
         "time_to_dead_letter_stats": [
             {
@@ -557,7 +606,7 @@ def _time_section(tables: Tables) -> dict[str, Any]:
                 "p90_seconds": r["p90"],
                 "max_seconds": r["max"],
             }
-            for r in _rows(tables.delay_stats)
+            for r in tables.delay_stats
         ],
     }
 
@@ -680,19 +729,23 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
         )
     parallelism = spark.sparkContext.defaultParallelism
     dead_letters = extract(spark, options)
-    # an export file smaller than a block is one partition: spread it over the cores
+    # an export file smaller than a block is one partition: spread it over the cores, one partition
+    # each (every later stage reads the cache with a task per partition: more would be idle overhead)
     if is_export_file(options.storage) and dead_letters.rdd.getNumPartitions() < parallelism:
-        dead_letters = dead_letters.repartition(2 * parallelism)
+        dead_letters = dead_letters.repartition(parallelism)
     enriched = transforms.enrich(dead_letters).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        total = enriched.count()
+        # the first query reads, enriches and caches every dead letter; its aggregation is a few rows
+        spark.conf.set("spark.sql.shuffle.partitions", str(options.shuffle_partitions or max(1, parallelism)))
+        counts = _rows(transforms.dead_letter_counts(enriched))
+        total = sum(r["messages"] for r in counts)
         partitions = options.shuffle_partitions or shuffle_partitions(total, parallelism)
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
         progress(
             f"extract: {total} dead letters in {enriched.rdd.getNumPartitions()} partitions, "
             f"{partitions} shuffle partitions ({_since(started)})"
         )
-        tables = transform(enriched, total, options, progress)
+        tables = transform(enriched, counts, options, progress)
         return load(tables, options, progress)
     finally:
         enriched.unpersist()

@@ -30,6 +30,7 @@ from spark_jobs.transforms.fields import (
     body_schema,
     categorical_fields,
     path_items,
+    path_values,
     scalar_paths,
 )
 from spark_jobs.transforms.patterns import (
@@ -42,6 +43,7 @@ from spark_jobs.transforms.patterns import (
     association_rules,
     cause_rules,
     message_features,
+    signal_counts,
     signal_items,
 )
 from spark_jobs.transforms.shapes import (
@@ -98,10 +100,12 @@ __all__ = [
     "masked_error",
     "message_features",
     "path_items",
+    "path_values",
     "payload_shapes",
     "scalar_paths",
     "shape_paths",
     "short_hash",
+    "signal_counts",
     "signal_items",
     "signature_members",
     "signature_of",

@@ -61,31 +61,37 @@ def body_schema(paths: Iterable[str]) -> T.StructType:
     return _struct(_tree(paths))
 
 
+def path_values(parsed: Column, path: str) -> Column:
+    """Return ``array<string>`` of the values of one path of a body parsed with :func:`body_schema`.
+
+    A path under an array gives each distinct value once; values are cut to
+    :data:`FIELD_VALUE_LENGTH` characters; objects and arrays met where a
+    scalar was expected are left out.
+    """
+    value = parsed
+    for part in path.split("."):
+        value = value.getField(part.removesuffix("[]"))
+    if "[]" in path:  # a body without the array has none of its items (not a null list)
+        values = F.array_distinct(F.coalesce(value, F.array().cast("array<string>")))
+    else:
+        values = F.array(value)
+    scalars = F.filter(values, lambda v: v.isNotNull() & ~v.startswith("{") & ~v.startswith("["))
+    return F.transform(scalars, lambda v: F.substring(v, 1, FIELD_VALUE_LENGTH))
+
+
 def path_items(parsed: Column, paths: Sequence[str]) -> Column:
     """Return ``array<string>`` of ``<path>=<value>`` items of a body parsed with :func:`body_schema`.
 
-    A path under an array gives one item per distinct value; values are cut
-    to :data:`FIELD_VALUE_LENGTH` characters; objects and arrays met where a
-    scalar was expected are left out.
+    One item per value of :func:`path_values`.
     """
-    parts = []
-    for path in paths:
-        value = parsed
-        for part in path.split("."):
-            value = value.getField(part.removesuffix("[]"))
-        if "[]" in path:  # a body without the array has none of its items (not a null list)
-            values = F.array_distinct(F.coalesce(value, F.array().cast("array<string>")))
-        else:
-            values = F.array(value)
-        scalars = F.filter(values, lambda v: v.isNotNull() & ~v.startswith("{") & ~v.startswith("["))
-        parts.append(F.transform(scalars, _item_of(path)))
+    parts = [F.transform(path_values(parsed, path), _item_of(path)) for path in paths]
     return F.flatten(F.array(*parts)) if parts else F.array().cast("array<string>")
 
 
 def _item_of(path: str) -> Callable[[Column], Column]:
     """Return the function making ``<path>=<value>`` of a value (a lambda of ``transform``: one argument)."""
     prefix = F.lit(path + "=")
-    return lambda value: F.concat(prefix, F.substring(value, 1, FIELD_VALUE_LENGTH))
+    return lambda value: F.concat(prefix, value)
 
 
 def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
@@ -94,31 +100,34 @@ def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
     Columns: field, messages, values, queue_values. The report reads a sample
     and keeps the paths with few values (:func:`categorical_fields`); a path
     with one value in every source queue (a message type) only restates the source.
+    Two small aggregations: per source queue and path (its messages and
+    distinct values), then per path.
     """
+    if not paths:
+        return enriched.sparkSession.createDataFrame(
+            [], "field string, messages long, values int, queue_values int"
+        )
     # the parsed body is a column of its own: referenced in a lambda, an expression runs once per reference
-    items = enriched.select(
-        "project", "source_queue", "id", F.from_json("body", body_schema(paths)).alias("parsed")
-    ).select(
-        "project",
-        "source_queue",
-        "id",
-        F.explode(path_items(F.col("parsed"), paths)).alias("item"),
-    ).select(
-        "project",
-        "source_queue",
-        "id",
-        F.substring_index("item", "=", 1).alias("field"),
-        F.expr("substr(item, instr(item, '=') + 1)").alias("value"),
+    parsed = F.col("parsed")
+    per_path = F.array(
+        *[F.struct(F.lit(path).alias("field"), path_values(parsed, path).alias("values")) for path in paths]
     )
-    per_queue = items.groupBy("project", "source_queue", "field").agg(
-        F.countDistinct("value").alias("queue_values")
+    found = enriched.select(
+        "project", "source_queue", F.from_json("body", body_schema(paths)).alias("parsed")
+    ).select(
+        "project", "source_queue", F.explode(F.filter(per_path, lambda p: F.size(p["values"]) > 0)).alias("p")
     )
-    overall = items.groupBy("field").agg(
-        F.countDistinct("id").alias("messages"), F.countDistinct("value").alias("values")
+    per_queue = found.groupBy("project", "source_queue", F.col("p.field").alias("field")).agg(
+        F.count(F.lit(1)).alias("messages"),
+        F.array_distinct(F.flatten(F.collect_list("p.values"))).alias("values"),
     )
     return (
-        overall.join(per_queue.groupBy("field").agg(F.max("queue_values").alias("queue_values")), "field")
-        .select("field", "messages", "values", "queue_values")
+        per_queue.groupBy("field")
+        .agg(
+            F.sum("messages").alias("messages"),
+            F.size(F.array_distinct(F.flatten(F.collect_list("values")))).alias("values"),
+            F.max(F.size("values")).alias("queue_values"),
+        )
         .orderBy("field")
     )
 

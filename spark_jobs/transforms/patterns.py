@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import decimal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.transforms.fields import body_schema, path_items
@@ -67,28 +69,14 @@ def _is_cause(item: Column) -> Column:
     return condition
 
 
-def _starts_with_any(item: Column, prefixes: Sequence[str]) -> Column:
-    condition = F.lit(False)
-    for prefix in prefixes:
-        condition = condition | item.startswith(prefix)
-    return condition
-
-
-def signal_items(
-    features: DataFrame, min_messages: int, min_confidence: float, separation: float = SEPARATION
-) -> DataFrame:
-    """Return ``(item)``: the items that can carry signal, the only ones mined further.
+def signal_counts(features: DataFrame) -> DataFrame:
+    """Return how many dead letters of each source queue carry each item with each cause.
 
     ``features`` has project, source_queue and items (:func:`message_features`).
-    In its source queue, an item must be on at least ``min_messages`` dead
-    letters with one cause item (``error_type=`` or ``signature=``), at
-    least ``min_confidence`` of the queue's dead letters with the item, and
-    either separate that cause from the rest of the queue (its share of the
-    cause is ``separation`` above the queue's) or, unless it is a
-    :data:`CONTEXT_ITEMS` item, be on every dead letter of the queue (then it
-    explains as much as the queue: the pruning of :func:`cause_rules` decides).
-    One aggregation of (queue, item, error type, signature) counts; the rest
-    works on its few rows.
+    Columns: project, source_queue, item (not a cause item), error_type and
+    signature (the message's cause items), n. One aggregation; its rows are
+    few at any size (queues x items x causes), so :func:`signal_items`
+    finishes on the driver.
     """
     queue = ["project", "source_queue"]
     exploded = features.select(
@@ -97,45 +85,98 @@ def signal_items(
         F.filter("items", lambda i: i.startswith("error_type="))[0].alias("error_type"),
         F.filter("items", lambda i: i.startswith("signature="))[0].alias("signature"),
     )
-    counted = exploded.groupBy(*queue, "item", "error_type", "signature").agg(F.count(F.lit(1)).alias("n"))
-    per_cause = (
-        counted.select(*queue, "item", "n", F.explode(F.array("error_type", "signature")).alias("cause"))
-        .groupBy(*queue, "item", "cause")
-        .agg(F.sum("n").alias("n"))
-        .withColumn("total", F.sum(F.when(F.col("cause").startswith("error_type="), F.col("n"))).over(
-            Window.partitionBy(*queue, "item")
-        ))
-    )
-    queue_item = F.concat(F.lit("queue="), F.col("source_queue"))
-    whole = per_cause.where(F.col("item") == queue_item).select(
-        *queue, "cause", F.col("n").alias("queue_n"), F.col("total").alias("queue_total")
-    )
-    share = F.col("n") / F.col("total")
-    separates = share - F.col("queue_n") / F.col("queue_total") >= separation
-    whole_queue = F.col("total") == F.col("queue_total")
+    return exploded.groupBy(*queue, "item", "error_type", "signature").agg(F.count(F.lit(1)).alias("n"))
+
+
+def signal_items(
+    counts: Iterable[Mapping[str, Any]],
+    min_messages: int,
+    min_confidence: float,
+    separation: float = SEPARATION,
+) -> list[str]:
+    """Return the items that can carry signal, sorted: the only ones mined further.
+
+    ``counts`` are the rows of :func:`signal_counts`. In its source queue, an
+    item must be on at least ``min_messages`` dead letters with one cause
+    item (``error_type=`` or ``signature=``), at least ``min_confidence`` of
+    the queue's dead letters with the item, and either separate that cause
+    from the rest of the queue (its share of the cause is ``separation``
+    above the queue's) or, unless it is a :data:`CONTEXT_ITEMS` item, be on
+    every dead letter of the queue (then it explains as much as the queue:
+    the pruning of :func:`cause_rules` decides).
+    """
+    per_cause: dict[tuple[str, str, str, str], int] = {}
+    totals: dict[tuple[str, str, str], int] = {}
+    for row in counts:
+        key = (row["project"], row["source_queue"], row["item"])
+        for cause in (row["error_type"], row["signature"]):
+            if cause is not None:
+                per_cause[(*key, cause)] = per_cause.get((*key, cause), 0) + row["n"]
+        if row["error_type"] is not None:  # each dead letter has one error type: its messages with the item
+            totals[key] = totals.get(key, 0) + row["n"]
+    found = set()
+    for (project, source_queue, item, cause), n in per_cause.items():
+        queue_item = (project, source_queue, f"queue={source_queue}")
+        total, queue_total = totals.get((project, source_queue, item)), totals.get(queue_item)
+        queue_n = per_cause.get((*queue_item, cause))
+        if total is None or queue_total is None or queue_n is None:
+            continue
+        separates = n / total - queue_n / queue_total >= separation
+        whole_queue = total == queue_total and not item.startswith(CONTEXT_ITEMS)
+        if n >= min_messages and n / total >= min_confidence and (separates or whole_queue):
+            found.add(item)
+    return sorted(found)
+
+
+def _explained(rule: Mapping[str, Any]) -> float:
+    """Return support x (1 - 1/lift) rounded half up to 12 places, as Spark's ``round`` of a double."""
+    value = rule["support"] * (1 - 1 / rule["lift"])
+    return float(decimal.Decimal(repr(value)).quantize(decimal.Decimal("1e-12"), decimal.ROUND_HALF_UP))
+
+
+def _array_text(items: Sequence[str]) -> str:
+    """Return an item list as Spark casts an ``array<string>`` to text (the rules' last sort keys)."""
+    return "[" + ", ".join(items) + "]"
+
+
+def _candidate(rule: Mapping[str, Any], max_antecedent: int) -> bool:
+    consequent, antecedent = rule["consequent"], rule["antecedent"]
     return (
-        per_cause.join(whole, [*queue, "cause"])
-        .where(
-            (F.col("n") >= min_messages)
-            & (share >= min_confidence)
-            & (separates | (whole_queue & ~_starts_with_any(F.col("item"), CONTEXT_ITEMS)))
-        )
-        .select("item")
-        .distinct()
-        .orderBy("item")
+        len(consequent) == 1
+        and consequent[0].startswith(CAUSE_ITEMS)
+        and not any(i.startswith(CAUSE_ITEMS) for i in antecedent)
+        and rule["lift"] > 1.0
+        and len(antecedent) <= max_antecedent
     )
+
+
+def _is_redundant(
+    rule: Mapping[str, Any], other: Mapping[str, Any], freq: Mapping[tuple[str, ...], int],
+    source_items: tuple[str, ...],
+) -> bool:
+    """Say whether ``other`` makes ``rule`` redundant (see :func:`cause_rules`)."""
+    own, others = freq.get(rule["antecedent"]), freq.get(other["antecedent"])
+    shared = freq.get(tuple(sorted({*rule["antecedent"], *other["antecedent"]})))
+    if own is None or others is None or shared is None or shared != own:
+        return False
+    subset = set(other["antecedent"]) <= set(rule["antecedent"])
+    restates = all(i.startswith(source_items) for i in rule["antecedent"]) and any(
+        not i.startswith((*source_items, *CONTEXT_ITEMS)) for i in other["antecedent"]
+    )
+    return subset or others > own or restates
 
 
 def cause_rules(
-    rules: DataFrame,
-    itemsets: DataFrame,
+    rules: Iterable[Mapping[str, Any]],
+    itemsets: Iterable[Mapping[str, Any]],
     max_antecedent: int = 2,
     source_items: Sequence[str] = SOURCE_ITEMS,
-) -> DataFrame:
+) -> list[dict[str, Any]]:
     """Keep the association rules that point at a cause, without the redundant ones, best first.
 
-    ``rules`` has FP-Growth's columns (antecedent, consequent, confidence,
-    lift, support), ``itemsets`` its frequent itemsets (items, freq). Kept:
+    ``rules`` have FP-Growth's fields (antecedent, consequent, confidence,
+    lift, support), ``itemsets`` its frequent itemsets (items, freq); both
+    are few (hundreds), so this runs on the driver. Kept:
     one cause item concluded (an error type or a signature) from items that
     are not causes, with lift above 1 and at most ``max_antecedent`` items.
     Dropped, when another rule concludes the same at least as confidently
@@ -148,68 +189,53 @@ def cause_rules(
     ``source_items`` nor of :data:`CONTEXT_ITEMS`); and a
     signature rule that says no more than the error-type rule with the same
     antecedent and support. Sorted by the share of dead letters a rule
-    explains beyond the rate of its conclusion alone (support x (1 - 1/lift)),
-    then confidence.
+    explains beyond the rate of its conclusion alone (support x (1 - 1/lift),
+    to 12 places), then confidence, antecedent and consequent.
+    Returns dicts of antecedent (sorted), consequent, confidence, lift, support.
     """
-    candidates = rules.where(
-        (F.size("consequent") == 1)
-        & _is_cause(F.col("consequent")[0])
-        & ~F.exists("antecedent", _is_cause)
-        & (F.col("lift") > 1.0)
-        & (F.size("antecedent") <= max_antecedent)
-    ).select(F.array_sort("antecedent").alias("antecedent"), "consequent", "confidence", "lift", "support")
-    # rules and itemsets are few (thousands): broadcast joins keep this to a stage or two
-    freq = F.broadcast(itemsets.select(F.array_sort("items").alias("items"), "freq"))
-    a, b = candidates.alias("a"), F.broadcast(candidates.alias("b"))
-    pairs = a.join(
-        b,
-        (F.col("a.consequent") == F.col("b.consequent"))
-        & (F.col("a.antecedent") != F.col("b.antecedent"))
-        & (F.col("b.confidence") >= F.col("a.confidence") - 1e-9),
-    ).select(
-        F.col("a.antecedent").alias("antecedent"),
-        F.col("a.consequent").alias("consequent"),
-        F.col("b.antecedent").alias("other"),
-        F.array_sort(F.array_union("a.antecedent", "b.antecedent")).alias("both"),
-    )
-    counted = (
-        pairs.join(
-            freq.withColumnRenamed("items", "antecedent").withColumnRenamed("freq", "own"), "antecedent"
+    freq = {tuple(sorted(row["items"])): row["freq"] for row in itemsets}
+    candidates = [
+        {
+            "antecedent": tuple(sorted(r["antecedent"])),
+            "consequent": tuple(r["consequent"]),
+            **{k: r[k] for k in ("confidence", "lift", "support")},
+        }
+        for r in rules
+        if _candidate(r, max_antecedent)
+    ]
+    sources = tuple(source_items)
+    concluding: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for rule in candidates:
+        concluding.setdefault(rule["consequent"], []).append(rule)
+    kept = [
+        rule
+        for rule in candidates
+        if not any(
+            other["antecedent"] != rule["antecedent"]
+            and other["confidence"] >= rule["confidence"] - 1e-9
+            and _is_redundant(rule, other, freq, sources)
+            for other in concluding[rule["consequent"]]
         )
-        .join(freq.withColumnRenamed("items", "other").withColumnRenamed("freq", "others"), "other")
-        .join(freq.withColumnRenamed("items", "both").withColumnRenamed("freq", "shared"), "both")
-    )
-    subset = F.size(F.array_except("other", "antecedent")) == 0
-    restates = F.forall("antecedent", lambda i: _starts_with_any(i, source_items)) & F.exists(
-        "other", lambda i: ~_starts_with_any(i, (*source_items, *CONTEXT_ITEMS))
-    )
-    redundant = counted.where(
-        (subset | (F.col("others") > F.col("own")) | restates) & (F.col("shared") == F.col("own"))
-    )
-    kept = candidates.join(
-        F.broadcast(redundant.select("antecedent", "consequent").distinct()),
-        ["antecedent", "consequent"],
-        "left_anti",
-    )
-    by_type = kept.where(F.col("consequent")[0].startswith("error_type=")).select(
-        "antecedent", F.col("support").alias("type_support")
-    )
-    repeated = (
-        kept.where(F.col("consequent")[0].startswith("signature="))
-        .join(F.broadcast(by_type), "antecedent")
-        .where(F.abs(F.col("support") - F.col("type_support")) < 1e-12)
-        .select("antecedent", "consequent")
-    )
-    return (
-        kept.join(F.broadcast(repeated), ["antecedent", "consequent"], "left_anti")
-        .select("antecedent", "consequent", "confidence", "lift", "support")
-        .orderBy(
-            F.desc(F.round(F.col("support") * (1 - 1 / F.col("lift")), 12)),
-            F.desc("confidence"),
-            F.col("antecedent").cast("string"),
-            F.col("consequent").cast("string"),
+    ]
+    type_supports: dict[tuple[str, ...], list[float]] = {}
+    for rule in kept:
+        if rule["consequent"][0].startswith("error_type="):
+            type_supports.setdefault(rule["antecedent"], []).append(rule["support"])
+    listed = [
+        rule
+        for rule in kept
+        if not (
+            rule["consequent"][0].startswith("signature=")
+            and any(abs(rule["support"] - s) < 1e-12 for s in type_supports.get(rule["antecedent"], ()))
         )
-    )
+    ]
+    listed.sort(key=lambda r: (_array_text(r["antecedent"]), _array_text(r["consequent"])))
+    listed.sort(key=lambda r: (_explained(r), r["confidence"]), reverse=True)
+    return [
+        {"antecedent": list(r["antecedent"]), "consequent": list(r["consequent"]),
+         **{k: r[k] for k in ("confidence", "lift", "support")}}
+        for r in listed
+    ]
 
 
 def association_rules(
@@ -219,13 +245,15 @@ def association_rules(
     max_antecedent: int = 2,
     items: Sequence[str] | None = None,
     source_items: Sequence[str] = SOURCE_ITEMS,
-) -> DataFrame:
+) -> list[dict[str, Any]]:
     """Mine the features with FP-Growth and return :func:`cause_rules` of its association rules.
 
     ``items``: the non-cause items to mine (:func:`signal_items`); the others
     are left out of each transaction first (every transaction stays, so
-    supports remain shares of all dead letters). Columns: antecedent,
-    consequent, confidence, lift, support.
+    supports remain shares of all dead letters). FP-Growth's rules and its
+    itemsets of up to ``2 x max_antecedent`` items are collected (few);
+    the pruning runs on the driver. Returns dicts of antecedent, consequent,
+    confidence, lift, support.
     """
     from pyspark.ml.fpm import FPGrowth
 
@@ -235,12 +263,8 @@ def association_rules(
             "id", F.filter("items", lambda i: _is_cause(i) | F.array_contains(keep, i)).alias("items")
         )
     model = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence).fit(features)
-    # the model's rules are recomputed from the mined RDD on every action: materialise them once
-    return cause_rules(
-        model.associationRules.localCheckpoint(eager=True),
-        model.freqItemsets.where(F.size("items") <= max_antecedent * 2).localCheckpoint(eager=True),
-        max_antecedent,
-        source_items,
-    )
-
-
+    rules = [row.asDict() for row in model.associationRules.collect()]
+    itemsets = [
+        row.asDict() for row in model.freqItemsets.where(F.size("items") <= max_antecedent * 2).collect()
+    ]
+    return cause_rules(rules, itemsets, max_antecedent, source_items)

@@ -307,20 +307,41 @@ def test_signal_items_separate_a_cause_from_the_rest_of_its_queue(spark):
         ],
         "source_queue string, cause string, items array<string>",
     ).selectExpr("'p' as project", "source_queue", "items")
+    counts = [r.asDict() for r in transforms.signal_counts(features).collect()]
+    assert sorted((r["source_queue"], r["item"], r["error_type"], r["n"]) for r in counts)[:3] == [
+        ("orders", "card=amex", "error_type=Timeout", 4),
+        ("orders", "card=visa", "error_type=Invalid", 8),
+        ("orders", "queue=orders", "error_type=Invalid", 8),
+    ]
     # card=amex and card=visa separate; tier=gold does not (half its messages are each cause);
     # in payments everything is on every dead letter: the queue and its items stay, not the reason
-    assert rows(transforms.signal_items(features, 3, 0.8)) == [
-        ("card=amex",),
-        ("card=visa",),
-        ("currency=JPY",),
-        ("queue=payments",),
-        ("tier=basic",),
-        ("type=payment",),
+    assert transforms.signal_items(counts, 3, 0.8) == [
+        "card=amex",
+        "card=visa",
+        "currency=JPY",
+        "queue=payments",
+        "tier=basic",
+        "type=payment",
     ]
 
 
-def test_cause_rules_keep_informative_rules_that_conclude_a_cause(spark):
-    rules = spark.createDataFrame(
+RULE_FIELDS = ("antecedent", "consequent", "confidence", "lift", "support")
+
+
+def rule_rows(rules):
+    return [dict(zip(RULE_FIELDS, r, strict=True)) for r in rules]
+
+
+def itemset_rows(itemsets):
+    return [{"items": items, "freq": freq} for items, freq in itemsets]
+
+
+def listed(rules):
+    return [(r["antecedent"], r["consequent"], r["confidence"], r["lift"], r["support"]) for r in rules]
+
+
+def test_cause_rules_keep_informative_rules_that_conclude_a_cause():
+    rules = rule_rows(
         [
             (["client=x"], ["error_type=E"], 1.0, 2.0, 0.5),
             (["hour=05", "client=x"], ["error_type=E"], 1.0, 2.0, 0.4),  # a subset says as much
@@ -332,10 +353,9 @@ def test_cause_rules_keep_informative_rules_that_conclude_a_cause(spark):
             (["client=x"], ["hour=05"], 1.0, 1.5, 0.5),  # concludes no cause
             (["hour=05"], ["error_type=E"], 0.5, 1.0, 0.5),  # lift 1: no information
             (["region=eu", "client=x"], ["error_type=F"], 0.9, 1.5, 0.3),
-        ],
-        "antecedent array<string>, consequent array<string>, confidence double, lift double, support double",
+        ]
     )
-    itemsets = spark.createDataFrame(
+    itemsets = itemset_rows(
         [
             (["client=x"], 5),
             (["currency=USD"], 3),
@@ -345,11 +365,10 @@ def test_cause_rules_keep_informative_rules_that_conclude_a_cause(spark):
             (["client=x", "hour=05"], 4),
             (["region=eu", "client=x"], 3),
             (["currency=JPY"], 2),
-        ],
-        "items array<string>, freq long",
+        ]
     )
     # most explained first: support x (1 - 1/lift) = 0.25, 0.133, 0.1 (confidence 1.0), 0.1 (0.9)
-    assert rows(transforms.cause_rules(rules, itemsets)) == [
+    assert listed(transforms.cause_rules(rules, itemsets)) == [
         (["client=x"], ["error_type=E"], 1.0, 2.0, 0.5),
         (["currency=JPY"], ["signature=s2"], 0.8, 3.0, 0.2),
         (["region=us"], ["error_type=E"], 1.0, 2.0, 0.2),
@@ -357,8 +376,8 @@ def test_cause_rules_keep_informative_rules_that_conclude_a_cause(spark):
     ]
 
 
-def test_cause_rules_name_the_body_field_not_the_source_it_came_from(spark):
-    rules = spark.createDataFrame(
+def test_cause_rules_name_the_body_field_not_the_source_it_came_from():
+    rules = rule_rows(
         [
             (["queue=payments"], ["error_type=G"], 1.0, 4.0, 0.25),
             (["type=payment"], ["error_type=G"], 1.0, 4.0, 0.25),
@@ -366,10 +385,9 @@ def test_cause_rules_name_the_body_field_not_the_source_it_came_from(spark):
             (["queue=payments", "reason=max_claims"], ["error_type=G"], 1.0, 4.0, 0.25),
             (["client=billing"], ["error_type=H"], 1.0, 4.0, 0.25),  # no body field says as much
             (["reason=max_claims", "shape=s1"], ["error_type=H"], 1.0, 4.0, 0.25),
-        ],
-        "antecedent array<string>, consequent array<string>, confidence double, lift double, support double",
+        ]
     )
-    itemsets = spark.createDataFrame(
+    itemsets = itemset_rows(
         [
             (["queue=payments"], 5),
             (["type=payment"], 5),
@@ -382,11 +400,10 @@ def test_cause_rules_name_the_body_field_not_the_source_it_came_from(spark):
             (["client=billing"], 5),
             (["reason=max_claims", "shape=s1"], 5),
             (["client=billing", "reason=max_claims", "shape=s1"], 5),
-        ],
-        "items array<string>, freq long",
+        ]
     )
     kept = transforms.cause_rules(rules, itemsets, source_items=(*transforms.SOURCE_ITEMS, "type="))
-    assert rows(kept.select("antecedent", "consequent")) == [
+    assert [(r["antecedent"], r["consequent"]) for r in kept] == [
         (["client=billing"], ["error_type=H"]),
         (["currency=JPY"], ["error_type=G"]),
         (["reason=max_claims", "shape=s1"], ["error_type=H"]),
@@ -398,7 +415,7 @@ def test_association_rules_find_the_item_that_predicts_an_error_type(spark):
     features = spark.createDataFrame(
         [(str(i), it) for i, it in enumerate(items)], "id string, items array<string>"
     )
-    assert rows(transforms.association_rules(features, 0.2, 0.5)) == [
+    assert listed(transforms.association_rules(features, 0.2, 0.5)) == [
         (["client=a"], ["error_type=E"], 1.0, 2.0, 0.5),
         (["client=b"], ["error_type=F"], 1.0, 2.0, 0.5),
     ]
