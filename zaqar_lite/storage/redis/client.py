@@ -111,7 +111,7 @@ class RedisConnected:
             # client per greenlet would hold a Redis connection per client connection. There the
             # greenlets share one client whose commands borrow a connection of a bounded pool
             # (waiting for a free one) for their own time only. redis-py's BlockingConnectionPool
-            # would do, at a fifth of a claim's and a delete's instructions: a lean pool of ours
+            # would do, at an eighth of a claim's and a delete's instructions: a lean pool of ours
             # lends and takes back (storage/redis/pool.py says what it spares, and how).
             self._pool = BoundedPool.from_url(
                 self.target.uri, retry=retry, connection_class=connection_class(self.target.uri),
