@@ -174,17 +174,19 @@ class BoundedPool(redis.ConnectionPool):
         return self.connection_class(**self.connection_kwargs)
 
     def release(self, connection: Any) -> None:
-        """Take a connection back (reconnecting first one still owed a reply) and free its slot."""
+        """Take a connection back (closing first one owed a reply: it connects anew) and free its slot."""
         if self.pid != os.getpid():
             self._checkpid()
         try:
             self._in_use_connections.remove(connection)
         except KeyError:  # not lent by this pool (or lent before a fork): no slot of ours
             return
-        if connection.should_reconnect():
-            connection.disconnect()
-        self._available_connections.append(connection)
-        self._slots.release()
+        try:
+            if connection.should_reconnect():
+                connection.disconnect()
+        finally:  # even when the borrower is killed meanwhile: a slot lost would be lost for good
+            self._available_connections.append(connection)
+            self._slots.release()
 
     def disconnect(self, inuse_connections: bool = True) -> None:
         """Close the idle connections, and those lent too unless ``inuse_connections`` is false."""
