@@ -6,12 +6,14 @@ store in ``tests/storage/test_processes_and_outages.py``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,8 +23,9 @@ from tests.conftest import missing_server
 from tests.servers.redis import RedisServer
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage.redis.client import OwedRepliesConnection, library_for
+from zaqar_lite.storage.redis.client import library_for
 from zaqar_lite.storage.redis.driver import RedisStorage
+from zaqar_lite.storage.redis.pool import BoundedPool
 
 P, Q, DLQ = "p", "q", "q-dlq"
 NOW = 1_800_000_000.123456
@@ -199,8 +202,7 @@ def test_a_driver_inherited_through_fork_opens_connections_of_its_own(store):
 
 
 def test_a_reply_left_unread_never_answers_the_next_command_of_the_pool(redis_store_uri):
-    pool = redis.BlockingConnectionPool.from_url(redis_store_uri, connection_class=OwedRepliesConnection,
-                                                 max_connections=1, decode_responses=True)
+    pool = BoundedPool.from_url(redis_store_uri, max_connections=1, timeout=5.0, decode_responses=True)
     client = redis.Redis(connection_pool=pool)
     with redis.Redis.from_url(redis_store_uri) as admin:
         connection = pool.get_connection()
@@ -213,6 +215,25 @@ def test_a_reply_left_unread_never_answers_the_next_command_of_the_pool(redis_st
         assert connection.read_response() == "first"
         pool.release(connection)
         assert client.echo("own") == "own"
+    pool.disconnect()
+
+
+def test_an_exhausted_pool_makes_a_borrower_wait_then_fails_it_clearly(redis_store_uri):
+    pool = BoundedPool.from_url(redis_store_uri, max_connections=2, timeout=0.2, decode_responses=True)
+    lent = [pool.get_connection(), pool.get_connection()]
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError, match="No connection available"):
+        pool.get_connection()
+    assert time.monotonic() - started >= 0.2
+    waiting = concurrent.futures.ThreadPoolExecutor(1).submit(pool.get_connection)
+    time.sleep(0.05)
+    assert not waiting.done()  # still blocked: both connections are lent
+    pool.release(lent[1])
+    assert waiting.result(timeout=5) is lent[1]  # the one given back, not a third
+    pool.release(lent[0])
+    pool.release(lent[1])
+    assert pool.get_connection() is lent[1]  # the last given back is lent first
+    assert len(pool._available_connections) == 1
     pool.disconnect()
 
 

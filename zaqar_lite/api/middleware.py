@@ -128,9 +128,11 @@ class RequestContext:
         if req.content_type and req.content_type.split(";")[0].strip().lower() in FORM_TYPES:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
         req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
+        # only keystone auth reads the identity headers: no request pays for them otherwise
+        keystone_identity = identity(req) if self.settings.auth_strategy == "keystone" else None
         req.context.project, req.context.role = credentials(
             self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"),
-            signed_request(req, self.clock), identity(req))
+            signed_request(req, self.clock), keystone_identity)
         req.env[PROJECT_ENVIRON] = req.context.project
 
     def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:

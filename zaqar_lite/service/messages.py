@@ -166,7 +166,8 @@ class Messages(ServiceBase):
 
         result = self.storage.claim_planned(project, queue, plan)
         counted.MESSAGES_CLAIMED.inc(len(result.claimed))
-        counted.MESSAGES_DISCARDED.inc(result.discarded)
+        if result.discarded:  # rare: counted only when it happens, as the dead letters below
+            counted.MESSAGES_DISCARDED.inc(result.discarded)
         if result.dead_lettered:
             counted.MESSAGES_DEAD_LETTERED.labels(REASON_MAX_CLAIMS).inc(result.dead_lettered)
             dead_letter_queue = planned[-1].dead_letter.queue  # the plan the store applied is the last made

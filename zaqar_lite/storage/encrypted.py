@@ -98,6 +98,8 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
 
     def _opened(self, project: str, queue: str, messages: list[Message]) -> list[Message]:
         """Return messages with their bodies opened, or raise MessageUnreadable naming the first unopened."""
+        if not any(encryption.is_envelope(message.body) for message in messages):
+            return messages  # nothing sealed (every answer of a queue that does not encrypt): as read
         opened: list[Message] = []
         failures: list[tuple[str, str]] = []
         for message in messages:
@@ -139,7 +141,8 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
             raise
 
     def _opened_claim(self, project: str, queue: str, result: ClaimResult) -> ClaimResult:
-        return dataclasses.replace(result, claimed=self._opened(project, queue, result.claimed))
+        opened = self._opened(project, queue, result.claimed)
+        return result if opened is result.claimed else dataclasses.replace(result, claimed=opened)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         return self._opened_claim(project, queue, self.inner.claim_messages(project, queue, request))

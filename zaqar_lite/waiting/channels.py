@@ -187,14 +187,17 @@ class RedisChannel:
         """
         import redis
 
+        from zaqar_lite.storage.redis.pool import BoundedPool, connection_class
+
         self._redis = redis
         uri = plain_redis_url(uri)
         self._uri = uri
         # a few connections, shared by every request of the process (a publish takes one for
-        # its round trip); a publish that waits longer than a second for one is dropped
-        self._publisher = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
-            uri, decode_responses=True, max_connections=PUBLISH_CONNECTIONS, timeout=1.0,
-            socket_timeout=5.0, socket_connect_timeout=3.0))
+        # its round trip, through the store's lean pool); a publish that waits longer than a
+        # second for one is dropped
+        self._publisher = redis.Redis(connection_pool=BoundedPool.from_url(
+            uri, connection_class=connection_class(uri), decode_responses=True,
+            max_connections=PUBLISH_CONNECTIONS, timeout=1.0, socket_timeout=5.0, socket_connect_timeout=3.0))
         self._closed = False
 
     @staticmethod

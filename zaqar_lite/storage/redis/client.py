@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -26,6 +26,7 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.storage.redis.layout import Target, parse_uri
+from zaqar_lite.storage.redis.pool import BoundedPool, connection_class
 
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "delete", "bulk_delete", "pop", "sweep", "purge", "list", "stats", "redrive", "put_record",
@@ -34,80 +35,14 @@ SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_cl
 _LUA_FUNCTION = re.compile(r"(?:^--[^\n]*\n)*^local function (\w+)\(.*?^end\n", re.MULTILINE | re.DOTALL)
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
-# unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
 #: under gevent: connections of a worker's pool, and seconds a command waits for one of them
 GREENLET_POOL = {"max_connections": 64, "timeout": 5.0}
+# unreachable, timed out, or refused for now before running (replica, maxmemory, cluster failover)
 _UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                 redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
                 redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
                 redis.exceptions.MovedError, redis.exceptions.AskError,
                 redis.exceptions.RedisClusterException)
-
-
-class OwedRepliesConnection(redis.Connection):
-    """A connection that counts the replies it is owed, so that a check-out need not poll it.
-
-    redis-py's pool polls every connection it hands out for unread data
-    (``can_read``), under gevent a select through the hub on every command
-    (and with maintenance notifications on "auto", its default, it ignores
-    the answer). A reply is left unread only by a command that did not
-    complete: a send or read interrupted (``GreenletExit``, a gevent
-    ``Timeout``: redis-py closes the connection then), or a pipeline whose
-    replies were not all read. Commands sent less replies read tells such a
-    connection apart, even while its reply is still on the way (a poll would
-    miss it): it asks to be reconnected (``should_reconnect``, which the client
-    and the pool consult when a command lets go of it), and answers a poll
-    with "dirty" at once. A connection owed nothing is not polled: the server
-    sends nothing unasked over RESP2 without pub/sub, and a connection it closed
-    meanwhile fails its health check (``health_check_interval``) or its
-    command, which the retry policy retries.
-    """
-
-    #: commands sent on this socket whose replies are not read yet
-    owed = 0
-    #: commands in the buffer :meth:`pack_commands` made last (a pipeline's), 1 for a single command
-    _packed = 1
-
-    def pack_commands(self, commands: Iterable[Sequence[Any]]) -> Any:
-        commands = list(commands)
-        self._packed = len(commands)
-        return super().pack_commands(commands)  # type: ignore[no-untyped-call]
-
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        # counted once sent in full: an interrupted send closes the connection (owed 0)
-        sent, self._packed = self._packed, 1
-        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
-        self.owed += sent
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            response = super().read_response(*args, **kwargs)
-        except redis.exceptions.ResponseError:  # an error reply, read in full
-            self.owed = max(self.owed - 1, 0)
-            raise
-        self.owed = max(self.owed - 1, 0)  # never below: a failed read closed it (owed 0)
-        return response
-
-    def can_read(self, timeout: float = 0) -> bool:
-        if timeout:
-            return bool(super().can_read(timeout))
-        return self.owed > 0
-
-    def should_reconnect(self) -> bool:
-        return self.owed > 0 or bool(super().should_reconnect())  # type: ignore[no-untyped-call]
-
-    def disconnect(self, *args: Any, **kwargs: Any) -> None:
-        self.owed = 0
-        super().disconnect(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-
-class OwedRepliesSSLConnection(OwedRepliesConnection, redis.SSLConnection):
-    """A TLS connection (``rediss://``) that counts the replies it is owed."""
-
-
-def _connection_class(uri: str) -> type[redis.Connection]:
-    """Return the reply-counting connection class of a ``redis://`` or ``rediss://`` URI."""
-    return OwedRepliesSSLConnection if uri.startswith("rediss:") else OwedRepliesConnection
 
 
 def _cluster_options(target: Target) -> dict[str, Any]:
@@ -175,10 +110,11 @@ class RedisConnected:
             # connection for as long as it stays open (a waiting claim, an idle keep-alive): a
             # client per greenlet would hold a Redis connection per client connection. There the
             # greenlets share one client whose commands borrow a connection of a bounded pool
-            # (waiting for a free one) for their own time only; a connection that counts the
-            # replies it is owed spares each borrowing a poll for unread data.
-            self._pool = redis.BlockingConnectionPool.from_url(
-                self.target.uri, retry=retry, connection_class=_connection_class(self.target.uri),
+            # (waiting for a free one) for their own time only. redis-py's BlockingConnectionPool
+            # would do, at an eighth of a claim's and a delete's instructions: a lean pool of ours
+            # lends and takes back (storage/redis/pool.py says what it spares, and how).
+            self._pool = BoundedPool.from_url(
+                self.target.uri, retry=retry, connection_class=connection_class(self.target.uri),
                 **DEFAULTS, **GREENLET_POOL)
             self._shared = redis.Redis(connection_pool=self._pool)
         else:

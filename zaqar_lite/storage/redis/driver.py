@@ -194,11 +194,13 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
                metadata_version: str | None) -> ClaimResult:
         """Run claim.lua; with ``metadata_version``, only while the stored metadata text is that."""
         now, dead_letter = request.now, request.dead_letter
+        # the provenance's head is read only by a move, and a claim that counts nothing moves nothing
+        head = (record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter)
+                if dead_letter.counts_claims else "")
         reply = self._run("claim", project, queue, [
             stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
-            *self._dead_letter_args(now, dead_letter),
-            record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter), *guard(metadata_version),
+            *self._dead_letter_args(now, dead_letter), head, *guard(metadata_version),
             *backoff_args(request.backoff), *map(stamp, request.draws)],
             dead_letter_queue=dead_letter.queue or queue)
         if reply == STALE:

@@ -11,6 +11,7 @@
 -- ARGV[11] dead-letter queue name ('' for none)
 -- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own
 -- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"max_claims","dead_lettered_at":now'
+--          ('' when claims are not counted: nothing is moved)
 -- ARGV[14] '1' to claim only if the metadata is still ARGV[15] ('' = no queue), else '0'
 -- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (absent for none)
 -- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
