@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import falcon.testing
 import pytest
@@ -57,7 +59,48 @@ def same_on_every_store(item: pytest.Item) -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: modules of the first pass that each take minutes (a Spark cluster, the schemathesis run,
+#: spark-submit): in pytest-xdist processes they start first, beside everything else
+SLOW_MODULES = ("tests/test_openapi_fuzz.py", "tests/spark/test_spark_submit.py")
+#: the group of the Spark suite's tests on the session's local Spark (starting one takes
+#: seconds and a JVM); it holds tests/spark/test_standalone_cluster.py, so it starts first
+SPARK_GROUP = "tests/spark"
+
+
+def process_group(nodeid: str) -> str:
+    """Return the group of tests that run in one pytest-xdist process with the test ``nodeid``.
+
+    A module's tests share its module-scoped fixtures (the end-to-end ``server``), so they
+    stay together; the Spark suite's tests but spark-submit's share one local Spark.
+    """
+    module = nodeid.split("::", 1)[0]
+    if module.startswith(f"{SPARK_GROUP}/") and module not in SLOW_MODULES:
+        return SPARK_GROUP
+    return module
+
+
+def start_rank(nodeid: str) -> int:
+    """Return when the group of ``nodeid`` starts in pytest-xdist processes: the slow ones first."""
+    group = process_group(nodeid)
+    if group == SPARK_GROUP:
+        return 0
+    return SLOW_MODULES.index(group) + 1 if group in SLOW_MODULES else len(SLOW_MODULES) + 1
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadscope``, hand the tests out by :func:`process_group`."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByProcessGroup(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return process_group(nodeid)
+
+    return ByProcessGroup(config, log)
+
+
+def skip_repeats(items: list[pytest.Item]) -> None:
     """In a pass on another store than SQLite, skip the tests that would only repeat the SQLite pass."""
     if STORE_KIND == "sqlite":
         return
@@ -67,6 +110,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         reason = same_on_every_store(item)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Skip what only repeats the SQLite pass; in a pytest-xdist process, once every other hook
+    has ordered the tests, put the slow groups first (``--dist loadscope`` with
+    ``--no-loadscope-reorder`` hands groups out in the order the processes collected them)."""
+    skip_repeats(items)
+    yield
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: start_rank(item.nodeid))
 
 
 @pytest.fixture

@@ -20,7 +20,12 @@ tempest_log=$(mktemp)
 "$BIN/python" -m tests.tempest.run --venv "${TEMPEST_VENV:-.venv-tempest}" >"$tempest_log" 2>&1 &
 tempest_pid=$!
 # (this step includes tests/test_openapi_fuzz.py: schemathesis over docs/openapi.yaml against a real server)
-"$BIN/python" -m pytest -p no:cacheprovider --ignore=tests/storage "$@" || status=1
+# Two pytest-xdist processes: a module's tests stay in one process, the Spark suite's on its
+# local Spark session too, and the slowest groups (the Spark suite with its standalone
+# cluster, the schemathesis run, spark-submit) start first, beside the rest
+# (tests/conftest.py, process_group; docs/architecture.rst "Tests").
+"$BIN/python" -m pytest -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
+    --ignore=tests/storage "$@" || status=1
 echo "== Zaqar's API suite (zaqar-tempest-plugin v2) on sqlite with token auth =="
 wait "$tempest_pid" || status=1
 cat "$tempest_log"
@@ -29,13 +34,13 @@ rm -f "$tempest_log"
 # time most of their run: four processes, each with servers of its own.
 echo "== storage suites on every driver (4 processes) =="
 "$BIN/python" -m pytest -p no:cacheprovider -n 4 tests/storage "$@" || status=1
-# On Redis the suites run in one process. SecantusDB spends most of a request in
-# its own (Python) server and Swift in its settle wait (half a second per claim
-# and per queue creation: see zaqar_lite/storage/swift/driver.py), so there they run in
-# pytest-xdist processes, each with a server of its own, whose waits overlap
+# The store passes run in pytest-xdist processes, each with a server of its own. On Redis
+# two processes keep both cores busy; SecantusDB spends most of a request in its own
+# (Python) server and Swift in its settle wait (half a second per claim and per queue
+# creation: see zaqar_lite/storage/swift/driver.py), so there the processes' waits overlap
 # (Swift: under 3 minutes instead of a quarter of an hour).
-echo "== API and end-to-end suites on redis =="
-ZAQAR_LITE_TEST_STORE=redis "$BIN/python" -m pytest -p no:cacheprovider tests/api tests/e2e "$@" || status=1
+echo "== API and end-to-end suites on redis (2 processes) =="
+ZAQAR_LITE_TEST_STORE=redis "$BIN/python" -m pytest -p no:cacheprovider -n 2 tests/api tests/e2e "$@" || status=1
 echo "== API and end-to-end suites on mongodb (2 processes) =="
 ZAQAR_LITE_TEST_STORE=mongodb "$BIN/python" -m pytest -p no:cacheprovider -n 2 tests/api tests/e2e "$@" || status=1
 echo "== API and end-to-end suites on swift (4 processes) =="

@@ -41,6 +41,9 @@ from zaqar_lite.balance import AcceptBalance
 
 #: seconds a stopping worker still gives kept-alive connections to start a request (as gthread)
 STOP_KEEPALIVE_LINGER = 2.0
+#: seconds between a running worker's looks at whether it was told to stop (SIGTERM only
+#: clears ``alive``): a stop waits this long at most before the drain begins
+STOP_CHECK_INTERVAL = 0.1
 _TIMEOUT_BODY = (b'{"title": "Request timeout", '
                  b'"description": "The request body did not arrive in time."}')
 #: what a client whose body stalled reads before the connection closes
@@ -175,7 +178,7 @@ class Worker(GeventWorker):  # type: ignore[misc]
             servers.append(server)
         while self.alive:
             self.notify()
-            gevent.sleep(1.0)
+            gevent.sleep(STOP_CHECK_INTERVAL)
         for server in servers:
             server.close()
         started = time.monotonic()

@@ -16,6 +16,7 @@ import logging
 import math
 import multiprocessing
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
@@ -228,16 +229,23 @@ def metrics_directory(settings: Settings) -> Iterator[str | None]:
     starts), so every process counts into it and a scrape of any worker adds
     them all up; removed when the server stops, so a restart starts from zero
     (as Prometheus expects of a restarted target). Yields None when metrics are off.
+
+    Only the process that made the directory removes it: a gunicorn worker is a fork
+    of the master inside this block, and its exit (a SystemExit) unwinds through it
+    too, while the other workers, some perhaps still booting, count into it.
     """
     if not settings.metrics.enabled:
         yield None
         return
     previous = os.environ.get(MULTIPROC_ENV)
-    with tempfile.TemporaryDirectory(prefix="zaqar-lite-metrics-") as path:
-        os.environ[MULTIPROC_ENV] = path
-        try:
-            yield path
-        finally:
+    owner = os.getpid()
+    path = tempfile.mkdtemp(prefix="zaqar-lite-metrics-")
+    os.environ[MULTIPROC_ENV] = path
+    try:
+        yield path
+    finally:
+        if os.getpid() == owner:
+            shutil.rmtree(path, ignore_errors=True)
             if previous is None:
                 os.environ.pop(MULTIPROC_ENV, None)
             else:

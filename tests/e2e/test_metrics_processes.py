@@ -2,7 +2,8 @@
 
 The server gives its processes a fresh prometheus-client multiprocess
 directory at each start (``PROMETHEUS_MULTIPROC_DIR``, a temporary directory:
-found here as the one holding the workers' files) and removes it at stop.
+found here as the one holding the workers' files) and removes it at stop (the master
+alone: a worker's exit leaves it to the others).
 """
 
 from __future__ import annotations
@@ -110,3 +111,30 @@ def test_a_restarted_server_counts_from_zero(store, start_server_for_test, tmp_p
         assert posted_total(session) == 0.0
         post(session, 1)
         assert posted_total(session) == 1.0
+
+
+def test_a_worker_that_exits_gracefully_leaves_the_directory_and_the_counts_to_the_others(
+        store, start_server_for_test, tmp_path):
+    # a worker is a fork of the master inside the block that owns the directory: its exit
+    # must not remove the directory the other workers (and its replacement) count into
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2)
+    with ApiSession(server.url, project="p") as session:
+        post(session, 3)
+    directory = metrics_directory(server)
+    stopped = min(server.worker_pids())
+    os.kill(stopped, signal.SIGTERM)
+    deadline = time.monotonic() + WAIT
+    while stopped in server.worker_pids() or len(server.worker_pids()) < 2:
+        assert time.monotonic() < deadline, "gunicorn did not replace its stopped worker"
+        time.sleep(0.2)
+    assert directory.is_dir()
+    with ApiSession(server.url, project="p") as again:
+        deadline = time.monotonic() + WAIT
+        while True:
+            try:
+                answer = posted_total(again)
+                break
+            except Exception:  # noqa: BLE001 - the new worker may still be booting
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert answer == 3.0
