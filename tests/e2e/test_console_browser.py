@@ -154,6 +154,8 @@ def test_a_signature_redriven_through_the_page_moves_exactly_its_messages(server
         assert src_row == ["src", "0", "0", "0", "0", "-", "dlq", "5"]
 
         page.click("tr[data-queue=src] >> text=dlq")
+        # evaluate_all does not wait for the page the link opens: wait for it first
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/dlq")
         assert page.locator("section.signature").evaluate_all("s => s.map(e => e.dataset.signature)") == [
             BAD_ID, TIMEOUT]
         assert page.inner_text(f"#signature-{BAD_ID} h3 .count") == "3"

@@ -36,9 +36,12 @@ def claim(api: ApiSession, queue: str, ttl: int = 1) -> tuple[str | None, list[s
     return answer.headers["Location"].rsplit("/", 1)[1], [m["id"] for m in answer.json()["messages"]]
 
 
-def seconds_until_claimable(api: ApiSession, queue: str, timeout: float = 15) -> float:
-    """Poll claims every 50 ms; return the seconds until one took a message."""
-    started = time.monotonic()
+def seconds_until_claimable(api: ApiSession, queue: str, started: float, timeout: float = 15) -> float:
+    """Poll claims every 50 ms; return the seconds from ``started`` (monotonic) until one took a message.
+
+    ``started`` is read before the request that began the wait, so the server's clock
+    started later, whatever the time the answer took: a lower bound stays exact under load.
+    """
     while time.monotonic() - started < timeout:
         if claim(api, queue)[1]:
             return time.monotonic() - started
@@ -50,9 +53,10 @@ def test_a_lapsed_claim_keeps_the_message_back_for_the_backoff(fast_server: Runn
     with ApiSession(fast_server.url, project="backoff") as api:
         assert api.put("/v2/queues/work", json={"_retry_backoff": {"base": 2}}).status_code == 201
         assert api.post("/v2/queues/work/messages", json={"messages": [{"body": "flaky"}]}).ok
+        started = time.monotonic()
         assert claim(api, "work")[1]
         # the claim lapses after 1 s, then the first retry waits 2 s
-        waited = seconds_until_claimable(api, "work")
+        waited = seconds_until_claimable(api, "work", started)
         assert 3 - 0.05 <= waited <= 3 + 5  # a busy machine's slack
 
 
@@ -60,10 +64,11 @@ def test_a_release_with_a_delay_keeps_the_message_back(fast_server: RunningServe
     with ApiSession(fast_server.url, project="release") as api:
         assert api.post("/v2/queues/work/messages", json={"messages": [{"body": "later"}]}).ok
         claim_id, (message_id,) = claim(api, "work", ttl=30)  # held until the release, however slow
+        started = time.monotonic()
         released = api.post(f"/v2/queues/work/messages/{message_id}/release", params={"claim_id": claim_id},
                             json={"error": "busy", "error_type": "Busy", "delay": 2})
         assert released.status_code == 204, released.text
         stats = api.get("/v2/queues/work/stats").json()["messages"]
         assert (stats["claimed"], stats["delayed"]) == (0, 1)
-        waited = seconds_until_claimable(api, "work")
+        waited = seconds_until_claimable(api, "work", started)
         assert 2 - 0.05 <= waited <= 2 + 5
