@@ -106,9 +106,7 @@ class DeadLetterReader(DataSourceReader):
         reader = store_reader(self.uri)
         targets = self.targets()
         counts = {t: reader.count(t) for t in targets}
-        wanted = self.partitions_wanted or partitions_for(
-            sum(c or self.max_rows for c in counts.values()), self.cores, self.max_rows
-        )
+        wanted = self.partitions_wanted or partitions_for(counts.values(), self.cores, self.max_rows)
         pieces = pieces_per_target(counts, wanted, self.max_rows)
         specs = [spec for t in targets for spec in reader.plan(t, pieces[t])]
         # Spark needs at least one partition; an empty spec reads nothing

@@ -65,15 +65,17 @@ def dead_letter_queues(
     return sorted(named & existing)
 
 
-def partitions_for(rows: int, cores: int, max_rows: int) -> int:
-    """Return how many partitions to read ``rows`` dead letters in on ``cores`` cores.
+def partitions_for(counts: Iterable[int | None], cores: int, max_rows: int) -> int:
+    """Return how many partitions to read queues of these sizes in, on ``cores`` cores.
 
     A multiple of the cores, so that every wave of tasks keeps them all busy,
-    at least two waves (a slow task then holds one core, not all), and no
-    more rows a partition than ``max_rows``.
+    at least two waves (a slow task then holds one core, not all), and
+    enough for no queue's pieces to exceed ``max_rows`` rows (a queue of
+    unknown size counts as one piece).
     """
     cores = max(1, cores)
-    return cores * max(2, math.ceil(rows / (cores * max(1, max_rows))))
+    least = sum(max(1, math.ceil((count or 0) / max(1, max_rows))) for count in counts)
+    return cores * max(2, math.ceil(least / cores))
 
 
 def pieces_per_target(

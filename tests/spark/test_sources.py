@@ -69,11 +69,12 @@ def test_partitions_are_shared_by_size_and_capped_in_rows():
 
 
 def test_the_partition_count_is_a_multiple_of_the_cores_fitted_to_the_rows():
-    assert planning.partitions_for(100, cores=2, max_rows=50_000) == 4
-    assert planning.partitions_for(100_000, cores=2, max_rows=50_000) == 4
-    assert planning.partitions_for(1_000_000, cores=2, max_rows=50_000) == 20
-    assert planning.partitions_for(1_000_001, cores=2, max_rows=50_000) == 22
-    assert planning.partitions_for(1_000_000, cores=8, max_rows=50_000) == 24
+    assert planning.partitions_for([100], cores=2, max_rows=50_000) == 4
+    assert planning.partitions_for([71_450, 28_550], cores=2, max_rows=50_000) == 4
+    assert planning.partitions_for([1_000_000], cores=2, max_rows=50_000) == 20
+    # 15 pieces and 6: a 22nd keeps both cores busy to the end
+    assert planning.partitions_for([714_500, 285_500], cores=2, max_rows=50_000) == 22
+    assert planning.partitions_for([1_000_000, 0, None], cores=8, max_rows=50_000) == 24
 
 
 #: a message as SQLite and Redis readers hand it over: failures and provenance as JSON text
