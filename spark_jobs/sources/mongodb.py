@@ -14,10 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
-from spark_jobs.sources.rows import dead_letter_row
+from spark_jobs.sources.rows import BATCH_ROWS, StoredMessage
 from zaqar_lite.storage.mongodb.layout import BY_MARKER, DEFAULT_DATABASE, REPORT_FIELDS
-
-BATCH = 1000
 
 
 class MongoReader:
@@ -68,8 +66,8 @@ class MongoReader:
             "queue": target.queue,
         }, bounds)
 
-    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
-        """Stream the dead letters of one marker range."""
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[list[StoredMessage]]:
+        """Stream the dead letters of one marker range, a cursor batch at a time."""
         marker: dict[str, Any] = {}
         if spec["after"] is not None:
             marker["$gt"] = spec["after"]
@@ -80,22 +78,25 @@ class MongoReader:
             query["marker"] = marker
         cursor = (
             self.database().messages.find(query, REPORT_FIELDS).sort("marker", 1).hint(BY_MARKER)
-            .batch_size(BATCH)
+            .batch_size(BATCH_ROWS)
         )
+        page: list[StoredMessage] = []
         try:
             for doc in cursor:
-                if not doc.get("dead_letter") or doc["expires"] <= now:
-                    continue
-                yield dead_letter_row(
-                    spec["project"],
-                    spec["queue"],
-                    doc["_id"],
-                    doc["body"],
-                    doc["created"],
-                    doc.get("client_id"),
-                    doc.get("claim_count", 0),
-                    doc.get("failures"),
-                    doc["dead_letter"],
-                )
+                if doc.get("dead_letter") and doc["expires"] > now:
+                    page.append((
+                        doc["_id"],
+                        doc["body"],
+                        doc["created"],
+                        doc.get("client_id"),
+                        doc.get("claim_count", 0),
+                        doc.get("failures"),
+                        doc["dead_letter"],
+                    ))
+                if len(page) >= BATCH_ROWS:
+                    yield page
+                    page = []
+            if page:
+                yield page
         finally:
             cursor.close()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from spark_jobs.sources.rows import StoredMessage
 from zaqar_lite.claims.metadata import DEAD_LETTER_QUEUE
 
 
@@ -30,8 +32,8 @@ class StoreReader(Protocol):
     def plan(self, target: Target, pieces: int) -> list[dict[str, Any]]:
         """Return up to ``pieces`` picklable partition specs that together cover the queue."""
 
-    def read(self, spec: Mapping[str, Any], now: float) -> Iterable[dict[str, Any]]:
-        """Yield the dead-letter rows (``rows.dead_letter_row``) of one partition, unexpired at ``now``."""
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterable[Sequence[StoredMessage]]:
+        """Yield one partition's dead letters unexpired at ``now``, a page of stored messages at a time."""
 
 
 def dead_letter_queues(
@@ -63,24 +65,40 @@ def dead_letter_queues(
     return sorted(named & existing)
 
 
+def partitions_for(counts: Iterable[int | None], cores: int, max_rows: int) -> int:
+    """Return how many partitions to read queues of these sizes in, on ``cores`` cores.
+
+    A multiple of the cores, so that every wave of tasks keeps them all busy,
+    at least two waves (a slow task then holds one core, not all), and
+    enough for no queue's pieces to exceed ``max_rows`` rows (a queue of
+    unknown size counts as one piece).
+    """
+    cores = max(1, cores)
+    least = sum(max(1, math.ceil((count or 0) / max(1, max_rows))) for count in counts)
+    return cores * max(2, math.ceil(least / cores))
+
+
 def pieces_per_target(
     counts: Mapping[Target, int | None], partitions: int, max_rows: int
 ) -> dict[Target, int]:
     """Share ``partitions`` among queues by size, giving no piece more than ``max_rows`` rows.
 
-    A queue of unknown size gets an equal share.
+    Each piece goes to the queue whose pieces are largest, so that the pieces
+    of all queues are about equal (one queue's rows cannot hold up a whole
+    wave). A queue of unknown size gets an equal share, an empty one a piece.
     """
-    known = sum(c for c in counts.values() if c)
     share = max(1, partitions // max(1, len(counts)))
-    result = {}
-    for target, count in counts.items():
-        if count is None:
-            result[target] = share
-        elif count == 0:
-            result[target] = 1
-        else:
-            by_share = round(partitions * count / known) if known else 1
-            result[target] = max(1, min(count, max(by_share, math.ceil(count / max_rows))))
+    result = {t: share if c is None else max(1, math.ceil(c / max(1, max_rows))) for t, c in counts.items()}
+    sized = {t: c for t, c in counts.items() if c}
+    left = partitions - sum(result[t] for t in sized)
+    largest = [(-c / result[t], t) for t, c in sized.items() if result[t] < c]
+    heapq.heapify(largest)
+    while left > 0 and largest:
+        _, target = heapq.heappop(largest)
+        result[target] += 1
+        left -= 1
+        if result[target] < sized[target]:
+            heapq.heappush(largest, (-sized[target] / result[target], target))
     return result
 
 

@@ -5,25 +5,31 @@ every message id of queue Q scored by marker, and ``zl:{P}:m:<id>`` a hash
 holding the message. The planner reads the scores found at equal rank steps
 (``ZRANGE key i i WITHSCORES``); a partition pages through its score range
 ``(after, upto]`` with ``ZRANGEBYSCORE ... LIMIT`` and fetches each page's
-hashes in one pipeline. On Redis Cluster every key of a project shares the
-hash tag ``{P}``, so a partition talks to one node.
+hashes in one pipeline, handing their JSON fields over as text. On Redis
+Cluster every key of a project shares the hash tag ``{P}``, so a partition
+talks to one node.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
-from spark_jobs.sources.rows import dead_letter_row
+from spark_jobs.sources.rows import StoredMessage
 from zaqar_lite.storage.redis import layout
 
-PAGE = 500
+PAGE = 1000
 
 
 def _index_key(project: str, queue: str) -> str:
     return layout.queue_key(project, queue, "all")
+
+
+def failures_json(text: str | None) -> str | None:
+    """Return a hash's ``failures`` (JSON objects one a line: ``layout.failures_from``) as one JSON list."""
+    # JSON text holds no raw newline: each one separates two objects
+    return "[" + text.replace("\n", ",") + "]" if text else None
 
 
 class RedisReader:
@@ -73,7 +79,7 @@ class RedisReader:
             "queue": target.queue,
         }, bounds)
 
-    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[list[StoredMessage]]:
         """Stream the dead letters of one score range, a page of hashes per round trip."""
         client = self.client()
         project, queue = spec["project"], spec["queue"]
@@ -88,24 +94,19 @@ class RedisReader:
                 for message_id, _ in page:
                     pipe.hgetall(layout.message_key(project, message_id))
                 hashes = pipe.execute()
-            for (message_id, _), fields in zip(page, hashes, strict=True):
-                if (
-                    fields.get("q") != queue
-                    or not fields.get("dead_letter")
-                    or float(fields["expires"]) <= now
-                ):
-                    continue
-                yield dead_letter_row(
-                    project,
-                    queue,
+            yield [
+                (
                     message_id,
                     fields["body"],
                     float(fields["created"]),
                     fields.get("client_id"),
                     int(fields.get("claim_count", 0)),
-                    layout.failures_from(fields.get("failures")),
-                    json.loads(fields["dead_letter"]),
+                    failures_json(fields.get("failures")),
+                    fields["dead_letter"],
                 )
+                for (message_id, _), fields in zip(page, hashes, strict=True)
+                if fields.get("q") == queue and fields.get("dead_letter") and float(fields["expires"]) > now
+            ]
             if len(page) < PAGE:
                 return
             after = f"({page[-1][1]!r}"

@@ -4,8 +4,9 @@ Layout, URI and encodings: :mod:`zaqar_lite.storage.sqlite.layout`. The
 planner counts a DLQ's rows and finds the markers that cut it into pieces of
 equal size through the ``messages_by_queue`` index ``(project, queue, marker)``;
 each partition then opens the file with ``mode=ro`` (WAL lets it read while
-the server writes) and streams its range with ``fetchmany``. Nothing is
-loaded whole, on the driver or in a partition.
+the server writes) and streams its range with ``fetchmany``, whose rows are
+already the stored messages the batch builder takes (JSON columns left as
+text). Nothing is loaded whole, on the driver or in a partition.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs.sources.plan import Target, cut_points, range_specs
-from spark_jobs.sources.rows import dead_letter_row
+from spark_jobs.sources.rows import BATCH_ROWS, StoredMessage
 from zaqar_lite.storage.sqlite import layout
 
-FETCH = 1000
+#: the columns of a StoredMessage, in its order
 _SELECT = (
     "SELECT id, body, created, client_id, claim_count, failures, dead_letter FROM messages"
     " WHERE project=? AND queue=? AND marker > ? AND marker <= ? AND dead_letter IS NOT NULL"
@@ -95,26 +96,12 @@ class SqliteReader:
             "queue": target.queue,
         }, bounds)
 
-    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
-        """Stream the dead letters of one marker range."""
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[list[StoredMessage]]:
+        """Stream the dead letters of one marker range, a page of rows at a time."""
         conn = connect_read_only(spec["path"])
         try:
             cursor = conn.execute(_SELECT, (spec["project"], spec["queue"], spec["after"], spec["upto"], now))
-            while True:
-                batch = cursor.fetchmany(FETCH)
-                if not batch:
-                    return
-                for message_id, body, created, client_id, claim_count, failures, dead_letter in batch:
-                    yield dead_letter_row(
-                        spec["project"],
-                        spec["queue"],
-                        message_id,
-                        body,
-                        created,
-                        client_id,
-                        claim_count,
-                        layout.failures_from(failures),
-                        layout.json_or_none(dead_letter),
-                    )
+            while page := cursor.fetchmany(BATCH_ROWS):
+                yield page
         finally:
             conn.close()

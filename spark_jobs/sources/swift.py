@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spark_jobs.sources.plan import Target, contract_queues, cut_points, range_specs
-from spark_jobs.sources.rows import dead_letter_row
+from spark_jobs.sources.rows import StoredMessage
 from zaqar_lite.storage.swift import layout
 
 PAGE = 1000
@@ -109,25 +109,15 @@ class SwiftReader:
                 return
             marker = page[-1]["name"]
 
-    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[dict[str, Any]]:
+    def read(self, spec: Mapping[str, Any], now: float) -> Iterator[list[StoredMessage]]:
         """Stream the dead letters of one span, a listing page at a time."""
         objects = self.objects()
         for names in self._names(spec, now):
             read = objects.map(lambda name: (name, objects.read(spec["container"], name)), names)
-            for name, found in read:
-                if found is None:
-                    continue  # deleted since it was listed
-                message = layout.message_from(name, found[0])
-                if not message.dead_letter or message.expires <= now:
-                    continue
-                yield dead_letter_row(
-                    spec["project"],
-                    spec["queue"],
-                    message.id,
-                    json.dumps(message.body),
-                    message.created,
-                    message.client_id,
-                    message.claim_count,
-                    message.failures,
-                    message.dead_letter,
-                )
+            # an object deleted since it was listed reads as None
+            messages = (layout.message_from(name, found[0]) for name, found in read if found is not None)
+            yield [
+                (m.id, json.dumps(m.body), m.created, m.client_id, m.claim_count, m.failures, m.dead_letter)
+                for m in messages
+                if m.dead_letter and m.expires > now
+            ]
