@@ -112,7 +112,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-rule-items", type=int, default=2, help="most items on the left side of a rule (2)")
     p.add_argument(
-        "--partitions", type=int, help="read partitions to aim for (default 2 x default parallelism)"
+        "--partitions",
+        type=int,
+        help="read partitions to aim for (default: a multiple of the default parallelism, two waves "
+        "at least, no partition over 50,000 dead letters)",
     )
     p.add_argument(
         "--shuffle-partitions",
