@@ -37,7 +37,7 @@ LARGE_DRIVER_JAVA_OPTIONS = (
     "-XX:-BytecodeVerificationRemote",
 )
 #: dead letters from which a report is large (:data:`LARGE_DRIVER_JAVA_OPTIONS`)
-LARGE_REPORT_ROWS = 100_000
+LARGE_REPORT_ROWS = 250_000
 #: dead letters per shuffle partition to aim for (see :func:`shuffle_partitions`)
 ROWS_PER_SHUFFLE_PARTITION = 250_000
 
