@@ -18,6 +18,7 @@ import functools
 import json
 import sys
 import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,8 @@ def mine_rules(enriched: DataFrame, rows: int, fields: Sequence[str], source_fie
         min_support = max(options.min_support, options.min_rule_messages / max(1, rows))
         source_items = (*transforms.SOURCE_ITEMS, *(f"{field}=" for field in source_fields))
         rules = transforms.association_rules(
-            features, min_support, options.min_confidence, options.max_rule_items, signal, source_items
+            features, min_support, options.min_confidence, options.max_rule_items, signal, source_items,
+            partitions=enriched.sparkSession.sparkContext.defaultParallelism,
         )
         return rules, len(signal)
     finally:
@@ -259,6 +261,36 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
         enriched.unpersist()
 
 
+#: bytes of an export file per dead letter of the synthetic model, about (Parquet a third of JSON lines)
+EXPORT_BYTES_PER_DEAD_LETTER = {".parquet": 190, "": 600}
+
+
+def expected_dead_letters(options: Options) -> int | None:
+    """Return about how many dead letters the options name, known on the driver before Spark starts.
+
+    A store's DLQs are listed and counted (the plan's own counts); an export
+    file's (or folder's) size is divided by :data:`EXPORT_BYTES_PER_DEAD_LETTER`.
+    None when a store cannot count cheaply or the export is elsewhere than on this machine.
+    """
+    if is_export_file(options.storage):
+        path = Path(urllib.parse.urlsplit(options.storage).path)
+        if not path.exists():
+            return None
+        files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+        size = sum(p.stat().st_size for p in files)
+        suffix = path.suffix.lower() if path.suffix.lower() == ".parquet" else ""
+        return size // EXPORT_BYTES_PER_DEAD_LETTER[suffix]
+    total = 0
+    for _, uri in options.stores():
+        reader = store_reader(uri)
+        for target in dead_letter_queues(reader.queues(), options.projects, options.queues):
+            count = reader.count(target)
+            if count is None:
+                return None
+            total += count
+    return total
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the report from a command line; return the exit status."""
     options = parse_args(argv)
@@ -267,9 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from zaqar_lite.errors import StorageUnavailable
 
     try:
-        if not is_export_file(options.storage):
-            list(store_reader(options.storage).queues())  # a wrong URI fails now, not after Spark starts
-        spark = spark_session(options)
+        # a wrong URI fails now, not after Spark starts; the count sizes Spark's JVM
+        spark = spark_session(options, expected_dead_letters(options))
         stderr_progress(f"spark: {spark.version} on {spark.sparkContext.master} ({since(started)})")
         report = run(spark, options)
     except (ValueError, FileNotFoundError, StorageUnavailable) as exc:

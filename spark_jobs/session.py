@@ -19,16 +19,25 @@ def _is_local(master: str) -> bool:
 
 #: Spark's log configuration of a driver started here: warnings and errors, no routine notices
 LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
-#: the JVM of a driver started here: the client compiler only (the optimising one spent as much CPU
-#: compiling as the whole report on 10^4 dead letters), one garbage-collector thread, on 2 cores, and
-#: no bytecode verification of the installation's own jars (loading Spark's classes is a tenth of the
-#: CPU of a report on 10^4 dead letters, their verification much of that)
+#: the JVM of a driver started here for a small report: the client compiler only (the optimising one
+#: spent as much CPU compiling as the whole report on 10^4 dead letters), one garbage-collector
+#: thread, on 2 cores, and no bytecode verification of the installation's own jars (loading Spark's
+#: classes is a tenth of the CPU of a report on 10^4 dead letters, their verification much of that)
 DRIVER_JAVA_OPTIONS = (
     "-XX:TieredStopAtLevel=1",
     "-XX:+UseSerialGC",
     "-XX:+UnlockDiagnosticVMOptions",
     "-XX:-BytecodeVerificationRemote",
 )
+#: the same for a large report: both compilers (the optimising one pays for itself on the hot loops,
+#: masking and JSON parsing, once they run for minutes) and the parallel garbage collector
+LARGE_DRIVER_JAVA_OPTIONS = (
+    "-XX:+UseParallelGC",
+    "-XX:+UnlockDiagnosticVMOptions",
+    "-XX:-BytecodeVerificationRemote",
+)
+#: dead letters from which a report is large (:data:`LARGE_DRIVER_JAVA_OPTIONS`)
+LARGE_REPORT_ROWS = 250_000
 #: dead letters per shuffle partition to aim for (see :func:`shuffle_partitions`)
 ROWS_PER_SHUFFLE_PARTITION = 250_000
 
@@ -39,13 +48,19 @@ def shuffle_partitions(rows: int, parallelism: int) -> int:
     return max(1, parallelism) * waves
 
 
-def spark_session(options: Options) -> SparkSession:
+def driver_java_options(rows: int | None) -> tuple[str, ...]:
+    """Return the JVM options of a driver started here for about ``rows`` dead letters (None: unknown)."""
+    return LARGE_DRIVER_JAVA_OPTIONS if (rows or 0) >= LARGE_REPORT_ROWS else DRIVER_JAVA_OPTIONS
+
+
+def spark_session(options: Options, rows: int | None = None) -> SparkSession:
     """Return the session: ``--master``, else spark-submit's, else ``local[*]``.
 
     A driver started here starts fast and quietly: no web UI, no Hive
     catalog, Spark's log at WARN from the first line (:data:`LOG_CONFIG`, so
     no banner and no native-Hadoop notice), its JVM tuned for a short job
-    (:data:`DRIVER_JAVA_OPTIONS`); on a local master it binds to
+    (:func:`driver_java_options` of ``rows``, the dead letters expected,
+    when known before Spark starts); on a local master it binds to
     loopback and runs its Python workers with this interpreter. Shuffle
     partitions are sized to the data once it is read (:func:`run`). On a
     cluster, the job's own code (this package and ``zaqar_lite``) is shipped
@@ -66,7 +81,7 @@ def spark_session(options: Options) -> SparkSession:
     if not submitted:
         builder = builder.config(
             "spark.driver.extraJavaOptions",
-            " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *DRIVER_JAVA_OPTIONS)),
+            " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *driver_java_options(rows))),
         )
     if master:
         builder = builder.master(master)

@@ -245,6 +245,7 @@ def association_rules(
     max_antecedent: int = 2,
     items: Sequence[str] | None = None,
     source_items: Sequence[str] = SOURCE_ITEMS,
+    partitions: int | None = None,
 ) -> list[dict[str, Any]]:
     """Mine the features with FP-Growth and return :func:`cause_rules` of its association rules.
 
@@ -252,8 +253,10 @@ def association_rules(
     are left out of each transaction first (every transaction stays, so
     supports remain shares of all dead letters). FP-Growth's rules and its
     itemsets of up to ``2 x max_antecedent`` items are collected (few);
-    the pruning runs on the driver. Returns dicts of antecedent, consequent,
-    confidence, lift, support.
+    the pruning runs on the driver. ``partitions``: FP-Growth's own (each
+    grows a tree of every transaction holding one of its items: with few
+    items, one per core; default the features' partitions). Returns dicts of
+    antecedent, consequent, confidence, lift, support.
     """
     from pyspark.ml.fpm import FPGrowth
 
@@ -262,7 +265,10 @@ def association_rules(
         features = features.select(
             "id", F.filter("items", lambda i: _is_cause(i) | F.array_contains(keep, i)).alias("items")
         )
-    model = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence).fit(features)
+    growth = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence)
+    if partitions:
+        growth = growth.setNumPartitions(partitions)
+    model = growth.fit(features)
     rules = [row.asDict() for row in model.associationRules.collect()]
     itemsets = [
         row.asDict() for row in model.freqItemsets.where(F.size("items") <= max_antecedent * 2).collect()

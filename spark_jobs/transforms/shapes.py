@@ -87,22 +87,25 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     ``last_claim_id`` is left out.
     """
     # every expression once per failure: a lambda's body is not deduplicated, so the masked texts
-    # (eleven regular expressions, the cost of this pass) are a column of their own, read by index
+    # (eleven regular expressions, the cost of this pass) are a column of their own, read by position;
+    # a message that failed the same way again (the same text each claim) has its text masked once
     failures = F.coalesce(F.col("failures"), F.array())
-    masked_texts = dead_letters.select(
-        "*", mask_texts(F.transform(failures, lambda f: F.coalesce(f["error"], F.lit("")))).alias("masked")
-    )
+    errors = F.transform(failures, lambda f: F.coalesce(f["error"], F.lit("")))
+    distinct_errors = dead_letters.select("*", F.array_distinct(errors).alias("texts"))
+    masked_texts = distinct_errors.select("*", mask_texts(F.col("texts")).alias("masked"))
     masked = F.transform(
         failures,
-        lambda f, i: F.struct(
+        lambda f: F.struct(
             f["at"].alias("at"),
             F.trim(f["error_type"]).alias("error_type"),
             f["error"].alias("error"),
             F.trim(F.coalesce(f["error_type"], F.lit(""))).alias("kind"),
-            F.col("masked")[i].alias("masked"),
+            F.element_at(
+                "masked", F.array_position("texts", F.coalesce(f["error"], F.lit(""))).cast("int")
+            ).alias("masked"),
         ),
     )
-    texts = masked_texts.select(
+    signatures = masked_texts.select(
         *[c for c in dead_letters.columns if c not in ("failures", "last_claim_id")],
         F.transform(
             masked,
@@ -112,10 +115,10 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
                 f["error"].alias("error"),
                 signature_of(f["kind"], f["masked"]).alias("signature"),
             ),
-        ).alias("texts"),
+        ).alias("unhashed"),
     )
     signed = F.transform(
-        "texts",
+        "unhashed",
         lambda f: F.struct(
             f["at"].alias("at"),
             f["error_type"].alias("error_type"),
@@ -127,8 +130,8 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     last = F.element_at(F.col("signed"), -1)
     has_failure = F.size("signed") > 0
     return (
-        texts.select("*", signed.alias("signed"))
-        .drop("texts")
+        signatures.select("*", signed.alias("signed"))
+        .drop("unhashed")
         .select(
             "*",
             F.when(has_failure, last["error_type"]).alias("cause_error_type"),
