@@ -53,18 +53,20 @@ StoredMessage = tuple[str, str, float, "str | None", int, Any, Any]
 ISO_UTC_LENGTH = 20
 
 
+def _failure_struct(at: Any) -> Any:
+    """Return the Arrow struct of one failure entry whose time ``at`` is of Arrow type ``at``."""
+    import pyarrow as pa
+
+    return pa.struct(
+        [("at", at), ("claim_count", pa.int32()), ("error_type", pa.string()), ("error", pa.string())]
+    )
+
+
 def arrow_schema() -> Any:
     """Return the pyarrow schema equal to :data:`DEAD_LETTER_DDL` (pyarrow comes with pyspark[sql])."""
     import pyarrow as pa
 
-    failure = pa.struct(
-        [
-            ("at", pa.float64()),
-            ("claim_count", pa.int32()),
-            ("error_type", pa.string()),
-            ("error", pa.string()),
-        ]
-    )
+    failure = _failure_struct(pa.float64())
     return pa.schema(
         [
             ("project", pa.string()),
@@ -200,14 +202,7 @@ def _stored_json_schema() -> Any:
             ("last_claim_id", pa.string()),
         ]
     )
-    failure = pa.struct(
-        [
-            ("at", pa.string()),
-            ("claim_count", pa.int32()),
-            ("error_type", pa.string()),
-            ("error", pa.string()),
-        ]
-    )
+    failure = _failure_struct(pa.string())  # times as stored: parsed by iso_seconds
     return pa.schema([("d", provenance), ("f", pa.list_(failure))])
 
 

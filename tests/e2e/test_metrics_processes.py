@@ -51,6 +51,26 @@ def posted_total(session: ApiSession) -> float:
     raise AssertionError("no zaqar_lite_messages_posted_total")
 
 
+def await_replacements(server: RunningServer, gone: set[int], workers: int) -> None:
+    """Wait until none of the workers ``gone`` lives and gunicorn runs ``workers`` again."""
+    deadline = time.monotonic() + WAIT
+    while server.worker_pids() & gone or len(server.worker_pids()) < workers:
+        assert time.monotonic() < deadline, f"gunicorn did not replace its workers {sorted(gone)}"
+        time.sleep(0.2)
+
+
+def posted_total_once_up(server: RunningServer) -> float:
+    """Return :func:`posted_total` as soon as a worker answers (new workers may still be booting)."""
+    deadline = time.monotonic() + WAIT
+    with ApiSession(server.url, project="p") as session:
+        while True:
+            try:
+                return posted_total(session)
+            except Exception:  # noqa: BLE001 - the new workers may still be booting
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+
+
 def post(session: ApiSession, count: int) -> None:
     """Post ``count`` messages to queue ``jobs``, one request."""
     answer = session.post("/v2/queues/jobs/messages", json={"messages": [{"body": n} for n in range(count)]})
@@ -79,20 +99,8 @@ def test_every_worker_reports_the_counts_of_all_and_a_killed_workers_counts_stay
             session.close()
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + WAIT
-    while server.worker_pids() & killed or len(server.worker_pids()) < 2:
-        assert time.monotonic() < deadline, "gunicorn did not replace its killed workers"
-        time.sleep(0.2)
-    with ApiSession(server.url, project="p") as again:
-        deadline = time.monotonic() + WAIT
-        while True:
-            try:
-                answer = posted_total(again)
-                break
-            except Exception:  # noqa: BLE001 - the new workers may still be booting
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-        assert answer == float(counted)
+    await_replacements(server, killed, 2)
+    assert posted_total_once_up(server) == float(counted)
     stop_server(server)
     assert not directory.exists(), "the multiprocess directory outlived the server"
 
@@ -123,18 +131,6 @@ def test_a_worker_that_exits_gracefully_leaves_the_directory_and_the_counts_to_t
     directory = metrics_directory(server)
     stopped = min(server.worker_pids())
     os.kill(stopped, signal.SIGTERM)
-    deadline = time.monotonic() + WAIT
-    while stopped in server.worker_pids() or len(server.worker_pids()) < 2:
-        assert time.monotonic() < deadline, "gunicorn did not replace its stopped worker"
-        time.sleep(0.2)
+    await_replacements(server, {stopped}, 2)
     assert directory.is_dir()
-    with ApiSession(server.url, project="p") as again:
-        deadline = time.monotonic() + WAIT
-        while True:
-            try:
-                answer = posted_total(again)
-                break
-            except Exception:  # noqa: BLE001 - the new worker may still be booting
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-        assert answer == 3.0
+    assert posted_total_once_up(server) == 3.0
