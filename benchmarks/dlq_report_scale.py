@@ -16,6 +16,13 @@ each in a fresh process as a user runs it (``python -m spark_jobs.dlq_report
   ``/proc`` while it runs: what the report costs whatever else the machine
   runs, where wall time depends on the load.
 
+Before the first size, one report on that size's export writes the driver
+JVM's class-data archive of Spark's classes into a cache of the
+benchmark's own (``spark_jobs/class_archive.py``; what the first report on
+a machine does): its seconds are printed as ``archive s``, and every timed
+report maps the archive, as every report after the first on a machine
+does. ``--no-class-archive`` times the reports without it.
+
 The stage lines of each run (rows and seconds per stage) are kept in the
 ``--json`` output. The machine's load average is printed with every row:
 figures depend on what else runs; compare the rows of one run with each
@@ -41,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spark_jobs import synthetic  # noqa: E402
+from spark_jobs import class_archive, synthetic  # noqa: E402
 from spark_jobs.export import export  # noqa: E402
 
 
@@ -109,12 +116,16 @@ def report(storage: str, out: Path, master: str) -> tuple[float, float, list[str
     return seconds, sum(seen.values()), lines + [f"(other stderr lines: {len(noise)})"]
 
 
-def measure(size: int, directory: Path, master: str) -> dict[str, Any]:
-    """Seed a store with ``size`` dead letters, export it, and time the report on both."""
+def measure(size: int, directory: Path, master: str, warm_up: bool) -> dict[str, Any]:
+    """Seed a store with ``size`` dead letters, export it, and time the report on both.
+
+    With ``warm_up``, a first report on the export writes the class-data archive (``archive_s``).
+    """
     uri = f"sqlite:///{directory}/zaqar-{size}.db?synchronous=normal"
     seed_s, written = timed(lambda: synthetic.seed_store(uri, size))
     parquet = directory / f"dlq-{size}.parquet"
     export_s, _ = timed(lambda: export(uri, str(parquet)))
+    archive_s = report(str(parquet), directory / f"report-{size}-archive", master)[0] if warm_up else None
     load_before = load_average()
     store_s, store_cpu, store_lines = report(uri, directory / f"report-{size}", master)
     parquet_s, parquet_cpu, parquet_lines = report(str(parquet), directory / f"report-{size}-parquet", master)
@@ -126,6 +137,8 @@ def measure(size: int, directory: Path, master: str) -> dict[str, Any]:
         "dead_letters": written,
         "seed_s": seed_s,
         "export_parquet_s": export_s,
+        "archive_s": archive_s,
+        "class_archive": all("class-data archive" in line for line in (store_lines[1], parquet_lines[1])),
         "store_s": store_s,
         "parquet_s": parquet_s,
         "store_per_parquet": store_s / parquet_s,
@@ -146,11 +159,16 @@ def main() -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="dead letters per run")
     p.add_argument("--master", default="local[2]", help="Spark master (local[2])")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--no-class-archive", action="store_true",
+                   help="time the reports without the driver's class-data archive")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="dlq-scale-") as tmp:
+        cache = Path(tmp) / "spark-cache"
+        os.environ[class_archive.CACHE_ENV] = "off" if args.no_class_archive else str(cache)
         for size in args.sizes:
-            rows.append(measure(size, Path(tmp), args.master))
+            warm_up = not args.no_class_archive and not any(cache.glob("*.jsa"))
+            rows.append(measure(size, Path(tmp), args.master, warm_up))
             row = rows[-1]
             print(f"measured {size} dead letters: "
                   f"store {row['store_s']:.1f} s ({row['store_cpu_s']:.1f} s CPU), "
@@ -161,13 +179,15 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"{'dead letters':>12} {'store s':>8} {'parquet s':>9} {'store/parquet':>13} {'store cpu':>9} "
-          f"{'parquet cpu':>11} {'per s':>8} {'signatures':>10} {'rules':>5} {'seed s':>7} {'load':>9}")
+          f"{'parquet cpu':>11} {'per s':>8} {'signatures':>10} {'rules':>5} {'seed s':>7} {'archive s':>9} "
+          f"{'load':>9}")
     for row in rows:
         print(
             f"{row['dead_letters']:>12} {row['store_s']:>8.1f} {row['parquet_s']:>9.1f} "
             f"{row['store_per_parquet']:>13.2f} {row['store_cpu_s']:>9.1f} {row['parquet_cpu_s']:>11.1f} "
             f"{row['dead_letters'] / row['store_s']:>8.0f} "
             f"{row['signatures']:>10} {row['rules']:>5} {row['seed_s']:>7.1f} "
+            f"{'-' if row['archive_s'] is None else format(row['archive_s'], '.1f'):>9} "
             f"{row['load_before']:>4.1f}-{row['load_after']:<4.1f}"
         )
     return 0

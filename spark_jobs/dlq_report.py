@@ -30,11 +30,11 @@ from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from spark_jobs import transforms  # noqa: E402
+from spark_jobs import class_archive, transforms  # noqa: E402
 from spark_jobs.options import Options, parse_args  # noqa: E402
 from spark_jobs.output import Tables, load, public_uri  # noqa: E402
 from spark_jobs.progress import Progress, since, stderr_progress  # noqa: E402
-from spark_jobs.session import shuffle_partitions, spark_session  # noqa: E402
+from spark_jobs.session import is_submitted, shuffle_partitions, spark_session  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
 from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
 
@@ -77,28 +77,39 @@ FIELD_SAMPLE_ROWS = 20_000
 FIELD_SHAPES = 200
 
 
-def choose_fields(
+def field_profile(
     enriched: DataFrame, shapes: Sequence[dict[str, Any]], rows: int, options: Options
-) -> tuple[list[str], list[str]]:
-    """Return the body paths whose values become items, and those of them that only restate the source.
+) -> DataFrame | None:
+    """Return the profile that picks the body paths whose values become items (None: no path at all).
 
     Every scalar path of the shapes is profiled on a sample of at most
-    :data:`FIELD_SAMPLE_ROWS` dead letters; kept by default: paths with at
-    most ``--max-field-values`` distinct values, each seen twice on average.
+    :data:`FIELD_SAMPLE_ROWS` dead letters; kept by default
+    (:func:`transforms.categorical_fields`): paths with at most
+    ``--max-field-values`` distinct values, each seen twice on average. With
+    ``--fields``, the profile of every path (:func:`chosen_fields` reads it).
     """
     paths = transforms.scalar_paths(p for shape in shapes[:FIELD_SHAPES] for p in shape["paths"])
     if options.fields is not None:
         paths = sorted({*paths, *options.fields})
     if not paths:
-        return [], []
+        return None
     sample = enriched if rows <= FIELD_SAMPLE_ROWS else enriched.sample(FIELD_SAMPLE_ROWS / rows, seed=7)
     profile = transforms.body_field_profile(sample, paths)
     if options.fields is not None:
-        levels = {r["field"]: r["queue_values"] <= 1 for r in profile.collect()}
+        return profile
+    return transforms.categorical_fields(profile, options.max_field_values)
+
+
+def chosen_fields(profiled: Sequence[dict[str, Any]], options: Options) -> tuple[list[str], list[str]]:
+    """Return the body paths whose values become items, and those of them that only restate the source.
+
+    ``profiled`` is the collected :func:`field_profile`.
+    """
+    if options.fields is not None:
+        levels = {r["field"]: r["queue_values"] <= 1 for r in profiled}
         fields = list(options.fields)
         return fields, [f for f in fields if levels.get(f)]
-    chosen = transforms.categorical_fields(profile, options.max_field_values).collect()
-    return [r["field"] for r in chosen], [r["field"] for r in chosen if r["source_level"]]
+    return [r["field"] for r in profiled], [r["field"] for r in profiled if r["source_level"]]
 
 
 def mine_rules(enriched: DataFrame, rows: int, fields: Sequence[str], source_fields: Sequence[str],
@@ -146,45 +157,40 @@ def _collect_tables(tables: dict[str, DataFrame]) -> dict[str, list[dict[str, An
 
 def transform(
     enriched: DataFrame,
-    counts: list[dict[str, Any]],
+    first: dict[str, list[dict[str, Any]]],
     options: Options,
     progress: Progress = lambda _: None,
 ) -> Tables:
     """Return every analysis of the :func:`transforms.enrich`\\ ed dead letters (cached by the caller).
 
-    ``counts`` are the collected :func:`transforms.dead_letter_counts` (the
-    time chart's span). Collected here in one query: the payload shapes
-    (their paths are the candidate causes), the signatures and the time
-    tables; then the cause rules. The signatures' members stay lazy (the id
-    files stream them).
+    ``first`` holds what the query that filled the cache collected (:func:`first_tables`):
+    the counts (the time chart's span) and the payload shapes (their paths
+    are the candidate causes). Collected here in one query: the signatures,
+    the time tables and the body-path profile; then the cause rules. The
+    signatures' members stay lazy (the id files stream them).
     """
     started = time.monotonic()
+    counts = first["counts"]
     rows = sum(r["messages"] for r in counts)
-    first = min((r["first"] for r in counts), default=None)
-    last = max((r["last"] for r in counts), default=None)
-    bucket = transforms.time_bucket(first, last)
+    bucket = transforms.time_bucket(
+        min((r["first"] for r in counts), default=None), max((r["last"] for r in counts), default=None)
+    )
     members = transforms.signature_members(enriched)
-    small = _collect_tables(
-        {
-            "shapes": transforms.payload_shapes(enriched),
-            "signatures": transforms.failure_signatures(members),
-            "over_time": transforms.dead_letters_over_time(enriched, bucket),
-            "claim_counts": transforms.claim_count_distribution(enriched),
-            "delays": transforms.time_to_dead_letter(enriched),
-            "delay_stats": transforms.time_to_dead_letter_stats(enriched),
-        }
-    )
-    shapes = transforms.shape_paths(small["shapes"])
-    progress(
-        f"shapes: {len(shapes)} payload shapes in {len(counts)} source queues, with the signatures and "
-        f"time tables ({since(started)})"
-    )
-    started = time.monotonic()
-    fields, source_fields = choose_fields(enriched, shapes, rows, options)
+    shapes = transforms.shape_paths(first["shapes"])
+    tables = {
+        "signatures": transforms.failure_signatures(members),
+        "over_time": transforms.dead_letters_over_time(enriched, bucket),
+        "claim_counts": transforms.claim_count_distribution(enriched),
+        "delays": transforms.time_to_dead_letter(enriched),
+        "delay_stats": transforms.time_to_dead_letter_stats(enriched),
+    }
+    profile = field_profile(enriched, shapes, rows, options)
+    small = _collect_tables(tables if profile is None else {**tables, "fields": profile})
+    fields, source_fields = chosen_fields(small.get("fields", []), options)
     progress(
         f"fields: {len(fields)} body paths as candidate causes {fields or ''}"
         + (f", {source_fields} only restate the source" if source_fields else "")
-        + f" ({since(started)})"
+        + f", with the signatures and time tables ({since(started)})"
     )
     started = time.monotonic()
     rules, signal = mine_rules(enriched, rows, fields, source_fields, options) if rows else ([], 0)
@@ -204,6 +210,17 @@ def transform(
         claim_counts=small["claim_counts"],
         delays=small["delays"],
         delay_stats=small["delay_stats"],
+    )
+
+
+def first_tables(enriched: DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Collect, in the query that reads and caches every dead letter, its counts and payload shapes.
+
+    Both are a few rows; the shapes' paths decide which body paths the next
+    query profiles, so they are known one query earlier.
+    """
+    return _collect_tables(
+        {"counts": transforms.dead_letter_counts(enriched), "shapes": transforms.payload_shapes(enriched)}
     )
 
 
@@ -245,17 +262,19 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
         dead_letters = dead_letters.repartition(parallelism)
     enriched = transforms.enrich(dead_letters).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        # the first query reads, enriches and caches every dead letter; its aggregation is a few rows
+        # the first query reads, enriches and caches every dead letter; its aggregations are a few rows
         spark.conf.set("spark.sql.shuffle.partitions", str(options.shuffle_partitions or max(1, parallelism)))
-        counts = _rows(transforms.dead_letter_counts(enriched))
-        total = sum(r["messages"] for r in counts)
+        first = first_tables(enriched)
+        total = sum(r["messages"] for r in first["counts"])
+        sources = len({(r["project"], r["source_queue"]) for r in first["counts"]})
         partitions = options.shuffle_partitions or shuffle_partitions(total, parallelism)
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
         progress(
             f"extract: {total} dead letters in {enriched.rdd.getNumPartitions()} partitions, "
-            f"{partitions} shuffle partitions ({since(started)})"
+            f"{partitions} shuffle partitions; {len(first['shapes'])} payload shapes in "
+            f"{sources} source queues ({since(started)})"
         )
-        tables = transform(enriched, counts, options, progress)
+        tables = transform(enriched, first, options, progress)
         return load(tables, options, progress)
     finally:
         enriched.unpersist()
@@ -298,19 +317,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr_progress(f"start: {public_uri(options.storage)} -> {options.out}")
     from zaqar_lite.errors import StorageUnavailable
 
+    archive = None if is_submitted() else class_archive.class_archive()
+    spark = None
     try:
         # a wrong URI fails now, not after Spark starts; the count sizes Spark's JVM
-        spark = spark_session(options, expected_dead_letters(options))
-        stderr_progress(f"spark: {spark.version} on {spark.sparkContext.master} ({since(started)})")
+        spark = spark_session(options, expected_dead_letters(options), archive)
+        stderr_progress(f"spark: {spark.version} on {spark.sparkContext.master}"
+                        f"{class_archive.describe(spark, archive)} "
+                        f"({since(started)})")
         report = run(spark, options)
     except (ValueError, FileNotFoundError, StorageUnavailable) as exc:
         stderr_progress(f"failed: {exc}")
         return 2
-    summary = report["summary"]
-    stderr_progress(
-        f"done: {summary['dead_letters']} dead letters, {summary['signatures']} signatures, "
-        f"{len(report['rules'])} cause rules in {since(started)}; report {options.out / 'report.html'}"
-    )
+    else:
+        summary = report["summary"]
+        stderr_progress(
+            f"done: {summary['dead_letters']} dead letters, {summary['signatures']} signatures, "
+            f"{len(report['rules'])} cause rules in {since(started)}; report {options.out / 'report.html'}"
+        )
+    finally:
+        if spark is not None and archive is not None:
+            class_archive.finish(spark, archive, stderr_progress)
     return 0
 
 

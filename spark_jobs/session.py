@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from spark_jobs.class_archive import ClassArchive
 from spark_jobs.options import Options
 
 APP_NAME = "zaqar-lite-dlq-report"
@@ -53,21 +54,30 @@ def driver_java_options(rows: int | None) -> tuple[str, ...]:
     return LARGE_DRIVER_JAVA_OPTIONS if (rows or 0) >= LARGE_REPORT_ROWS else DRIVER_JAVA_OPTIONS
 
 
-def spark_session(options: Options, rows: int | None = None) -> SparkSession:
+def is_submitted() -> bool:
+    """Return whether this process runs under spark-submit (which started the driver's JVM already)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ and SparkSession.getActiveSession() is None
+
+
+def spark_session(
+    options: Options, rows: int | None = None, archive: ClassArchive | None = None
+) -> SparkSession:
     """Return the session: ``--master``, else spark-submit's, else ``local[*]``.
 
     A driver started here starts fast and quietly: no web UI, no Hive
     catalog, Spark's log at WARN from the first line (:data:`LOG_CONFIG`, so
     no banner and no native-Hadoop notice), its JVM tuned for a short job
     (:func:`driver_java_options` of ``rows``, the dead letters expected,
-    when known before Spark starts); on a local master it binds to
+    when known before Spark starts), mapping Spark's classes from
+    ``archive`` or writing them there at exit (:mod:`spark_jobs.class_archive`);
+    on a local master it binds to
     loopback and runs its Python workers with this interpreter. Shuffle
     partitions are sized to the data once it is read (:func:`run`). On a
     cluster, the job's own code (this package and ``zaqar_lite``) is shipped
     to the executors; their Python needs the client library of the store
     read (redis, pymongo, python-swiftclient).
     """
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ and SparkSession.getActiveSession() is None
+    submitted = is_submitted()
     master = options.master or (None if submitted else "local[*]")
     builder = SparkSession.builder.appName(APP_NAME)
     for key, value in {
@@ -81,7 +91,11 @@ def spark_session(options: Options, rows: int | None = None) -> SparkSession:
     if not submitted:
         builder = builder.config(
             "spark.driver.extraJavaOptions",
-            " ".join((f"-Dlog4j2.configurationFile={LOG_CONFIG}", *driver_java_options(rows))),
+            " ".join((
+                f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+                *driver_java_options(rows),
+                *(archive.java_options() if archive else ()),
+            )),
         )
     if master:
         builder = builder.master(master)

@@ -20,6 +20,9 @@ from zaqar_lite.config import load_settings
 pytest_plugins = [f"tests.servers.{kind}" for kind in available_kinds()]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: a DLQ report the tests start writes no class-data archive into the user's cache (and spends no
+#: 20 s doing it); tests/spark/test_class_archive.py gives its reports a cache of their own
+os.environ["ZAQAR_LITE_SPARK_CACHE"] = "off"
 
 
 def free_port() -> int:

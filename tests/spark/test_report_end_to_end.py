@@ -26,7 +26,7 @@ from tests.e2e.harness import start_server, stop_server
 
 pytestmark = pytest.mark.slow
 MESSAGES = 160
-STAGES = ["plan", "extract", "shapes", "fields", "rules", "signatures", "time", "write"]
+STAGES = ["plan", "extract", "fields", "rules", "signatures", "time", "write"]
 #: the Redis database of these tests (the storage suites empty database 0 between their tests)
 REDIS_DB = 7
 

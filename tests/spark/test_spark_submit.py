@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 DEAD_LETTERS = 400
-STAGES = ["plan", "extract", "shapes", "fields", "rules", "signatures", "time", "write"]
+STAGES = ["plan", "extract", "fields", "rules", "signatures", "time", "write"]
 
 
 def spark_submit() -> str:
