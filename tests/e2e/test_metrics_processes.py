@@ -57,12 +57,22 @@ def posted_total(session: ApiSession) -> float:
     raise AssertionError("no zaqar_lite_messages_posted_total")
 
 
-def await_replacements(server: RunningServer, gone: set[int], workers: int) -> None:
-    """Wait until none of the workers ``gone`` lives and gunicorn runs ``workers`` again."""
+def await_replacements(server: RunningServer, gone: set[int], workers: int, directory: Path) -> None:
+    """Wait until none of the workers ``gone`` lives, gunicorn runs ``workers`` again, and each
+    has its counter file in ``directory``.
+
+    A worker makes its counter file as it loads the app, after gunicorn has set its
+    signal handlers: a SIGTERM sent before then is lost on it, and the test's stop
+    would wait gunicorn's 10 s graceful timeout.
+    """
     deadline = time.monotonic() + WAIT
-    while server.worker_pids() & gone or len(server.worker_pids()) < workers:
+    while True:
+        pids = server.worker_pids()
+        if not pids & gone and len(pids) >= workers and all(
+                (directory / f"counter_{pid}.db").exists() for pid in pids):
+            return
         assert time.monotonic() < deadline, f"gunicorn did not replace its workers {sorted(gone)}"
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def posted_total_once_up(server: RunningServer) -> float:
@@ -105,7 +115,7 @@ def test_every_worker_reports_the_counts_of_all_and_a_killed_workers_counts_stay
             session.close()
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
-    await_replacements(server, killed, 2)
+    await_replacements(server, killed, 2, directory)
     assert posted_total_once_up(server) == float(counted)
     stop_server(server)
     assert not directory.exists(), "the multiprocess directory outlived the server"
@@ -138,6 +148,6 @@ def test_a_worker_that_exits_gracefully_leaves_the_directory_and_the_counts_to_t
     directory = metrics_directory(server_tmp)
     stopped = min(server.worker_pids())
     os.kill(stopped, signal.SIGTERM)
-    await_replacements(server, {stopped}, 2)
+    await_replacements(server, {stopped}, 2, directory)
     assert directory.is_dir()
     assert posted_total_once_up(server) == 3.0
