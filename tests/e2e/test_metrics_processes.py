@@ -59,11 +59,8 @@ def posted_total(session: ApiSession) -> float:
 
 def await_replacements(server: RunningServer, gone: set[int], workers: int, directory: Path) -> None:
     """Wait until none of the workers ``gone`` lives, gunicorn runs ``workers`` again, and each
-    has its counter file in ``directory``.
-
-    A worker makes its counter file as it loads the app, after gunicorn has set its
-    signal handlers: a SIGTERM sent before then is lost on it, and the test's stop
-    would wait gunicorn's 10 s graceful timeout.
+    has its counter file in ``directory`` (made as it loads the app): the replacements count
+    into the directory of the workers they replace, and are booted when the test stops them.
     """
     deadline = time.monotonic() + WAIT
     while True:

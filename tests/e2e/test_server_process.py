@@ -197,6 +197,23 @@ def test_a_stop_closes_idle_connections_at_once_and_answers_the_requests_under_w
     assert running.process.wait(30) == 0
 
 
+@pytest.mark.store_independent
+def test_a_stop_reaches_a_worker_forked_a_moment_before(start_server_for_test: ServerStarter, store: Store,
+                                                         tmp_path: Path) -> None:
+    running = start_server_for_test(store.uri(tmp_path), workers=1)
+    (killed,) = running.worker_pids()
+    os.kill(killed, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not (replacements := running.worker_pids() - {killed}):
+        assert time.monotonic() < deadline, "gunicorn did not replace its worker"
+    # the replacement is still in gunicorn's worker setup, before its own signal handlers
+    running.process.send_signal(signal.SIGTERM)
+
+    assert running.process.wait(30) == 0
+    (replacement,) = replacements
+    assert f"Worker exiting (pid: {replacement})" in running.log()  # it stopped; it was not killed
+
+
 def test_messages_and_claims_survive_a_restart(start_server_for_test: ServerStarter, store: Store,
                                                tmp_path: Path) -> None:
     uri = store.uri(tmp_path)
