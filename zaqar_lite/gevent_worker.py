@@ -261,13 +261,14 @@ class Worker(GeventWorker):  # type: ignore[misc]
     def _handler(self, listener: Any) -> Callable[[Any, Any], None]:
         counts, slot = self.balance.counts, self.balance_slot
 
-        def handle(client: CountingSocket, addr: Any) -> None:
+        def handle(client: Any, addr: Any) -> None:
             current = gevent.getcurrent()
-            self.connections[current] = client
+            if isinstance(client, CountingSocket):  # else never taken for idle: its head deadline ends it
+                self.connections[current] = client
             try:
                 self.handle(listener, client, addr)
             finally:
-                del self.connections[current]
+                self.connections.pop(current, None)
                 counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
         return handle
 
