@@ -23,27 +23,38 @@ costs a little memory and no thread: the worker keeps answering everyone else
   ``n * balance.ACCEPT_DELAY_STEP`` seconds after it was woken (at most
   ``balance.ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
   and a busy or stuck one is only passed over, never waited for.
+* **prompt stop**: a stopping worker closes its idle kept-alive connections at
+  once (nothing of a request read, nothing unread in the kernel) and answers
+  every request under way, a head half read included, with ``Connection:
+  close`` before it exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import select
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
+from gevent import monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
+from gevent.socket import socket as GeventSocket  # noqa: N812 - gevent's class, named as its module does
 from gunicorn.workers.ggevent import GeventWorker
 
 from zaqar_lite.balance import AcceptBalance
 
-#: seconds a stopping worker still gives kept-alive connections to start a request (as gthread)
-STOP_KEEPALIVE_LINGER = 2.0
 #: seconds between a running worker's looks at whether it was told to stop (SIGTERM only
 #: clears ``alive``): a stop waits this long at most before the drain begins
 STOP_CHECK_INTERVAL = 0.1
+#: seconds between a stopping worker's looks at its connections (idle ones to close, and
+#: whether any is left)
+DRAIN_CHECK_INTERVAL = 0.05
+#: poll(2) itself, not gevent's replacement: a look that never yields or waits
+_plain_poll = monkey.get_original("select", "poll")
 _TIMEOUT_BODY = (b'{"title": "Request timeout", '
                  b'"description": "The request body did not arrive in time."}')
 #: what a client whose body stalled reads before the connection closes
@@ -99,6 +110,43 @@ class DeadlineBody:
         return line
 
 
+class CountingSocket(GeventSocket):  # type: ignore[misc]
+    """A connection's socket that counts the bytes read from it (how a stopping worker tells an idle one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bytes_read = 0
+
+    def recv(self, *args: Any) -> bytes:
+        """Receive as a gevent socket does, and count what came."""
+        data: bytes = super().recv(*args)
+        self.bytes_read += len(data)
+        return data
+
+
+def has_input(connection: Any) -> bool:
+    """Return whether the kernel holds unread bytes, or the end, of a connection (never waits)."""
+    poller = _plain_poll()
+    poller.register(connection.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+@dataclasses.dataclass
+class HeadWait:
+    """A connection's wait for its next request head."""
+
+    deadline: gevent.Timeout
+    connection: CountingSocket | None
+    #: the connection's ``bytes_read`` when the wait began
+    bytes_before: int
+
+    def idle(self) -> bool:
+        """Return whether nothing of a request has come: no byte read since the wait began, none unread."""
+        if self.connection is None:
+            return False
+        return self.connection.bytes_read == self.bytes_before and not has_input(self.connection)
+
+
 class BalancedStreamServer(StreamServer):  # type: ignore[misc]
     """A StreamServer that accepts later the more connections its worker holds than the others."""
 
@@ -132,6 +180,14 @@ class BalancedStreamServer(StreamServer):  # type: ignore[misc]
         super()._do_read()  # a connection another worker took meanwhile is EAGAIN, ignored
         self._start_accepting_if_started()
 
+    def do_read(self) -> tuple[CountingSocket, Any] | None:
+        """Accept a connection, as a socket that counts what it reads."""
+        accepted = super().do_read()
+        if accepted is None:  # another worker took it
+            return None
+        client, address = accepted
+        return CountingSocket(client.family, client.type, client.proto, fileno=client.detach()), address
+
 
 class Worker(GeventWorker):  # type: ignore[misc]
     """gunicorn's gevent worker with the deadlines and accept balance above."""
@@ -142,27 +198,34 @@ class Worker(GeventWorker):  # type: ignore[misc]
         self.balance: AcceptBalance = self.app.balance
         self.header_timeout: float = settings.header_timeout
         self.body_timeout: float = settings.body_timeout
-        #: connection greenlet -> the deadline of the request head it is waiting for
-        self.waiting_for_head: dict[Any, gevent.Timeout] = {}
+        #: connection greenlet -> its socket
+        self.connections: dict[Any, CountingSocket] = {}
+        #: connection greenlet -> its wait for a request head
+        self.waiting_for_head: dict[Any, HeadWait] = {}
 
     @contextlib.contextmanager
     def timeout_ctx(self) -> Iterator[None]:
         """Bound the wait for, and the reading of, each request's head.
 
         When the deadline passes the connection is closed quietly (gunicorn
-        reads no request); a stopping worker ends such waits early.
+        reads no request); a stopping worker ends the waits of idle connections early.
         """
         current = gevent.getcurrent()
+        connection = self.connections.get(current)
         with gevent.Timeout(self.header_timeout, False) as deadline:
-            self.waiting_for_head[current] = deadline
+            self.waiting_for_head[current] = HeadWait(deadline, connection,
+                                                      connection.bytes_read if connection else 0)
             try:
                 yield
             finally:
                 del self.waiting_for_head[current]
 
-    def _end_waits_for_a_head(self) -> None:
-        for greenlet, deadline in list(self.waiting_for_head.items()):
-            greenlet.kill(deadline, block=False)
+    def _close_idle_connections(self) -> None:
+        # A connection with part of a head read, or bytes the kernel holds, has a request
+        # under way: it is answered (with "Connection: close") within its head deadline.
+        for greenlet, wait in list(self.waiting_for_head.items()):
+            if wait.idle():
+                greenlet.kill(wait.deadline, block=False)
 
     def run(self) -> None:
         """Serve every listener with a balanced server until stopped, then drain as gunicorn does."""
@@ -183,14 +246,14 @@ class Worker(GeventWorker):  # type: ignore[misc]
             server.close()
         started = time.monotonic()
         while time.monotonic() < started + self.cfg.graceful_timeout:
+            # Answers now close their connection (the worker is not alive), and an idle
+            # kept-alive connection is closed at once, as nginx and Go's http.Server do:
+            # a client sees the close before its next request (RFC 9112 section 9.6).
+            self._close_idle_connections()
             if all(len(server.pool) == 0 for server in servers):
                 return
-            if time.monotonic() > started + STOP_KEEPALIVE_LINGER:
-                # answers now close their connection (the worker is not alive): what waits
-                # for a request head is an idle kept-alive connection or a slow client
-                self._end_waits_for_a_head()
             self.notify()
-            gevent.sleep(0.2)
+            gevent.sleep(DRAIN_CHECK_INTERVAL)
         self.log.warning("Worker graceful timeout (pid:%s)", self.pid)
         for server in servers:
             server.stop(timeout=1)
@@ -199,9 +262,13 @@ class Worker(GeventWorker):  # type: ignore[misc]
         counts, slot = self.balance.counts, self.balance_slot
 
         def handle(client: Any, addr: Any) -> None:
+            current = gevent.getcurrent()
+            if isinstance(client, CountingSocket):  # else never taken for idle: its head deadline ends it
+                self.connections[current] = client
             try:
                 self.handle(listener, client, addr)
             finally:
+                self.connections.pop(current, None)
                 counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
         return handle
 

@@ -18,12 +18,14 @@ import multiprocessing
 import os
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
 
 from zaqar_lite.api import PROJECT_ENVIRON
 from zaqar_lite.balance import AcceptBalance
@@ -260,6 +262,22 @@ def mark_worker_dead(arbiter: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
+class StopMarkingArbiter(Arbiter):  # type: ignore[misc]
+    """gunicorn's master, which marks its stop in memory shared with the workers before signalling them.
+
+    A worker forked a moment before the stop (a replacement) holds the master's
+    signal handlers until gunicorn sets its own: the SIGTERM it gets then is
+    lost, and it would boot, serve, and be killed at the end of the graceful
+    timeout. Each worker reads the mark once its handlers are set
+    (:meth:`Server.heed_an_earlier_stop`).
+    """
+
+    def stop(self, graceful: bool = True) -> None:
+        """Mark the stop, then stop as gunicorn does."""
+        self.app.stopping.value = 1
+        super().stop(graceful)
+
+
 class Server(BaseApplication):  # type: ignore[misc]
     """gunicorn application whose workers each build their own app after the fork."""
 
@@ -267,6 +285,8 @@ class Server(BaseApplication):  # type: ignore[misc]
         self.settings = settings
         #: connections per worker, shared by the gevent workers to balance their accepts
         self.balance = AcceptBalance(settings.workers)
+        #: 1 once the master is stopping (:class:`StopMarkingArbiter`), shared with the workers
+        self.stopping = multiprocessing.RawValue("b", 0)
         super().__init__()
 
     def load_config(self) -> None:
@@ -288,6 +308,7 @@ class Server(BaseApplication):  # type: ignore[misc]
             "proc_name": "zaqar-lite",
         }
         options["child_exit"] = mark_worker_dead
+        options["post_worker_init"] = self.heed_an_earlier_stop
         if settings.worker_class == "gevent":
             options["pre_fork"] = self.balance.pre_fork
             options["child_exit"] = self._gevent_child_exit
@@ -297,6 +318,19 @@ class Server(BaseApplication):  # type: ignore[misc]
             options["control_socket_disable"] = True
         for key, value in options.items():
             self.cfg.set(key, value)
+
+    def heed_an_earlier_stop(self, worker: Any) -> None:
+        """gunicorn hook (worker, its signal handlers set): stop at once if the master stopped meanwhile."""
+        if self.stopping.value:
+            worker.alive = False
+
+    def run(self) -> None:
+        """Run the master until stopped (as gunicorn's own ``run``, with :class:`StopMarkingArbiter`)."""
+        try:
+            StopMarkingArbiter(self).run()
+        except RuntimeError as exc:
+            print(f"\nError: {exc}\n", file=sys.stderr, flush=True)
+            sys.exit(1)
 
     def _gevent_child_exit(self, arbiter: Any, worker: Any) -> None:
         self.balance.child_exit(arbiter, worker)

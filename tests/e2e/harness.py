@@ -114,10 +114,13 @@ def serve_with_config(text: str, directory: Path) -> subprocess.CompletedProcess
                           env=server_environment())
 
 
-def server_environment() -> dict[str, str]:
-    """Return the environment of a server: ours, without any zaqar-lite settings that would leak in."""
+def server_environment(temp_dir: Path | None = None) -> dict[str, str]:
+    """Return the environment of a server: ours, without any zaqar-lite settings that would leak in,
+    and with ``TMPDIR`` set to ``temp_dir`` when given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZAQAR_LITE_")}
     env["PYTHONUNBUFFERED"] = "1"
+    if temp_dir is not None:
+        env["TMPDIR"] = str(temp_dir)
     return env
 
 
@@ -137,14 +140,15 @@ def _listening_on_our_port(log: str, port: int, pid: int) -> bool:
 
 
 def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list[str],
-                timeout: float, token: str | None) -> RunningServer:
+                timeout: float, token: str | None, temp_dir: Path | None) -> RunningServer:
     port = free_port()
     url = f"http://{HOST}:{port}"
     command = [*serve_command(), "serve", "--bind", f"{HOST}:{port}", "--workers", str(workers),
                "--storage", storage_uri, *extra_args]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=log_path.parent, env=server_environment(), start_new_session=True)
+                                   cwd=log_path.parent, env=server_environment(temp_dir),
+                                   start_new_session=True)
     server = RunningServer(url=url, storage_uri=storage_uri, process=process, log_path=log_path)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -164,7 +168,8 @@ def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list
 
 
 def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_args: list[str] | None = None,
-                 timeout: float = STARTUP_TIMEOUT, token: str | None = None) -> RunningServer:
+                 timeout: float = STARTUP_TIMEOUT, token: str | None = None,
+                 temp_dir: Path | None = None) -> RunningServer:
     """Start ``zaqar-lite serve`` on a free loopback port and wait until it answers ``/v2/ping``.
 
     Args:
@@ -174,6 +179,8 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
         extra_args: more ``serve`` options, e.g. ``["--config", path]``.
         timeout: seconds to wait for the first 204 from ``/v2/ping``.
         token: the ``X-Auth-Token`` of the readiness ping, for a server with token auth.
+        temp_dir: the server's ``TMPDIR`` (where it makes its metrics directory, sweeper
+            locks and wake-up sockets), by default ours.
 
     Returns:
         The running server; stop it with :func:`stop_server`.
@@ -184,7 +191,7 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
     log_path = tmp_path / f"zaqar-lite-{uuid.uuid4().hex[:8]}.log"
     for attempt in range(PORT_ATTEMPTS):
         try:
-            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token)
+            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token, temp_dir)
         except ServerFailedToStart as exc:
             log = log_path.read_text(errors="replace")
             lost_the_port = "Connection in use" in log or "is already in use" in log
@@ -230,10 +237,11 @@ class ServerStarter:
         self.tmp_path = tmp_path
         self.started: list[RunningServer] = []
 
-    def __call__(self, storage_uri: str, *, workers: int = 2,
-                 extra_args: list[str] | None = None) -> RunningServer:
+    def __call__(self, storage_uri: str, *, workers: int = 2, extra_args: list[str] | None = None,
+                 temp_dir: Path | None = None) -> RunningServer:
         """Start a server on ``storage_uri`` with :func:`start_server` and remember it."""
-        server = start_server(storage_uri, self.tmp_path, workers=workers, extra_args=extra_args)
+        server = start_server(storage_uri, self.tmp_path, workers=workers, extra_args=extra_args,
+                              temp_dir=temp_dir)
         self.started.append(server)
         return server
 

@@ -1,16 +1,17 @@
 """``GET /metrics`` of a real gunicorn server: every worker's counts, across worker deaths and restarts.
 
 The server gives its processes a fresh prometheus-client multiprocess
-directory at each start (``PROMETHEUS_MULTIPROC_DIR``, a temporary directory:
-found here as the one holding the workers' files) and removes it at stop (the master
-alone: a worker's exit leaves it to the others).
+directory at each start (``PROMETHEUS_MULTIPROC_DIR``, made in its ``TMPDIR``)
+and removes it at stop (the master alone: a worker's exit leaves it to the
+others). Each test runs its servers with a ``TMPDIR`` of its own, so the one
+``zaqar-lite-metrics-*`` directory there is the running server's: never one a
+killed server left in a shared ``/tmp``, whose worker pids may have been reused.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,12 +26,17 @@ pytestmark = pytest.mark.store_independent
 WAIT = 30.0
 
 
-def metrics_directory(server: RunningServer) -> Path:
-    """Return the server's multiprocess directory: the one holding its workers' counter files."""
-    workers = {f"counter_{pid}.db" for pid in server.worker_pids()}
-    found = [d for d in Path(tempfile.gettempdir()).glob("zaqar-lite-metrics-*")
-             if workers & {p.name for p in d.glob("counter_*.db")}]
-    assert len(found) == 1, f"no single metrics directory holds the files of workers {sorted(workers)}"
+@pytest.fixture
+def server_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ``TMPDIR`` of the test's own for its servers (a short path: their unix sockets live there too,
+    and a socket's path holds at most 107 bytes)."""
+    return tmp_path_factory.mktemp("tmp")
+
+
+def metrics_directory(server_tmp: Path) -> Path:
+    """Return the multiprocess directory of the one server running with ``TMPDIR`` ``server_tmp``."""
+    found = list(server_tmp.glob("zaqar-lite-metrics-*"))
+    assert len(found) == 1, f"not one metrics directory in {server_tmp}: {found}"
     return found[0]
 
 
@@ -51,12 +57,19 @@ def posted_total(session: ApiSession) -> float:
     raise AssertionError("no zaqar_lite_messages_posted_total")
 
 
-def await_replacements(server: RunningServer, gone: set[int], workers: int) -> None:
-    """Wait until none of the workers ``gone`` lives and gunicorn runs ``workers`` again."""
+def await_replacements(server: RunningServer, gone: set[int], workers: int, directory: Path) -> None:
+    """Wait until none of the workers ``gone`` lives, gunicorn runs ``workers`` again, and each
+    has its counter file in ``directory`` (made as it loads the app): the replacements count
+    into the directory of the workers they replace, and are booted when the test stops them.
+    """
     deadline = time.monotonic() + WAIT
-    while server.worker_pids() & gone or len(server.worker_pids()) < workers:
+    while True:
+        pids = server.worker_pids()
+        if not pids & gone and len(pids) >= workers and all(
+                (directory / f"counter_{pid}.db").exists() for pid in pids):
+            return
         assert time.monotonic() < deadline, f"gunicorn did not replace its workers {sorted(gone)}"
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def posted_total_once_up(server: RunningServer) -> float:
@@ -78,9 +91,9 @@ def post(session: ApiSession, count: int) -> None:
 
 
 def test_every_worker_reports_the_counts_of_all_and_a_killed_workers_counts_stay(
-        store, start_server_for_test, tmp_path):
-    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2)
-    directory = metrics_directory(server)
+        store, start_server_for_test, tmp_path, server_tmp):
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2, temp_dir=server_tmp)
+    directory = metrics_directory(server_tmp)
     assert directory.is_dir() and directory.name.startswith("zaqar-lite-metrics-")
     # connections held open at once, until both workers have counted some posts (the accept
     # balance spreads them, but a loaded machine may hand several to one worker)
@@ -99,22 +112,23 @@ def test_every_worker_reports_the_counts_of_all_and_a_killed_workers_counts_stay
             session.close()
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
-    await_replacements(server, killed, 2)
+    await_replacements(server, killed, 2, directory)
     assert posted_total_once_up(server) == float(counted)
     stop_server(server)
     assert not directory.exists(), "the multiprocess directory outlived the server"
 
 
-def test_a_restarted_server_counts_from_zero(store, start_server_for_test, tmp_path):
+def test_a_restarted_server_counts_from_zero(store, start_server_for_test, tmp_path, server_tmp):
     uri = store.uri(tmp_path / "data")
-    first = start_server_for_test(uri, workers=1)
+    first = start_server_for_test(uri, workers=1, temp_dir=server_tmp)
     with ApiSession(first.url, project="p") as session:
         post(session, 2)
         assert posted_total(session) == 2.0
-    old_directory = metrics_directory(first)
+    old_directory = metrics_directory(server_tmp)
     stop_server(first)
-    second = start_server_for_test(uri, workers=1)
-    assert metrics_directory(second) != old_directory
+    assert not old_directory.exists()
+    second = start_server_for_test(uri, workers=1, temp_dir=server_tmp)
+    assert metrics_directory(server_tmp) != old_directory
     with ApiSession(second.url, project="p") as session:
         assert posted_total(session) == 0.0
         post(session, 1)
@@ -122,15 +136,15 @@ def test_a_restarted_server_counts_from_zero(store, start_server_for_test, tmp_p
 
 
 def test_a_worker_that_exits_gracefully_leaves_the_directory_and_the_counts_to_the_others(
-        store, start_server_for_test, tmp_path):
+        store, start_server_for_test, tmp_path, server_tmp):
     # a worker is a fork of the master inside the block that owns the directory: its exit
     # must not remove the directory the other workers (and its replacement) count into
-    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2)
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2, temp_dir=server_tmp)
     with ApiSession(server.url, project="p") as session:
         post(session, 3)
-    directory = metrics_directory(server)
+    directory = metrics_directory(server_tmp)
     stopped = min(server.worker_pids())
     os.kill(stopped, signal.SIGTERM)
-    await_replacements(server, {stopped}, 2)
+    await_replacements(server, {stopped}, 2, directory)
     assert directory.is_dir()
     assert posted_total_once_up(server) == 3.0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,68 @@ def test_sigterm_stops_the_server_promptly_and_cleanly(start_server_for_test: Se
     assert time.monotonic() - started < 10
     assert "Traceback" not in running.log()
     assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+
+def raw_request(method: str, path: str, body: bytes = b"") -> bytes:
+    """Return an HTTP/1.1 request with valid Zaqar headers, as a client writes it on a kept-alive one."""
+    return (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nClient-ID: {uuid.uuid4()}\r\n"
+            f"X-Project-ID: stop\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def read_until_closed(connection: socket.socket) -> bytes:
+    """Return everything the server sends until it closes the connection (within 30 s)."""
+    connection.settimeout(30)
+    received = b""
+    while data := connection.recv(65536):
+        received += data
+    return received
+
+
+@pytest.mark.store_independent
+def test_a_stop_closes_idle_connections_at_once_and_answers_the_requests_under_way(
+        start_server_for_test: ServerStarter, store: Store, tmp_path: Path) -> None:
+    # deadlines far away: an idle connection closed during the test was closed by the stop
+    config = tmp_path / "late-deadlines.conf"
+    config.write_text("[server]\nheader_timeout = 120\nbody_timeout = 120\n")
+    running = start_server_for_test(store.uri(tmp_path), workers=1, extra_args=["--config", str(config)])
+    host, port = running.url.removeprefix("http://").split(":")
+    idle, half_head, head_only = (socket.create_connection((host, int(port)), timeout=30) for _ in range(3))
+    post = raw_request("POST", "/v2/queues/stopping/messages", b'{"messages": [{"body": 1}]}')
+    head, body = post.split(b"\r\n\r\n")
+    with idle, half_head, head_only:
+        idle.sendall(raw_request("GET", "/v2/ping"))
+        assert idle.recv(65536).startswith(b"HTTP/1.1 204 ")  # kept alive: nothing more to read
+        half_head.sendall(head[:40])
+        head_only.sendall(head + b"\r\n\r\n")
+
+        running.process.send_signal(signal.SIGTERM)
+
+        assert read_until_closed(idle) == b""
+        half_head.sendall(head[40:] + b"\r\n\r\n" + body)
+        head_only.sendall(body)
+        # each is answered, then closed (the head read after the stop says so at once)
+        answers = [read_until_closed(connection) for connection in (half_head, head_only)]
+        assert [answer.split(b"\r\n", 1)[0] for answer in answers] == [b"HTTP/1.1 201 Created"] * 2, answers
+        assert b"\r\nConnection: close\r\n" in answers[0]
+    assert running.process.wait(30) == 0
+
+
+@pytest.mark.store_independent
+def test_a_stop_reaches_a_worker_forked_a_moment_before(start_server_for_test: ServerStarter, store: Store,
+                                                         tmp_path: Path) -> None:
+    running = start_server_for_test(store.uri(tmp_path), workers=1)
+    (killed,) = running.worker_pids()
+    os.kill(killed, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not (replacements := running.worker_pids() - {killed}):
+        assert time.monotonic() < deadline, "gunicorn did not replace its worker"
+    # the replacement is still in gunicorn's worker setup, before its own signal handlers
+    running.process.send_signal(signal.SIGTERM)
+
+    assert running.process.wait(30) == 0
+    (replacement,) = replacements
+    assert f"Worker exiting (pid: {replacement})" in running.log()  # it stopped; it was not killed
 
 
 def test_messages_and_claims_survive_a_restart(start_server_for_test: ServerStarter, store: Store,
