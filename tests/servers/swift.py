@@ -33,6 +33,10 @@ BIN = Path("/usr/bin")
 SERVERS = ("account", "container", "object")
 USER, KEY = "test:tester", "testing"
 READY_TIMEOUT = 40.0
+#: clusters tried, each on fresh ports, before the session's Swift fails to start
+START_ATTEMPTS = 3
+#: what a server's log says when another process took its port between choosing and binding
+PORT_TAKEN = ("Could not bind to", "Address already in use")
 
 RING_SCRIPT = """
 import sys
@@ -107,6 +111,10 @@ def _proxy_conf(root: Path, port: int, memcached_port: int) -> str:
 
 #: seconds the driver waits before reading back a write it must keep (default 0.5)
 TEST_SETTLE = 1.0
+
+
+class PortTaken(RuntimeError):
+    """A server exited because another process bound its port after it was chosen (free_port races)."""
 
 
 class SwiftServer:
@@ -193,7 +201,9 @@ class SwiftServer:
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
                 if process.poll() is not None:
-                    raise RuntimeError(f"swift {name} exited early:\n{self.logs()}")
+                    logs = self.logs()
+                    failure = PortTaken if any(text in logs for text in PORT_TAKEN) else RuntimeError
+                    raise failure(f"swift {name} exited early:\n{logs}")
             try:
                 with urllib.request.urlopen(request, timeout=2) as response:
                     if response.status == 200 and response.headers.get("X-Auth-Token"):
@@ -234,10 +244,20 @@ def swift_server(tmp_path_factory):
     """A running single-node Swift for the whole session, stopped at its end."""
     if not swift_installed():
         missing_server("swift")
-    server = SwiftServer(tmp_path_factory.mktemp("swift"))
+    for attempt in range(1, START_ATTEMPTS + 1):
+        server = SwiftServer(tmp_path_factory.mktemp("swift"))
+        try:
+            server.write_files()
+            server.start()
+            break
+        except PortTaken:  # five ports chosen a second or two before binding: try fresh ones
+            server.stop()
+            if attempt == START_ATTEMPTS:
+                raise
+        except BaseException:
+            server.stop()
+            raise
     try:
-        server.write_files()
-        server.start()
         yield server
     finally:
         server.stop()
