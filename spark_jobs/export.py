@@ -18,7 +18,7 @@ the DLQs as the report does, reads each DLQ as one range, a page at a time,
 and each page becomes one Arrow record batch
 (:func:`spark_jobs.sources.dead_letter_batches`) handed to pyarrow's
 ``ParquetWriter``: no Python object per message and no Spark. A store
-without such a reader (a SQLite URI that names no file, ``:memory:``) is
+without such a reader (an in-memory SQLite URI, ``sqlite:///:memory:``) is
 written through the storage contract instead, row by row, in the same
 schema. Neither path decrypts: a body encrypted at rest is written as
 stored, and both read only the ``[storage] uri`` store, never the pools of
@@ -163,7 +163,7 @@ def dead_letter_reader(storage_uri: str) -> StoreReader | None:
 
     try:
         return store_reader(storage_uri)
-    except ValueError:  # no reader for the scheme, or a SQLite URI naming no file
+    except ValueError:  # no reader for the scheme, or an in-memory SQLite URI
         return None
 
 
