@@ -81,7 +81,8 @@ def fill_two_projects(uri: str) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+# Swift's and Redis Cluster's readers are held to the same rows by test_sources (seconds more each here)
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "mongodb"])
 def test_a_parquet_export_holds_the_rows_the_report_reads_from_the_store(spark, kind, request, tmp_path):
     import pyarrow.parquet as pq
 
