@@ -1,7 +1,8 @@
-"""``zaqar-lite export --dlq``: dead-lettered messages written out through the storage contract.
+"""``zaqar-lite export --dlq``: dead-lettered messages written out for offline analysis.
 
-JSON lines (the default): one dead-lettered message a line, as the API shows
-it inside a DLQ plus where it lives::
+JSON lines (the default) go through the storage contract, on purpose: they
+are the API's view, one dead-lettered message a line, as the API shows it
+inside a DLQ plus where it lives::
 
     {"project": "p", "queue": "orders-dlq", "id": "...", "client_id": "...",
      "body": {...}, "ttl": 3600, "claim_count": 3,
@@ -10,9 +11,21 @@ it inside a DLQ plus where it lives::
                      "first_posted_at": "...", "last_claim_id": "...", "failures": [...]}}
 
 A path ending in ``.parquet`` gets Parquet instead, in the report's row
-schema (:data:`spark_jobs.sources.rows.DEAD_LETTER_DDL`), written with pyarrow.
-Either can be given to ``zaqar-lite dlq-report --storage FILE`` for offline
-analysis, without the store.
+schema (:data:`spark_jobs.sources.rows.DEAD_LETTER_DDL`): the very rows the
+DLQ report reads from the store. The store's own dead-letter reader
+(:func:`spark_jobs.sources.store_reader`, the report's) lists and selects
+the DLQs as the report does, reads each DLQ as one range, a page at a time,
+and each page becomes one Arrow record batch
+(:func:`spark_jobs.sources.dead_letter_batches`) handed to pyarrow's
+``ParquetWriter``: no Python object per message and no Spark. A store
+without such a reader (an in-memory SQLite URI, ``sqlite:///:memory:``) is
+written through the storage contract instead, row by row, in the same
+schema. Neither path decrypts: a body encrypted at rest is written as
+stored, and both read only the ``[storage] uri`` store, never the pools of
+a catalog.
+
+Either file can be given to ``zaqar-lite dlq-report --storage FILE`` for
+offline analysis, without the store.
 """
 
 from __future__ import annotations
@@ -23,10 +36,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from spark_jobs.sources.plan import Target, dead_letter_queues
+from spark_jobs.sources.plan import StoreReader, Target, dead_letter_queues
 from spark_jobs.sources.rows import dead_letter_row, export_line_row, record_batches
 
 PAGE = 1000
+#: rows of a Parquet row group written from a store's reader (its pages hold 4096 each)
+ROW_GROUP_ROWS = 65_536
 
 
 def dead_letters(store: Any, targets: Sequence[Target], now: float) -> Iterator[tuple[Target, Any]]:
@@ -77,8 +92,45 @@ def write_json_lines(out: TextIO, store: Any, targets: Sequence[Target], now: fl
     return written
 
 
-def write_parquet(path: Path, store: Any, targets: Sequence[Target], now: float) -> int:
-    """Write every dead letter of the targets as a Parquet file of report rows; return how many."""
+def write_parquet(path: Path, reader: StoreReader, targets: Sequence[Target], now: float) -> int:
+    """Write every dead letter of the targets as the report reads it from the store's reader; return how many.
+
+    Each DLQ is read as one range of the reader's plan; its pages, one Arrow
+    record batch each, are gathered into row groups of about
+    :data:`ROW_GROUP_ROWS` rows.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_jobs.sources import dead_letter_batches
+    from spark_jobs.sources.rows import arrow_schema
+
+    schema = arrow_schema()
+    batches = (
+        batch
+        for target in targets
+        for spec in reader.plan(target, 1)
+        for batch in dead_letter_batches(reader, spec, now)
+    )
+    written = grouped = 0
+    with pq.ParquetWriter(str(path), schema) as writer:
+        pending: list[Any] = []
+        for batch in batches:
+            pending.append(batch)
+            written += batch.num_rows
+            if written - grouped >= ROW_GROUP_ROWS:
+                writer.write_table(pa.Table.from_batches(pending, schema=schema))
+                pending, grouped = [], written
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending, schema=schema))
+    return written
+
+
+def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Target], now: float) -> int:
+    """Write every dead letter of the targets as Parquet rows made from contract messages; return how many.
+
+    The path of a store without a dead-letter reader (module docstring).
+    """
     import pyarrow.parquet as pq
 
     from spark_jobs.sources.rows import arrow_schema
@@ -105,6 +157,16 @@ def write_parquet(path: Path, store: Any, targets: Sequence[Target], now: float)
     return written
 
 
+def dead_letter_reader(storage_uri: str) -> StoreReader | None:
+    """Return the store's dead-letter reader (the report's), or None when it has none."""
+    from spark_jobs.sources import store_reader
+
+    try:
+        return store_reader(storage_uri)
+    except ValueError:  # no reader for the scheme, or an in-memory SQLite URI
+        return None
+
+
 def export(
     storage_uri: str,
     out: str,
@@ -112,17 +174,26 @@ def export(
     queues: Sequence[str] = (),
     now: float | None = None,
 ) -> tuple[int, list[Target]]:
-    """Export a store's dead letters to ``out`` (``-``: stdout); return the count and the DLQs read."""
+    """Export a store's dead letters to ``out`` (``-``: stdout); return the count and the DLQs read.
+
+    Parquet comes from the store's dead-letter reader when it has one, the
+    rest through the storage contract (module docstring).
+    """
     import sys
 
     from zaqar_lite.storage import open_storage
 
+    now = time.time() if now is None else now
+    parquet = out.lower().endswith(".parquet")
+    reader = dead_letter_reader(storage_uri) if parquet else None
+    if reader is not None:
+        targets = dead_letter_queues(reader.queues(), projects, queues)
+        return write_parquet(Path(out), reader, targets, now), targets
     store = open_storage(storage_uri)
     try:
         targets = dead_letter_queues(store.all_queues(), projects, queues)
-        now = time.time() if now is None else now
-        if out.lower().endswith(".parquet"):
-            return write_parquet(Path(out), store, targets, now), targets
+        if parquet:
+            return write_parquet_through_contract(Path(out), store, targets, now), targets
         if out == "-":
             return write_json_lines(sys.stdout, store, targets, now), targets
         with open(out, "w", encoding="utf-8") as handle:

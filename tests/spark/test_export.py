@@ -7,8 +7,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tests.spark.test_sources import ID, comparable, expected_row, fill
+from spark_jobs.sources.plan import Target
+from tests.spark.test_sources import ID, NOW, comparable, dead_message, expected_row, fill
+from tests.storage.conftest import storage_uri
 from zaqar_lite.cli import main
+from zaqar_lite.storage import open_storage
 
 pytestmark = pytest.mark.slow
 
@@ -64,6 +67,66 @@ def test_an_export_reads_back_as_the_rows_of_the_store(spark, tmp_path, suffix):
                 float(int(row["first_posted_at"])),
             )
     assert got == expected
+
+
+def fill_two_projects(uri: str) -> None:
+    """Store five dead letters in p/dlq (:func:`fill`) and one in q/mails-dlq."""
+    fill(uri, 5)
+    store = open_storage(uri)
+    try:
+        store.create_queue("q", "mails", {"_max_claim_count": 1, "_dead_letter_queue": "mails-dlq"}, NOW)
+        store.create_queue("q", "mails-dlq", {}, NOW)
+        store.post_messages("q", "mails-dlq", [dead_message(7, source="mails")], NOW)
+    finally:
+        store.close()
+
+
+# Swift's and Redis Cluster's readers are held to the same rows by test_sources (seconds more each here)
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "mongodb"])
+def test_a_parquet_export_holds_the_rows_the_report_reads_from_the_store(spark, kind, request, tmp_path):
+    import pyarrow.parquet as pq
+
+    from spark_jobs.export import dead_letter_reader, export, write_parquet_through_contract
+    from spark_jobs.sources import read_store
+    from spark_jobs.sources.rows import arrow_schema
+
+    uri = storage_uri(kind, request, tmp_path)
+    fill_two_projects(uri)
+    out = tmp_path / "dlq.parquet"
+    assert dead_letter_reader(uri) is not None, "written by the store's own reader"
+    count, targets = export(uri, str(out))
+    assert (count, targets) == (6, [Target("p", "dlq"), Target("q", "mails-dlq")])
+    table = pq.read_table(out)
+    assert table.schema == arrow_schema()
+    exported = table.to_pylist()
+    expected = [*(expected_row(n) for n in range(1, 6)), expected_row(7, "mails", "q", "mails-dlq")]
+    assert [comparable(row) for row in exported] == expected
+    # row for row what the report reads, bodies as the store holds their text
+    report_rows = [row.asDict(recursive=True) for row in read_store(spark, uri).collect()]
+    assert exported == sorted(report_rows, key=lambda row: (row["project"], row["queue"], row["id"]))
+    # the selections of the command line
+    assert export(uri, str(tmp_path / "q.parquet"), projects=["q"])[0] == 1
+    assert pq.read_table(tmp_path / "q.parquet").column("id").to_pylist() == [ID(7)]
+    assert export(uri, str(tmp_path / "dlq-only.parquet"), queues=["dlq"])[0] == 5
+    dlq_only = pq.read_table(tmp_path / "dlq-only.parquet").column("id").to_pylist()
+    assert dlq_only == [ID(n) for n in range(1, 6)]
+    # the contract's rows, the path of a store without a reader, are the same dead letters
+    store = open_storage(uri)
+    try:
+        assert write_parquet_through_contract(tmp_path / "contract.parquet", store, targets, NOW) == 6
+    finally:
+        store.close()
+    assert [comparable(row) for row in pq.read_table(tmp_path / "contract.parquet").to_pylist()] == expected
+
+
+def test_a_store_without_a_reader_is_exported_through_the_contract(tmp_path):
+    import pyarrow.parquet as pq
+
+    from spark_jobs.export import dead_letter_reader, export
+
+    assert dead_letter_reader("sqlite:///:memory:") is None
+    assert export("sqlite:///:memory:", str(tmp_path / "none.parquet")) == (0, [])
+    assert pq.read_table(tmp_path / "none.parquet").num_rows == 0
 
 
 def test_the_report_command_forwards_its_options_and_shows_their_help():
