@@ -67,7 +67,12 @@ def cache_directory() -> Path | None:
         return None
     if setting:
         return Path(setting).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory to be found
+            return None
     return Path(base) / "zaqar-lite"
 
 
