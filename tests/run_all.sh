@@ -11,7 +11,9 @@
 # 3. Zaqar's own API suite (zaqar-tempest-plugin v2 tests, tests/tempest/run.py)
 #    against a real server with token auth. It runs beside step 1: most of its
 #    2.5 minutes is one test's own two time.sleep(70) calls, so it costs little CPU.
-# Usage: TEMPEST_VENV=.venv-tempest tests/run_all.sh VENV_BIN [pytest args...]
+#    Beside it too, Zaqar 23's own black-box wsgi v2 unit tests over HTTP
+#    (tests/zaqar_unit/run.py: 96 tests on one server, a few seconds).
+# Usage: TEMPEST_VENV=.venv-tempest ZAQAR_UNIT_VENV=.venv-zaqar-unit tests/run_all.sh VENV_BIN [pytest args...]
 set -uo pipefail
 BIN=${1:-.venv/bin}
 shift || true
@@ -19,6 +21,9 @@ status=0
 tempest_log=$(mktemp)
 "$BIN/python" -m tests.tempest.run --venv "${TEMPEST_VENV:-.venv-tempest}" >"$tempest_log" 2>&1 &
 tempest_pid=$!
+zaqar_unit_log=$(mktemp)
+"$BIN/python" -m tests.zaqar_unit.run --venv "${ZAQAR_UNIT_VENV:-.venv-zaqar-unit}" >"$zaqar_unit_log" 2>&1 &
+zaqar_unit_pid=$!
 # (this step includes tests/test_openapi_fuzz.py: schemathesis over docs/openapi.yaml against a real server)
 # Two pytest-xdist processes: a module's tests stay in one process, the Spark suite's on its
 # local Spark session too, and the slowest groups (the Spark suite with its standalone
@@ -30,6 +35,10 @@ echo "== Zaqar's API suite (zaqar-tempest-plugin v2) on sqlite with token auth =
 wait "$tempest_pid" || status=1
 cat "$tempest_log"
 rm -f "$tempest_log"
+echo "== Zaqar 23's own wsgi v2 unit tests (black-box classes) over HTTP on sqlite =="
+wait "$zaqar_unit_pid" || status=1
+cat "$zaqar_unit_log"
+rm -f "$zaqar_unit_log"
 # The storage suites (the conformance suite on every driver) wait on Swift's settle
 # time most of their run: four processes, each with servers of its own.
 echo "== storage suites on every driver (4 processes) =="

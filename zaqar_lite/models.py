@@ -79,7 +79,7 @@ class Claim:
     expires: float
 
     def age(self, now: float) -> int:
-        """Return whole seconds since the claim was made."""
+        """Return whole seconds since the claim was made or last renewed."""
         return max(0, int(now - self.created))
 
 

@@ -283,15 +283,21 @@ def test_list_gives_names_and_hrefs_in_name_order_without_metadata(client):
                       {"name": "charlie", "href": "/v2/queues/charlie"}]
 
 
-def test_detailed_list_includes_the_stored_metadata_only(client):
+def test_detailed_list_shows_each_queues_metadata_as_get_does(client):
     client.simulate_put("/v2/queues/alpha", json={"team": "blue", "_default_message_delay": 5})
     client.simulate_put("/v2/queues/bravo")
     queues = client.simulate_get("/v2/queues", params={"detailed": "true"}).json["queues"]
+    zaqar_defaults = {"_max_messages_post_size": 262144, "_default_message_ttl": 3600,
+                      "_default_message_delay": 0, "_dead_letter_queue": None,
+                      "_dead_letter_queue_messages_ttl": None, "_max_claim_count": None,
+                      "_enable_encrypt_messages": False}
     assert queues == [
         {"name": "alpha", "href": "/v2/queues/alpha",
-         "metadata": {"team": "blue", "_default_message_delay": 5}},
-        {"name": "bravo", "href": "/v2/queues/bravo", "metadata": {}},
+         "metadata": {**zaqar_defaults, "team": "blue", "_default_message_delay": 5}},
+        {"name": "bravo", "href": "/v2/queues/bravo", "metadata": zaqar_defaults},
     ]
+    for queue in queues:
+        assert queue["metadata"] == client.simulate_get(queue["href"]).json
 
 
 def test_zaqar_lite_reserved_keys_show_only_when_set(client, dlq_name="dlq"):

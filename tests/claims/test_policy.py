@@ -14,7 +14,7 @@ import pytest
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
-from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message
 
 NOW = 1_700_000_000.0
 NOW_ISO = "2023-11-14T22:13:20Z"
@@ -451,3 +451,9 @@ def test_an_edit_keeps_what_it_does_not_name_and_a_zero_delay_frees_the_message(
     freed = policy.edited(before, {"delay": 0}, NOW)
     assert (freed.body, freed.expires, freed.delay_until) == ({"n": 1}, NOW + 3300, 0.0)
     assert policy.is_visible(freed, NOW)
+
+
+def test_a_renewed_claim_is_a_new_lease_whose_age_counts_from_the_renewal():
+    renewed = policy.renewed_claim("c1", 1000.0, 120, 30)
+    assert renewed == Claim("c1", 120, 30, created=1000.0, expires=1120.0)
+    assert renewed.age(1007.5) == 7

@@ -73,12 +73,15 @@ def test_metadata_set_through_zaqarclient_is_read_back_with_the_reserved_default
     assert reloaded["_dead_letter_queue"] is None
 
 
-def test_detailed_queue_listing_carries_the_metadata(client: Any, queue: Queue) -> None:
+def test_detailed_queue_listing_carries_the_metadata_as_get_shows_it(client: Any, queue: Queue) -> None:
     queue.metadata(new_meta={"owner": "billing"})
 
-    listed, _ = client.queues(detailed=True)
+    listed = list(client.queues(detailed=True)[0])
 
-    assert [(q.name, q._metadata) for q in listed] == [(queue.name, {"owner": "billing"})]
+    assert [q.name for q in listed] == [queue.name]
+    assert listed[0]._metadata["owner"] == "billing"
+    assert listed[0]._metadata["_default_message_ttl"] == 3600
+    assert listed[0]._metadata == queue.metadata(force_reload=True)
 
 
 def test_posted_messages_come_back_in_order_with_their_ids_bodies_and_ttls(queue: Queue) -> None:

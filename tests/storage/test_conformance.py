@@ -320,6 +320,17 @@ def test_renewing_a_claim_restarts_its_ttl_from_now(messaging, clock):
     assert messaging.get_claim(P, Q, claim_id)[0].ttl == 120
 
 
+def test_a_renewed_claims_age_counts_from_the_renewal(messaging, clock):
+    post(messaging, 1)
+    claim_id, _ = claim(messaging, ttl=300)
+    clock.advance(40)
+    assert messaging.get_claim(P, Q, claim_id)[0].age(clock()) == 40
+    messaging.renew_claim(P, Q, claim_id, 300, 60)
+    clock.advance(7)
+    found, _, now = messaging.get_claim(P, Q, claim_id)
+    assert (found.age(now), found.ttl, found.expires) == (7, 300, now - 7 + 300)
+
+
 def test_renewing_an_unknown_claim_raises(messaging):
     with pytest.raises(errors.ClaimDoesNotExist):
         messaging.renew_claim(P, Q, "nope", 60, 60)

@@ -10,7 +10,7 @@ import falcon
 from falcon.typing import ReadableIO
 
 from zaqar_lite.api import inputs
-from zaqar_lite.api.schemas import message_post, parse_json
+from zaqar_lite.api.schemas import message_edit, message_edit_patch, message_post, parse_json
 from zaqar_lite.claims import policy
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.config import Limits
@@ -74,6 +74,26 @@ def read_json_patch(req: falcon.Request, max_size: int, what: str) -> tuple[Any,
         raise falcon.HTTPUnsupportedMediaType(
             description=f"PATCH of a {what} needs Content-Type {PATCH_TYPE}.")
     return read_json(req, max_size)
+
+
+def read_message_edit(req: falcon.Request, limits: Limits) -> tuple[dict[str, Any], int]:
+    """Read a message PATCH: a merge body (``application/json``, or no Content-Type) or Zaqar's JSON-patch.
+
+    Returns:
+        The checked changes (any of ``body``, ``ttl``, ``delay``) and the body's size in bytes.
+
+    Raises:
+        falcon.HTTPUnsupportedMediaType: another media type.
+    """
+    media_type = (req.content_type or "").split(";")[0].strip().lower()
+    if media_type not in ("", "application/json", PATCH_TYPE):
+        raise falcon.HTTPUnsupportedMediaType(
+            description=f"PATCH of a message takes Content-Type application/json (a body with any of body, "
+                        f"ttl and delay) or {PATCH_TYPE} (replace operations on /body, /ttl and /delay).")
+    document, size = read_json(req, limits.max_messages_post_size)
+    if media_type == PATCH_TYPE:
+        return message_edit_patch(document, limits), size
+    return message_edit(document, limits), size
 
 
 def stats_body(stats: QueueStats, now: float, href: Callable[[str], str]) -> dict[str, Any]:

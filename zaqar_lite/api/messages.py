@@ -6,7 +6,7 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas
-from zaqar_lite.api.bodies import joined_param, next_links, read_json, read_message_post
+from zaqar_lite.api.bodies import joined_param, next_links, read_json, read_message_edit, read_message_post
 from zaqar_lite.api.resource import Resource
 
 #: largest body of a release (its failure reason), in bytes
@@ -96,8 +96,7 @@ class MessageItem(Resource):
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
         """Edit a message that is still delayed (our extension); 200 with it as GET shows it, else 409."""
-        document, size = read_json(req, self.limits.max_messages_post_size)
-        changes = schemas.message_edit(document, self.limits)
+        changes, size = read_message_edit(req, self.limits)
         render = self.renderer(req, queue)
         edited, now = self.messaging.edit_delayed_message(req.context.project, queue, message_id, changes,
                                                           size)

@@ -31,7 +31,7 @@ class QueueCollection(Resource):
         for queue, metadata in page:
             item: dict[str, Any] = {"name": queue, "href": f"/v2/queues/{queue}"}
             if detailed:
-                item["metadata"] = metadata
+                item["metadata"] = self.messaging.shown_metadata(metadata)
             queues.append(item)
         links: list[dict[str, str]] = []
         if queues:

@@ -257,6 +257,27 @@ def _message_edit_schema(limits: Limits) -> Schema:
 
 
 @functools.cache
+def _message_edit_patch_schema() -> Schema:
+    """A message PATCH body in Zaqar's JSON-patch form: ``replace`` of ``/body``, ``/ttl``, ``/delay``."""
+    return Schema({
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["op", "path"],
+            "properties": {
+                "op": {"type": "string", "pattern": "^replace$",
+                       "description": "replace (a message is edited by replacing its body, ttl or delay)"},
+                "path": {"type": "string", "pattern": "^/(body|ttl|delay)$",
+                         "description": "/body, /ttl or /delay"},
+                "value": {},
+            },
+            "additionalProperties": False,
+        },
+    })
+
+
+@functools.cache
 def _claim_schema(limits: Limits) -> Schema:
     """A claim create or renew body."""
     return Schema({
@@ -383,6 +404,22 @@ def message_edit(document: Any, limits: Limits) -> dict[str, Any]:
         raise InvalidBody("The request body must hold any of body, ttl and delay: {\"delay\": 0}.")
     _message_edit_schema(limits).check(document)
     return {key: int(value) if key in ("ttl", "delay") else value for key, value in document.items()}
+
+
+def message_edit_patch(document: Any, limits: Limits) -> dict[str, Any]:
+    """Check a message PATCH body in Zaqar's JSON-patch form and return the changes, as :func:`message_edit`.
+
+    The operations apply in order (a path replaced twice keeps the last value);
+    the values then follow the merge body's rules.
+    """
+    if document is None:
+        raise InvalidBody("The request body must list replace operations on /body, /ttl or /delay: "
+                          "[{\"op\": \"replace\", \"path\": \"/delay\", \"value\": 0}].")
+    _message_edit_patch_schema().check(document)
+    for index, item in enumerate(document):
+        if "value" not in item:
+            raise InvalidBody(f"[{index}].value is required: replace needs a value.")
+    return message_edit({item["path"][1:]: item["value"] for item in document}, limits)
 
 
 def claim_options(document: Any, limits: Limits) -> tuple[int, int]:

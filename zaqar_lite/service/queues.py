@@ -79,7 +79,11 @@ class Queues(ServiceBase):
 
     def queue_metadata(self, project: str, queue: str) -> dict[str, Any]:
         """Return a queue's metadata with reserved defaults (also for a missing queue, as Zaqar)."""
-        return meta.with_defaults(self.storage.get_queue_metadata(project, queue), self.limits)
+        return self.shown_metadata(self.storage.get_queue_metadata(project, queue))
+
+    def shown_metadata(self, stored: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Return stored metadata as clients see it, in a GET and a detailed listing alike."""
+        return meta.with_defaults(stored, self.limits)
 
     def update_queue(self, project: str, queue: str,
                      operations: Sequence[tuple[str, str, Any]]) -> dict[str, Any]:

@@ -234,9 +234,11 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
 
     @translated
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
+        renewed = policy.renewed_claim(claim_id, now, ttl, grace)
         result = self._claims.update_one(
             {"_id": claim_id, "project": project, "queue": queue, "expires": {"$gt": now}},
-            {"$set": {"ttl": ttl, "grace": grace, "expires": now + ttl, "purge_at": purge_at(now + ttl)}},
+            {"$set": {"ttl": renewed.ttl, "grace": renewed.grace, "created": renewed.created,
+                      "expires": renewed.expires, "purge_at": purge_at(renewed.expires)}},
             hint=BY_ID)
         if result.matched_count == 0:
             raise errors.ClaimDoesNotExist(claim_id, queue)

@@ -223,9 +223,11 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
         return claim, sorted(held, key=lambda m: m.marker)
 
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
-        renewed = self._run("renew", project, queue, [
-            stamp(now), claim_id, stamp(now + ttl), stamp(now + ttl + grace), str(ttl), str(grace), queue])
-        if not renewed:
+        renewed = policy.renewed_claim(claim_id, now, ttl, grace)
+        done = self._run("renew", project, queue, [
+            stamp(now), claim_id, stamp(renewed.expires), stamp(now + ttl + grace), str(renewed.ttl),
+            str(renewed.grace), queue, stamp(renewed.created)])
+        if not done:
             raise errors.ClaimDoesNotExist(claim_id, queue)
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:

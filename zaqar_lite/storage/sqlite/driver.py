@@ -281,8 +281,9 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
         with self.transaction() as db:
             self._live_claim(db, project, queue, claim_id, now)
-            db.execute("UPDATE claims SET ttl=?, grace=?, expires=? WHERE id=?",
-                       (ttl, grace, now + ttl, claim_id))
+            renewed = policy.renewed_claim(claim_id, now, ttl, grace)
+            db.execute("UPDATE claims SET ttl=?, grace=?, created=?, expires=? WHERE id=?",
+                       (renewed.ttl, renewed.grace, renewed.created, renewed.expires, claim_id))
             held = self._held(db, project, queue, claim_id, now)
             self._write_claim_ends(db, held, [policy.claim_renewed(m, now, ttl, grace) for m in held])
 

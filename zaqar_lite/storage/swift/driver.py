@@ -215,7 +215,9 @@ class SwiftStorage(SettledClaims, PlannedStorage):
         held = self._held(container, record, now)
         self.objects.map(lambda item: self._store(
             container, item[0], policy.claim_renewed(item[1], now, ttl, grace)), held)
-        self._write_claim(container, queue, {**record, "ttl": ttl, "grace": grace, "expires": now + ttl})
+        renewed = policy.renewed_claim(claim_id, now, ttl, grace)
+        self._write_claim(container, queue, {**record, "ttl": renewed.ttl, "grace": renewed.grace,
+                                             "created": renewed.created, "expires": renewed.expires})
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
         container = self._container(project)

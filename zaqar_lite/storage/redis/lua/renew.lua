@@ -4,6 +4,8 @@
 -- ARGV[1] "zl:{P}:"      ARGV[2] "zl:{P}:q:Q:"     ARGV[3] now       ARGV[4] claim id
 -- ARGV[5] new claim expiry (now + ttl)            ARGV[6] expiry floor (now + ttl + grace)
 -- ARGV[7] ttl            ARGV[8] grace             ARGV[9] the queue name
+-- ARGV[10] the claim's new created time (now: its age counts from the renewal,
+-- policy.renewed_claim)
 -- Returns: 1, or 0 when the claim is absent or expired (nothing changed).
 -- Every message the claim still holds (claim_id matches, claim_expires > now,
 -- unexpired) gets the new claim expiry and expires = max(expires, floor)
@@ -19,7 +21,7 @@ local claim_expires, floor, name = ARGV[5], ARGV[6], ARGV[9]
 local now = tonumber(now_s)
 local record = qp .. 'c:' .. claim_id
 if not claim_is_live(qp, claim_id, now) then return 0 end
-redis.call('HSET', record, 'ttl', ARGV[7], 'grace', ARGV[8], 'expires', claim_expires)
+redis.call('HSET', record, 'ttl', ARGV[7], 'grace', ARGV[8], 'created', ARGV[10], 'expires', claim_expires)
 redis.call('ZADD', Q.claims, claim_expires, claim_id)
 local members = qp .. 'cm:' .. claim_id
 for _, id in ipairs(redis.call('SMEMBERS', members)) do
