@@ -244,12 +244,14 @@ class RedriveResult:
 
     ``matched`` counts the selected dead letters, ``redriven`` those actually
     moved (0 for a dry run), and ``sample`` holds the first selected messages,
-    each with the queue it goes (or would go) to.
+    each with the queue it goes (or would go) to. ``warning`` says, when
+    nothing was selected, that the queue is no queue's dead-letter queue.
     """
 
     matched: int
     redriven: int
     sample: list[tuple[Message, str]] = dataclasses.field(default_factory=list)
+    warning: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
