@@ -247,7 +247,8 @@ def test_solaces_delayed_consumption_recipe_through_http(client, clock, sweep):
 def test_a_message_moved_on_expiry_shows_a_ttl_no_lower_than_its_age(client, clock, sweep):
     """Measured before: ttl 60 at age 66; the ttl is the message's lifetime from its post."""
     assert put_queue(client, "a").status_code == 201
-    assert put_queue(client, "b", {"_dead_letter_on_expiry": True, "_dead_letter_queue": "a"}).status_code == 201
+    metadata = {"_dead_letter_on_expiry": True, "_dead_letter_queue": "a"}
+    assert put_queue(client, "b", metadata).status_code == 201
     expiring, = post(client, "b", {"body": {"n": 1}, "ttl": 60})
     clock.advance(66)
     assert sweep("").dead_lettered == 1

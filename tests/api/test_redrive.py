@@ -131,7 +131,8 @@ def not_a_dlq(queue):
 
 
 def test_unknown_queue_answers_zero_and_says_it_is_no_dead_letter_queue(client):
-    assert redrive(client, queue="no-such-queue").json == {"redriven": 0, "warning": not_a_dlq("no-such-queue")}
+    warning = not_a_dlq("no-such-queue")
+    assert redrive(client, queue="no-such-queue").json == {"redriven": 0, "warning": warning}
     assert redrive(client, queue="no-such-queue", body={"dry_run": True}).json == {
         "matched": 0, "sample": [], "warning": not_a_dlq("no-such-queue")}
 

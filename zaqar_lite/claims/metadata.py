@@ -126,7 +126,8 @@ def resembled_key(key: str, known: Iterable[str]) -> str | None:
     names = sorted(known)
     if key in names:
         return None
-    distance, nearest = min(((edit_distance(key, name), name) for name in names), default=(TYPO_EDITS + 1, ""))
+    distance, nearest = min(((edit_distance(key, name), name) for name in names),
+                            default=(TYPO_EDITS + 1, ""))
     return nearest if distance <= TYPO_EDITS else None
 
 
