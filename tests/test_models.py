@@ -35,10 +35,13 @@ def test_the_ttl_is_the_lifetime_from_the_post():
     assert message(expires=NOW + 500.6).ttl() == 601
 
 
-def test_the_ttl_of_a_dead_letter_given_a_new_lifetime_counts_from_the_move():
-    moved = message(expires=NOW + 900, dead_letter={"ttl_since": NOW - 50})
-    assert moved.ttl() == 950
+def test_the_ttl_of_a_dead_letter_counts_from_the_post_too():
+    # created NOW - 100, moved at NOW - 50 with 900 s to live: 50 s before the move, 900 after
+    moved = message(expires=NOW + 850, dead_letter={"reason": "expired", "dead_lettered_at": NOW - 50})
+    assert (moved.ttl(), moved.age(NOW)) == (950, 100)
     assert message(dead_letter={"reason": "max_claims"}).ttl() == 600
+    # a record written before ttls counted from the post alone changes nothing
+    assert message(expires=NOW + 850, dead_letter={"ttl_since": NOW - 50}).ttl() == 950
 
 
 def test_the_age_is_whole_seconds_since_the_post_and_never_negative():

@@ -54,14 +54,13 @@ class Message:
         return self.delay_until > now and not self.is_claimed(now)
 
     def ttl(self) -> int:
-        """Return the lifetime the message was given, in seconds.
+        """Return the message's lifetime in seconds: from its post to its expiry.
 
-        That is from its creation to its expiry, or, for a dead letter whose
-        move set a new expiry (its record's ``ttl_since``), from the move: a
-        DLQ's ``_dead_letter_queue_messages_ttl`` of 600 reads 600.
+        Counted from the post as :meth:`age` is, so a live message's ttl is
+        never below its age; a dead letter whose move gave it a new expiry
+        reads the time it spent before the move plus the time it was given.
         """
-        since = (self.dead_letter or {}).get("ttl_since", self.created)
-        return int(round(self.expires - since))
+        return int(round(self.expires - self.created))
 
     def age(self, now: float) -> int:
         """Return whole seconds since the message was posted."""
@@ -244,12 +243,14 @@ class RedriveResult:
 
     ``matched`` counts the selected dead letters, ``redriven`` those actually
     moved (0 for a dry run), and ``sample`` holds the first selected messages,
-    each with the queue it goes (or would go) to.
+    each with the queue it goes (or would go) to. ``warning`` says, when
+    nothing was selected, that the queue is no queue's dead-letter queue.
     """
 
     matched: int
     redriven: int
     sample: list[tuple[Message, str]] = dataclasses.field(default_factory=list)
+    warning: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -161,7 +161,8 @@ def test_an_expired_message_is_kept_until_the_default_dlq_exists_then_moved(with
     assert (result.dead_lettered, result.discarded) == (1, 0)
     moved = message(with_default, DEFAULT, kept).json
     assert moved["body"] == {"late": True}
-    assert moved["ttl"] == 60
+    # 61 s in orders, then its own 60 s again from the move: ttl counts from the post, as age does
+    assert (moved["ttl"], moved["age"]) == (121, 61)
     assert (moved["dead_letter"]["reason"], moved["dead_letter"]["default_dead_letter_queue"]) == (
         "expired", True)
 
@@ -241,3 +242,21 @@ def test_solaces_delayed_consumption_recipe_through_http(client, clock, sweep):
     clock.advance(1)
     assert sweep("").dead_lettered == 1
     assert [m["id"] for m in claim(client, "a").json["messages"]] == [second]
+
+
+def test_a_message_moved_on_expiry_shows_a_ttl_no_lower_than_its_age(client, clock, sweep):
+    """Measured before: ttl 60 at age 66; the ttl is the message's lifetime from its post."""
+    assert put_queue(client, "a").status_code == 201
+    metadata = {"_dead_letter_on_expiry": True, "_dead_letter_queue": "a"}
+    assert put_queue(client, "b", metadata).status_code == 201
+    expiring, = post(client, "b", {"body": {"n": 1}, "ttl": 60})
+    clock.advance(66)
+    assert sweep("").dead_lettered == 1
+    moved = message(client, "a", expiring).json
+    assert (moved["ttl"], moved["age"]) == (126, 66)
+    listed = client.simulate_get("/v2/queues/a/messages", params={"echo": "true"}).json["messages"]
+    assert [(m["ttl"], m["age"]) for m in listed] == [(126, 66)]
+    clock.advance(59)
+    assert message(client, "a", expiring).json["age"] == 125
+    clock.advance(1)
+    assert message(client, "a", expiring).status_code == 404

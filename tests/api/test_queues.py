@@ -265,6 +265,28 @@ def test_patch_result_is_validated_like_a_put(client, key, value):
     assert client.simulate_get("/v2/queues/q1").json[key] == RESERVED_DEFAULTS[key]
 
 
+def test_a_put_with_a_misspelt_reserved_key_is_400_naming_the_key_and_creates_nothing(client):
+    result = client.simulate_put("/v2/queues/q1", json={"_max_claims_count": 2, "owner": "team-a"})
+    body = assert_error(result, 400)
+    assert body["description"].startswith("_max_claims_count is not a reserved metadata key; "
+                                           "did you mean _max_claim_count?")
+    assert names(client.simulate_get("/v2/queues")) == []
+
+
+def test_a_patch_adding_a_misspelt_reserved_key_is_400_and_changes_nothing(client):
+    client.simulate_put("/v2/queues/q1", json={"_max_claim_count": 3})
+    result = patch(client, "q1", [{"op": "add", "path": "/metadata/_dead_letter_queu", "value": "dlq"}])
+    body = assert_error(result, 400)
+    assert body["description"].startswith("_dead_letter_queu is not a reserved metadata key; "
+                                          "did you mean _dead_letter_queue?")
+    assert_metadata(client.simulate_get("/v2/queues/q1").json, _max_claim_count=3)
+
+
+def test_underscore_keys_far_from_every_reserved_key_are_stored_as_zaqar_stores_them(client):
+    assert client.simulate_put("/v2/queues/q1", json={"_owner": "team-a"}).status_code == 201
+    assert_metadata(client.simulate_get("/v2/queues/q1").json, _owner="team-a")
+
+
 # -- list -----------------------------------------------------------------------
 
 

@@ -124,22 +124,45 @@ def test_claimed_dead_letters_are_skipped(client):
     assert [m["id"] for m in listed(client, "src")] == [free]
 
 
-def test_unknown_queue_answers_zero(client):
-    assert redrive(client, queue="no-such-queue").json == {"redriven": 0}
-    assert redrive(client, queue="no-such-queue", body={"dry_run": True}).json == {"matched": 0, "sample": []}
+def not_a_dlq(queue):
+    return (f"Queue {queue} is no queue's dead-letter queue: no queue of this project names it as "
+            "_dead_letter_queue, nor is it the default dead-letter queue; redrive the queue a "
+            "_dead_letter_queue names.")
 
 
-def test_a_queue_that_is_no_dlq_only_has_no_dead_letters(client):
+def test_unknown_queue_answers_zero_and_says_it_is_no_dead_letter_queue(client):
+    warning = not_a_dlq("no-such-queue")
+    assert redrive(client, queue="no-such-queue").json == {"redriven": 0, "warning": warning}
+    assert redrive(client, queue="no-such-queue", body={"dry_run": True}).json == {
+        "matched": 0, "sample": [], "warning": not_a_dlq("no-such-queue")}
+
+
+def test_a_queue_that_is_no_dlq_only_has_no_dead_letters_and_the_answer_says_so(client):
     post(client, "plain", 1, 2)
     response = redrive(client, queue="plain", body={"destination": "elsewhere", "create_destination": True})
     assert response.status_code == 200
-    assert response.json == {"redriven": 0}
+    assert response.json == {"redriven": 0, "warning": not_a_dlq("plain")}
+    dry = redrive(client, queue="plain", body={"dry_run": True})
+    assert dry.json == {"matched": 0, "sample": [], "warning": not_a_dlq("plain")}
     assert len(listed(client, "plain")) == 2
+
+
+def test_an_empty_dlq_answers_zero_without_a_warning(client):
+    dead_letter(client, 1)
+    assert redrive(client).json == {"redriven": 1}
+    assert redrive(client).json == {"redriven": 0}
+    assert redrive(client, body={"dry_run": True}).json == {"matched": 0, "sample": []}
+
+
+def test_the_default_dlq_answers_zero_without_a_warning(make_client):
+    client = make_client(headers("project-a"), default_dead_letter_queue="dead-letters")
+    client.simulate_put("/v2/queues/dead-letters")
+    assert redrive(client, queue="dead-letters").json == {"redriven": 0}
 
 
 def test_another_project_cannot_redrive_these_dead_letters(client, project_b):
     dead_letter(client, 1)
-    assert redrive(project_b).json == {"redriven": 0}
+    assert redrive(project_b).json == {"redriven": 0, "warning": not_a_dlq("dlq")}
     assert len(listed(client, "dlq")) == 1
 
 
@@ -216,7 +239,7 @@ def test_the_id_and_message_caps_are_configurable(make_client, settings):
     assert assert_error(response, 400)["description"] == "filter.ids may hold at most 2 ids, got 3."
     response = redrive(client, body={"limit": 6})
     assert assert_error(response, 400)["description"] == "limit must be at most 5, got 6."
-    assert redrive(client, body={"limit": 5, "filter": {"ids": ["a", "b"]}}).json == {"redriven": 0}
+    assert redrive(client, body={"limit": 5, "filter": {"ids": ["a", "b"]}}).json["redriven"] == 0
 
 
 def test_the_report_and_the_redrive_filter_share_one_signature_implementation():

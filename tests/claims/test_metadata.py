@@ -372,3 +372,54 @@ def test_the_dead_letter_policy_is_read_from_the_reserved_keys(stored, expected)
 ])
 def test_claims_exhaust_messages_only_once_both_count_and_queue_are_set(stored, counts):
     assert metadata.dead_letter_policy(stored).counts_claims is counts
+
+
+# -- keys that nearly spell a reserved key ----------------------------------------------
+
+@pytest.mark.parametrize(("a", "b", "distance"), [
+    ("_max_claim_count", "_max_claim_count", 0),
+    ("_max_claims_count", "_max_claim_count", 1),
+    ("_max_claim_cuont", "_max_claim_count", 1),
+    ("_max_clam_cont", "_max_claim_count", 2),
+    ("_maxclaimcount", "_max_claim_count", 2),
+    ("", "abc", 3),
+    ("abc", "", 3),
+])
+def test_edit_distance_counts_insertions_deletions_substitutions_and_swaps(a, b, distance):
+    assert metadata.edit_distance(a, b) == distance
+
+
+@pytest.mark.parametrize(("key", "resembles"), [
+    ("_max_claims_count", "_max_claim_count"),
+    ("_max_claim_counts", "_max_claim_count"),
+    ("_dead_letter_queu", "_dead_letter_queue"),
+    ("_deadletter_queue", "_dead_letter_queue"),
+    ("_dead_letter_on_expiri", "_dead_letter_on_expiry"),
+    ("_default_message_tll", "_default_message_ttl"),
+    ("_max_messages_ttl", "_max_message_ttl"),
+    ("_retry_polcy", "_retry_policy"),
+    ("_retry_backof", "_retry_backoff"),
+    ("_dedup_windows", "_dedup_window"),
+    ("_enable_encrypt_message", "_enable_encrypt_messages"),
+])
+def test_a_key_one_or_two_edits_from_a_reserved_key_is_refused_naming_it(key, resembles):
+    assert refused({key: 3}) == (
+        f"{key} is not a reserved metadata key; did you mean {resembles}? Keys that start with _ "
+        "and nearly spell a reserved key are refused, since they would change nothing.")
+
+
+@pytest.mark.parametrize("key", [
+    "max_claims_count",       # no leading _: the client's own key
+    "_max_claimed_message_count",  # three edits or more away from every reserved key
+    "_owner",
+    "_flavor",
+    "_queue_template",
+    "_retry_policy",
+])
+def test_other_keys_are_accepted_as_zaqar_accepts_them(key):
+    assert metadata.validate({key: "x"} if key != "_retry_policy" else {key: {}}, LIMITS) == \
+        ({key: "x"} if key != "_retry_policy" else {key: {}})
+
+
+def test_a_null_misspelt_key_is_refused_too():
+    assert refused({"_max_claims_count": None}).startswith("_max_claims_count is not a reserved metadata key")

@@ -99,29 +99,12 @@ def test_a_message_is_exhausted_once_handed_out_max_times_and_only_with_both_key
 
 # -- the move: new expiry and provenance (SPEC 2.2, 2.3; docs "The move") --------------
 
-@pytest.mark.parametrize(("reason", "messages_ttl", "resets"), [
-    ("max_claims", None, False),
-    ("expired", None, True),
-    ("max_claims", 600, True),
-    ("expired", 600, True),
-])
-def test_a_move_resets_the_expiry_with_a_dead_letter_ttl_or_when_the_message_expired(reason, messages_ttl,
-                                                                                      resets):
-    dead_letter = DeadLetterPolicy(max_claim_count=3, queue=DLQ, messages_ttl=messages_ttl)
-    assert policy.resets_expiry(reason, dead_letter) is resets
-
-
-def test_the_provenance_record_of_a_move_that_keeps_the_expiry_has_no_ttl_since():
-    assert policy.provenance_record(Q, "max_claims", NOW, DEAD_LETTERS) == {
-        "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW}
-
-
-def test_the_provenance_record_of_a_move_that_resets_the_expiry_records_when():
-    dead_letter = DeadLetterPolicy(max_claim_count=3, queue=DLQ, messages_ttl=600)
-    assert policy.provenance_record(Q, "max_claims", NOW, dead_letter) == {
-        "source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW, "ttl_since": NOW}
-    assert policy.provenance_record(Q, "expired", NOW, DEAD_LETTERS) == {
-        "source_queue": "orders", "reason": "expired", "dead_lettered_at": NOW, "ttl_since": NOW}
+@pytest.mark.parametrize(("reason", "messages_ttl"), [
+    ("max_claims", None), ("expired", None), ("max_claims", 600), ("expired", 600)])
+def test_the_provenance_record_of_a_move_says_where_from_why_and_when(reason, messages_ttl):
+    dead_letter = DeadLetterPolicy(max_claim_count=3, queue=DLQ, messages_ttl=messages_ttl, on_expiry=True)
+    assert policy.provenance_record(Q, reason, NOW, dead_letter) == {
+        "source_queue": "orders", "reason": reason, "dead_lettered_at": NOW}
 
 
 def test_the_provenance_record_of_a_move_into_the_default_dlq_says_so():
@@ -156,14 +139,14 @@ def test_a_message_moved_for_its_count_keeps_id_body_count_failures_and_expiry_a
     assert moved.ttl() == 3600
 
 
-def test_a_dead_letter_ttl_sets_the_expiry_from_the_move_and_the_ttl_reads_it():
+def test_a_dead_letter_ttl_sets_the_expiry_from_the_move_and_the_ttl_counts_from_the_post():
     dead_letter = DeadLetterPolicy(max_claim_count=3, queue=DLQ, messages_ttl=600)
     moved = policy.dead_lettered(exhausted_message(), Q, "max_claims", NOW, dead_letter)
     assert moved.expires == NOW + 600
     assert moved.dead_letter == {"source_queue": "orders", "reason": "max_claims", "dead_lettered_at": NOW,
-                                 "ttl_since": NOW, "claim_count": 3, "last_claim_id": "c-last"}
-    assert moved.ttl() == 600
-    assert moved.age(NOW) == 300
+                                 "claim_count": 3, "last_claim_id": "c-last"}
+    # 300 s in the queue before the move, 600 after it
+    assert (moved.ttl(), moved.age(NOW)) == (900, 300)
 
 
 def test_a_message_moved_because_it_expired_gets_its_own_ttl_again_counted_from_the_move():
@@ -171,14 +154,29 @@ def test_a_message_moved_because_it_expired_gets_its_own_ttl_again_counted_from_
     moved = policy.dead_lettered(expired, Q, "expired", NOW, DEAD_LETTERS)
     assert moved.expires == NOW + 120
     assert moved.dead_letter == {"source_queue": "orders", "reason": "expired", "dead_lettered_at": NOW,
-                                 "ttl_since": NOW, "claim_count": 0, "last_claim_id": None}
-    assert moved.ttl() == 120
+                                 "claim_count": 0, "last_claim_id": None}
+    assert (moved.ttl(), moved.age(NOW)) == (240, 120)
+
+
+@pytest.mark.parametrize(("lifetime", "swept_late_by", "messages_ttl", "ttl", "age"), [
+    (60, 6, None, 126, 66),     # measured: ttl 60 was shown at age 66
+    (60, 0, None, 120, 60),
+    (60, 6, 600, 666, 66),
+    (3600, 1, 86400, 90001, 3601),
+])
+def test_a_message_moved_on_expiry_never_shows_a_ttl_below_its_age(lifetime, swept_late_by, messages_ttl,
+                                                                    ttl, age):
+    created = NOW - lifetime - swept_late_by
+    dead_letter = DeadLetterPolicy(queue=DLQ, messages_ttl=messages_ttl, on_expiry=True)
+    moved = policy.dead_lettered(message(created=created, expires=created + lifetime), Q, "expired", NOW,
+                                 dead_letter)
+    assert (moved.ttl(), moved.age(NOW)) == (ttl, age)
 
 
 def test_a_message_moved_because_it_expired_takes_the_dead_letter_ttl_when_set():
     dead_letter = DeadLetterPolicy(max_claim_count=3, queue=DLQ, messages_ttl=900, on_expiry=True)
     moved = policy.dead_lettered(message(created=NOW - 120, expires=NOW), Q, "expired", NOW, dead_letter)
-    assert (moved.expires, moved.ttl()) == (NOW + 900, 900)
+    assert (moved.expires, moved.ttl()) == (NOW + 900, 1020)
 
 
 # -- planning a claim (SPEC 1.5, 2.2) --------------------------------------------------

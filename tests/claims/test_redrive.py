@@ -216,3 +216,22 @@ def test_a_group_is_what_a_signature_filter_selects():
     for group in redrive.by_last_signature(letters):
         wanted = RedriveFilter(signature=group.signature_id)
         assert [m.id for m in letters if redrive.matches(m, wanted)] == [m.id for m in group.messages]
+
+
+# -- a redrive of a queue that is no dead-letter queue --------------------------------------
+
+NOT_A_DLQ = ("Queue plain is no queue's dead-letter queue: no queue of this project names it as "
+             "_dead_letter_queue, nor is it the default dead-letter queue; redrive the queue a "
+             "_dead_letter_queue names.")
+
+
+def test_a_queue_no_queue_names_as_its_dlq_is_said_to_be_no_dead_letter_queue():
+    queues = [("orders", {"_dead_letter_queue": "orders-dlq"}), ("plain", {}), ("orders-dlq", {})]
+    assert redrive.not_a_dead_letter_queue("plain", queues, None) == NOT_A_DLQ
+    assert redrive.not_a_dead_letter_queue("plain", [], "dead-letters") == NOT_A_DLQ
+
+
+def test_a_queue_named_as_a_dlq_or_the_default_dlq_is_a_dead_letter_queue():
+    queues = [("orders", {"_dead_letter_queue": "orders-dlq"}), ("orders-dlq", {})]
+    assert redrive.not_a_dead_letter_queue("orders-dlq", queues, None) is None
+    assert redrive.not_a_dead_letter_queue("dead-letters", [], "dead-letters") is None

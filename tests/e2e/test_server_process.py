@@ -136,6 +136,20 @@ def test_serve_refuses_a_store_it_cannot_open_with_a_clear_error_and_no_tracebac
     assert "Traceback" not in result.stderr + result.stdout
 
 
+def test_serve_refuses_a_sqlite_uri_that_would_open_a_file_in_the_working_directory(tmp_path: Path) -> None:
+    # sqlite:/x reads as the absolute /x, but was opened as x in the working directory
+    uri = f"sqlite:{tmp_path}/zaqar.db"
+    command = [*serve_command(), "serve", "--bind", f"127.0.0.1:{free_port()}", "--storage", uri]
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                            env=server_environment())
+
+    assert result.returncode == 1
+    assert f"cannot open storage {uri}: " in result.stderr
+    assert f"for the file {tmp_path}/zaqar.db write sqlite:///{tmp_path}/zaqar.db " in result.stderr
+    assert not list(tmp_path.rglob("zaqar.db"))
+
+
 def test_sigterm_stops_the_server_promptly_and_cleanly(start_server_for_test: ServerStarter, store: Store,
                                                        tmp_path: Path) -> None:
     running = start_server_for_test(store.uri(tmp_path))

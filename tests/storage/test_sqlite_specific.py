@@ -33,6 +33,26 @@ def test_uris_without_a_path_or_of_another_scheme_are_refused(uri):
         parse_uri(uri)
 
 
+@pytest.mark.parametrize("uri, absolute", [
+    ("sqlite:/var/lib/zaqar.db", "sqlite:////var/lib/zaqar.db"),
+    ("sqlite://host/var/lib/zaqar.db", "sqlite:////var/lib/zaqar.db"),
+])
+def test_uris_without_the_empty_host_are_refused_naming_the_absolute_form(uri, absolute):
+    with pytest.raises(ValueError) as refused:
+        parse_uri(uri)
+    assert str(refused.value) == (
+        f"{uri} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host and starts with sqlite:/// "
+        f"then the path; for the file /var/lib/zaqar.db write {absolute} "
+        "(sqlite:///relative.db is a file in the working directory)")
+
+
+def test_a_relative_uri_without_slashes_is_refused_naming_the_file_it_would_open(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as refused:
+        parse_uri("sqlite:zaqar.db")
+    assert f"for the file {tmp_path}/zaqar.db write sqlite:///{tmp_path}/zaqar.db " in str(refused.value)
+
+
 def _messages(count: int, now: float, delay: float = 0.0, prefix: str = "m") -> list[Message]:
     return [Message(id=f"{prefix}{i}", body=i, created=now, expires=now + 3600,
                     delay_until=now + delay if delay else 0.0) for i in range(count)]

@@ -78,11 +78,12 @@ class QueueRedrive(Resource):
             resp.media = task_body(task)
             return
         result, now = self.messaging.redrive(req.context.project, queue, request)
+        warning = {} if result.warning is None else {"warning": result.warning}
         if not request.dry_run:
-            resp.media = {"redriven": result.redriven}
+            resp.media = {"redriven": result.redriven, **warning}
             return
         sample = [{**render(message, now), "destination": target} for message, target in result.sample]
-        resp.media = {"matched": result.matched, "sample": sample}
+        resp.media = {"matched": result.matched, "sample": sample, **warning}
 
 
 class RedriveTaskCollection(Resource):

@@ -29,6 +29,10 @@ MAX_MESSAGE_TTL = "_max_message_ttl"
 DEDUP_WINDOW = dedup.WINDOW
 #: reserved keys of zaqar-lite's own: shown only when set
 OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, DEDUP_WINDOW, RETRY_BACKOFF)
+#: the other ``_`` keys a queue's metadata may hold: its retry policy, its flavor (Zaqar's), its template
+OTHER_KNOWN = (RETRY_POLICY, "_flavor", "_queue_template")
+#: edits (insertions, deletions, substitutions, swaps of neighbours) within which a ``_`` key is a typo
+TYPO_EDITS = 2
 
 
 def defaults(limits: Limits) -> dict[str, Any]:
@@ -82,6 +86,7 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
     if len(json.dumps(metadata, ensure_ascii=False).encode("utf-8")) > limits.max_queue_metadata:
         raise ValidationFailed(f"Queue metadata may not exceed {limits.max_queue_metadata} bytes.")
     reserved = reserved_keys(limits)
+    check_misspelt_keys(metadata, reserved)
     stored = {k: v for k, v in metadata.items() if not (k in reserved and v is None)}
     _check_values(stored, limits)
     if RETRY_POLICY in stored:
@@ -92,6 +97,53 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
             and not default_dead_letter_queue:
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")
     return stored
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Return the insertions, deletions, substitutions and swaps of neighbours that turn ``a`` into ``b``."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            best = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b))
+            if i > 1 and j > 1 and char_a == b[j - 2] and a[i - 2] == char_b:
+                best = min(best, previous2[j - 2] + 1)
+            current.append(best)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def resembled_key(key: str, known: Iterable[str]) -> str | None:
+    """Return the known key that ``key`` (starting with ``_``) is a typo of, or None.
+
+    A key that is one of ``known`` is no typo; a ``_`` key within
+    :data:`TYPO_EDITS` edits of a known key is (the nearest wins, then the
+    first in name order). Other keys are the client's own, as in Zaqar.
+    """
+    if not key.startswith("_"):
+        return None
+    names = sorted(known)
+    if key in names:
+        return None
+    distance, nearest = min(((edit_distance(key, name), name) for name in names),
+                            default=(TYPO_EDITS + 1, ""))
+    return nearest if distance <= TYPO_EDITS else None
+
+
+def check_misspelt_keys(metadata: Mapping[str, Any], reserved: Iterable[str]) -> None:
+    """Refuse a ``_`` key one or two edits away from a reserved key, naming the key it resembles.
+
+    Stored as it was, such a key would be a silent no-op: ``_max_claims_count``
+    would never dead-letter a message.
+    """
+    known = {*reserved, *OTHER_KNOWN}
+    for key in metadata:
+        nearest = resembled_key(key, known)
+        if nearest is not None:
+            raise ValidationFailed(
+                f"{key} is not a reserved metadata key; did you mean {nearest}? Keys that start with _ "
+                "and nearly spell a reserved key are refused, since they would change nothing.")
 
 
 def check_encryption(metadata: Mapping[str, Any], keys_configured: bool) -> None:

@@ -19,8 +19,6 @@ from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message
 
 REASON_MAX_CLAIMS = "max_claims"
 REASON_EXPIRED = "expired"
-#: key of a provenance record: when the move gave the message its current lifetime
-TTL_SINCE = "ttl_since"
 #: key of a provenance record: the move went to the server's default dead-letter queue
 DEFAULT_DLQ = "default_dead_letter_queue"
 #: provenance key: the ordered message group the dead letter left
@@ -73,21 +71,14 @@ def is_swept(message: Message, now: float, policy: DeadLetterPolicy) -> bool:
     return swept_at(message.expires, message.claim_expires, message.claim_count, now, policy)
 
 
-def resets_expiry(reason: str, policy: DeadLetterPolicy) -> bool:
-    """Return whether a move to the DLQ gives the message a new expiry, counted from the move."""
-    return bool(policy.messages_ttl) or reason == REASON_EXPIRED
-
-
 def provenance_record(source_queue: str, reason: str, now: float, policy: DeadLetterPolicy) -> dict[str, Any]:
     """Return the start of a stored provenance record; the move adds ``claim_count`` and ``last_claim_id``.
 
-    ``ttl_since`` (the move's time) is recorded when the move reset the expiry:
-    the message's ``ttl`` then reads the lifetime it was given in the DLQ;
-    ``default_dead_letter_queue`` (true) when the DLQ is the server's default.
+    ``default_dead_letter_queue`` (true) is recorded when the DLQ is the
+    server's default. (Records written before ttls counted from the post
+    alone may hold a ``ttl_since``, which nothing reads.)
     """
     record: dict[str, Any] = {"source_queue": source_queue, "reason": reason, "dead_lettered_at": now}
-    if resets_expiry(reason, policy):
-        record[TTL_SINCE] = now
     if policy.default_queue:
         record[DEFAULT_DLQ] = True
     return record
@@ -101,8 +92,10 @@ def dead_lettered(message: Message, source_queue: str, reason: str, now: float,
     delayed, its expiry is reset by ``messages_ttl`` when set, and it records
     where it came from and why. A message moved because it expired would be
     dead on arrival with its old expiry, so without ``messages_ttl`` it gets
-    its own ttl again, counted from the move. It leaves its message group; the
-    record keeps the group's name.
+    its own ttl again, counted from the move. Its ``ttl`` still counts from
+    its post (:meth:`~zaqar_lite.models.Message.ttl`), as its ``age`` does, so
+    it reads the time before the move plus the time the move gave it. It
+    leaves its message group; the record keeps the group's name.
     """
     if policy.messages_ttl:
         expires = now + policy.messages_ttl

@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from zaqar_lite.claims.metadata import DEAD_LETTER_QUEUE
 from zaqar_lite.claims.signatures import signature, signature_id
 from zaqar_lite.errors import RedriveTaskFinished
 from zaqar_lite.models import Message, RedriveFilter, RedriveRequest, RedriveTask
@@ -29,6 +30,23 @@ from zaqar_lite.models import Message, RedriveFilter, RedriveRequest, RedriveTas
 SAMPLE_SIZE = 10
 #: messages moved by one storage call (one transaction, script or bulk write)
 BATCH_SIZE = 100
+
+
+def not_a_dead_letter_queue(queue: str, project_queues: Iterable[tuple[str, Mapping[str, Any]]],
+                            default_dead_letter_queue: str | None) -> str | None:
+    """Return what a redrive that selected nothing says when ``queue`` is no queue's dead-letter queue.
+
+    None when some queue of the project names it as ``_dead_letter_queue``, or
+    it is the server's default dead-letter queue; else the sentence the answer's
+    ``warning`` carries, so that ``matched: 0`` does not read as "no dead letters yet".
+    """
+    if queue == default_dead_letter_queue:
+        return None
+    if any(metadata.get(DEAD_LETTER_QUEUE) == queue for _, metadata in project_queues):
+        return None
+    return (f"Queue {queue} is no queue's dead-letter queue: no queue of this project names it as "
+            "_dead_letter_queue, nor is it the default dead-letter queue; redrive the queue a "
+            "_dead_letter_queue names.")
 
 
 def last_failure(message: Message) -> Mapping[str, Any] | None:

@@ -121,7 +121,9 @@ class Redrive(ServiceBase):
         selected = self._dead_letters(project, queue, request, now)
         sample = selected[:redrive_policy.SAMPLE_SIZE] if request.dry_run else []
         if request.dry_run or not selected:
-            return RedriveResult(matched=len(selected), redriven=0, sample=sample), now
+            warning = None if selected else redrive_policy.not_a_dead_letter_queue(
+                queue, self._every_queue(project), self.settings.default_dead_letter_queue)
+            return RedriveResult(matched=len(selected), redriven=0, sample=sample, warning=warning), now
         started, done, moved = self.clock(), 0, 0
         for batch in redrive_policy.batches(selected, request.max_per_second):
             wait = redrive_policy.throttle_wait(started, done, self.clock(), request.max_per_second)

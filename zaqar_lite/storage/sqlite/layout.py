@@ -23,6 +23,7 @@ was posted without one). The driver migrates such a file when it opens it
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import urllib.parse
 from collections.abc import Sequence
@@ -91,6 +92,13 @@ def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme != "sqlite":
         raise ValueError(f"not a sqlite URI: {uri}")
+    if not uri.startswith("sqlite://") or parts.netloc:
+        # sqlite:/x and sqlite:x would open x in the working directory, sqlite://host/x too
+        meant = parts.path if parts.path.startswith("/") and not parts.netloc else os.path.abspath(parts.path)
+        raise ValueError(
+            f"{uri} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host and starts with "
+            f"sqlite:/// then the path; for the file {meant} write sqlite:///{meant} "
+            "(sqlite:///relative.db is a file in the working directory)")
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     if not path:
         raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
