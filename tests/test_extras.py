@@ -56,6 +56,15 @@ def test_a_spark_command_without_pyspark_names_the_spark_extra(tmp_path, args, w
     assert "Traceback" not in result.stderr
 
 
+def test_the_dlq_report_help_needs_no_spark(tmp_path):
+    result = run_without("pyspark", "dlq-report", "--help", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: zaqar-lite dlq-report ")
+    assert "--storage STORAGE" in result.stdout
+    assert result.stderr == ""
+
+
 def test_the_base_install_is_the_server_on_sqlite_and_the_rest_are_extras():
     setup = configparser.ConfigParser()
     setup.read(ROOT / "setup.cfg")
