@@ -61,8 +61,11 @@ def free_port() -> int:
 
 def copy_checkout(destination: Path) -> None:
     """Copy the files of this checkout that git tracks or would track (no venv, no build output)."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
-                             "--exclude-standard"], capture_output=True, check=True).stdout
+    try:
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise QuickStartFailed(f"cannot list the checkout's files with git: {exc}") from None
     for name in filter(None, listed.decode().split("\0")):
         source = ROOT / name
         if source.is_file():  # a tracked file deleted in the work tree is left out
