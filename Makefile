@@ -7,6 +7,18 @@ EXTRAS ?= redis,mongodb,swift,spark,keystone,encryption,test
 # the server and its SQLite store only: no extra (the other stores and Spark are extras)
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
+# Every install here takes the versions of the locks in constraints/ (pip install -c), and builds
+# zaqar-lite with their setuptools; `make lock` writes them with uv from setup.cfg, whose ranges
+# stay for those who install zaqar-lite as a library (README.rst, "Locked versions").
+BASE_LOCK := constraints/base.txt
+ALL_LOCK := constraints/all.txt
+LOCKED_EXTRAS := redis mongodb swift spark keystone encryption test
+UV_VERSION := 0.13.8
+LOCK_VENV ?= .venv-lock
+UV := $(LOCK_VENV)/bin/uv
+# --universal: one lock for every platform and every Python from 3.11 on (markers where they differ)
+UV_COMPILE := UV_CUSTOM_COMPILE_COMMAND="make lock" $(UV) pip compile --quiet --universal \
+	--python-version 3.11 $(if $(UPGRADE),--upgrade) setup.cfg constraints/tools.in
 # tempest and zaqar-tempest-plugin (Zaqar's own API suite) live in a virtualenv of their own
 TEMPEST_VENV ?= .venv-tempest
 TEMPEST_STAMP := $(TEMPEST_VENV)/.installed
@@ -18,18 +30,18 @@ ZAQAR_UNIT_STAMP := $(ZAQAR_UNIT_VENV)/.installed
 KEYSTONE_VENV ?= .venv-keystone
 KEYSTONE_STAMP := $(KEYSTONE_VENV)/.installed
 
-.PHONY: install serve test tempest tempest-venv zaqar-unit zaqar-unit-venv keystone-venv lint bench clean
+.PHONY: install serve test quickstart lock tempest tempest-venv zaqar-unit zaqar-unit-venv keystone-venv lint bench clean
 
-$(BASE_STAMP): setup.cfg pyproject.toml
+$(BASE_STAMP): setup.cfg pyproject.toml $(BASE_LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -c $(BASE_LOCK) --upgrade pip
+	$(BIN)/pip install --quiet -c $(BASE_LOCK) --build-constraint $(BASE_LOCK) -e .
 	touch $(BASE_STAMP)
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml $(ALL_LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	$(BIN)/pip install --quiet -c $(ALL_LOCK) --upgrade pip
+	$(BIN)/pip install --quiet -c $(ALL_LOCK) --build-constraint $(ALL_LOCK) -e '.[$(EXTRAS)]'
 	touch $(BASE_STAMP) $(STAMP)
 
 $(TEMPEST_STAMP): tests/tempest/requirements.txt
@@ -59,11 +71,17 @@ keystone-venv: $(KEYSTONE_STAMP)
 serve: $(BASE_STAMP)
 	$(BIN)/zaqar-lite serve
 
-# lint first: a lint failure fails `make test` before any suite runs. The four virtualenvs
-# are built side by side (in a fresh clone, as CI's, each is built from scratch, each pip
-# mostly on one core), lint once the project's is there.
+# The README's quick start as a newcomer runs it: `make serve` in a copy of this checkout (a
+# virtual environment of its own, the base install only), then ping, a post, a claim and a
+# delete over HTTP, and Ctrl-C (tests/quickstart.py).
+quickstart:
+	$(PYTHON) tests/quickstart.py
+
+# lint first: a lint failure fails `make test` before any suite runs. The quick start and the
+# four virtualenvs are built side by side (in a fresh clone, as CI's, each is built from
+# scratch, each pip mostly on one core), lint once the project's is there.
 test:
-	$(MAKE) --jobs=3 --output-sync=target lint $(TEMPEST_STAMP) $(KEYSTONE_STAMP) $(ZAQAR_UNIT_STAMP)
+	$(MAKE) --jobs=5 --output-sync=target lint quickstart $(TEMPEST_STAMP) $(KEYSTONE_STAMP) $(ZAQAR_UNIT_STAMP)
 	bash tests/install_servers.sh
 	TEMPEST_VENV=$(TEMPEST_VENV) ZAQAR_UNIT_VENV=$(ZAQAR_UNIT_VENV) KEYSTONE_VENV=$(abspath $(KEYSTONE_VENV)) bash tests/run_all.sh $(BIN)
 
@@ -80,5 +98,19 @@ lint: $(STAMP)
 	$(BIN)/ruff check zaqar_lite spark_jobs tests benchmarks
 	$(BIN)/mypy zaqar_lite
 
+$(UV):
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION)
+
+# Write the locks: every extra together first (what `make test` installs), then the base and
+# each extra alone within it, so that any of them agree. A pin stays where setup.cfg still
+# allows it; `make lock UPGRADE=1` moves every pin to the newest release setup.cfg allows.
+lock: $(UV)
+	$(UV_COMPILE) --all-extras -o $(ALL_LOCK)
+	$(UV_COMPILE) -c $(ALL_LOCK) -o $(BASE_LOCK)
+	for extra in $(LOCKED_EXTRAS); do \
+	    $(UV_COMPILE) --extra $$extra -c $(ALL_LOCK) -o constraints/$$extra.txt || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) $(TEMPEST_VENV) $(ZAQAR_UNIT_VENV) $(KEYSTONE_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(TEMPEST_VENV) $(ZAQAR_UNIT_VENV) $(KEYSTONE_VENV) $(LOCK_VENV) build *.egg-info .pytest_cache

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from spark_jobs.sources.plan import catalog_pools
 from zaqar_lite.config import load_settings
 
 #: how the report names the ``[storage] uri`` store of a deployment with pools
@@ -137,6 +136,9 @@ def parse_args(argv: Sequence[str] | None) -> Options:
             settings = load_settings(args.config)
             storage = settings.storage_uri
             if settings.pools.enabled:  # every pool of the catalog, beside the [storage] uri store
+                # imported here: the parser (--help) must load without PySpark (zaqar_lite/cli.py)
+                from spark_jobs.sources.plan import catalog_pools
+
                 pools = tuple(catalog_pools(settings.pools.catalog or storage))
     except ValueError as exc:  # a configuration mistake: one line, as the server says it
         command.exit(2, f"{command.prog}: error: {exc}\n")

@@ -56,6 +56,15 @@ def test_a_spark_command_without_pyspark_names_the_spark_extra(tmp_path, args, w
     assert "Traceback" not in result.stderr
 
 
+def test_the_dlq_report_help_needs_no_spark(tmp_path):
+    result = run_without("pyspark", "dlq-report", "--help", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: zaqar-lite dlq-report ")
+    assert "--storage STORAGE" in result.stdout
+    assert result.stderr == ""
+
+
 def test_the_base_install_is_the_server_on_sqlite_and_the_rest_are_extras():
     setup = configparser.ConfigParser()
     setup.read(ROOT / "setup.cfg")
@@ -73,9 +82,34 @@ def test_make_serve_installs_the_base_without_extras():
     plan = subprocess.run(["make", "-n", "-C", str(ROOT), "serve", "VENV=/nonexistent/venv"],
                           capture_output=True, text=True, timeout=30, check=True).stdout
 
-    assert "/nonexistent/venv/bin/pip install --quiet -e .\n" in plan
+    assert ("/nonexistent/venv/bin/pip install --quiet -c constraints/base.txt "
+            "--build-constraint constraints/base.txt -e .\n") in plan
     assert "'.[" not in plan
     assert "serve: $(BASE_STAMP)" in makefile
+
+
+def locked(path: Path) -> dict[str, set[str]]:
+    """Return a lock's pins: name -> every version it lists (one per Python or platform at most)."""
+    pins: dict[str, set[str]] = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith((" ", "#")):
+            name, _, version = line.partition(" ;")[0].partition("==")
+            pins.setdefault(name, set()).add(version)
+    return pins
+
+
+def test_the_base_and_every_extra_have_a_lock_within_the_lock_of_them_all():
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    everything = locked(ROOT / "constraints" / "all.txt")
+    locks = {path.stem: locked(path) for path in (ROOT / "constraints").glob("*.txt")}
+
+    assert set(locks) == {"all", "base", *setup["options.extras_require"]}
+    for name, pins in locks.items():
+        assert all(everything[package] >= versions for package, versions in pins.items()), name
+    # the installer and the build backend are locked too, and the dependency gunicorn's gevent worker needs
+    assert {"pip", "setuptools", "gunicorn", "gevent", "packaging"} <= set(locks["base"])
+    assert not set(locks["base"]) & {"redis", "pymongo", "python-swiftclient", "pyspark", "pytest"}
 
 
 def test_a_mistake_in_the_file_stops_the_dlq_report_in_one_line(tmp_path):

@@ -176,6 +176,9 @@ def dlq_report(args: tuple[str, ...]) -> None:
     The same job runs on a cluster as ``spark-submit spark_jobs/dlq_report.py``.
     Needs the spark extra: pip install 'zaqar-lite[spark]'.
     """
+    from spark_jobs.options import parser
+
+    parser().parse_args(args)  # --help, or a mistaken option, is answered without the spark extra
     report_main = _needing_extra("spark_jobs.dlq_report", "main", "the DLQ report needs PySpark", "spark")
     raise SystemExit(report_main(list(args)))
 

@@ -27,6 +27,10 @@ costs a little memory and no thread: the worker keeps answering everyone else
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
   close`` before it exits.
+* **quick stop**: on SIGINT (Ctrl-C reaches the master and its workers) or
+  SIGQUIT (the master's quick stop) the worker stops accepting and exits at
+  once, as gunicorn's does, its connections closing with it; it exits as from
+  SIGTERM, without a traceback, however many of these signals arrive.
 """
 
 from __future__ import annotations
@@ -202,6 +206,8 @@ class Worker(GeventWorker):  # type: ignore[misc]
         self.connections: dict[Any, CountingSocket] = {}
         #: connection greenlet -> its wait for a request head
         self.waiting_for_head: dict[Any, HeadWait] = {}
+        #: set by SIGINT or SIGQUIT: exit at once instead of draining the connections
+        self.quick_stop = False
 
     @contextlib.contextmanager
     def timeout_ctx(self) -> Iterator[None]:
@@ -246,6 +252,9 @@ class Worker(GeventWorker):  # type: ignore[misc]
             server.close()
         started = time.monotonic()
         while time.monotonic() < started + self.cfg.graceful_timeout:
+            if self.quick_stop:  # the requests under way end with the process, as in gunicorn's quick stop
+                self.cfg.worker_int(self)
+                return
             # Answers now close their connection (the worker is not alive), and an idle
             # kept-alive connection is closed at once, as nginx and Go's http.Server do:
             # a client sees the close before its next request (RFC 9112 section 9.6).
@@ -257,6 +266,17 @@ class Worker(GeventWorker):  # type: ignore[misc]
         self.log.warning("Worker graceful timeout (pid:%s)", self.pid)
         for server in servers:
             server.stop(timeout=1)
+
+    def handle_quit(self, sig: int, frame: Any) -> None:
+        """Stop at once on SIGINT or SIGQUIT: mark the stop, as SIGTERM does, and let :meth:`run` end.
+
+        gunicorn's gevent worker exits from a greenlet it spawns for each such
+        signal; with Ctrl-C the worker gets two (SIGINT from the terminal, then
+        SIGQUIT from the master), and the second greenlet's exit lands in the
+        interpreter's shutdown, which prints its traceback.
+        """
+        self.quick_stop = True
+        self.alive = False
 
     def _handler(self, listener: Any) -> Callable[[Any, Any], None]:
         counts, slot = self.balance.counts, self.balance_slot

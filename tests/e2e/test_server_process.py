@@ -166,6 +166,27 @@ def test_sigterm_stops_the_server_promptly_and_cleanly(start_server_for_test: Se
     assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
 
 
+@pytest.mark.store_independent
+def test_ctrl_c_stops_the_server_at_once_and_without_a_traceback(start_server_for_test: ServerStarter,
+                                                                 store: Store, tmp_path: Path) -> None:
+    running = start_server_for_test(store.uri(tmp_path))
+    workers = running.worker_pids()
+    with ApiSession(running.url) as api:  # its connection stays open, idle, until the stop
+        assert api.post("/v2/queues/q/messages", json={"messages": [{"body": 1}]}).status_code == 201
+
+        started = time.monotonic()
+        # a terminal's Ctrl-C: SIGINT to the master and its workers (start_new_session: their own group)
+        os.killpg(running.pid, signal.SIGINT)
+        status = running.process.wait(30)
+
+    assert status == 0
+    assert time.monotonic() - started < 5
+    log = running.log()
+    assert "Traceback" not in log
+    assert "failed with SystemExit" not in log
+    assert all(f"Worker exiting (pid: {pid})" in log for pid in workers)  # each stopped; none was killed
+
+
 def raw_request(method: str, path: str, body: bytes = b"") -> bytes:
     """Return an HTTP/1.1 request with valid Zaqar headers, as a client writes it on a kept-alive one."""
     return (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nClient-ID: {uuid.uuid4()}\r\n"
