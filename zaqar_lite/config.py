@@ -257,8 +257,11 @@ class MetricsSettings:
     #: serve ``GET /metrics`` (and keep the counts it needs)
     enabled: bool = setting(True)
     #: under token auth, ask ``/metrics`` for an admin token (``Authorization: Bearer`` or
-    #: ``X-Auth-Token``); by Prometheus's convention it is open by default
-    require_token: bool = setting(False)
+    #: ``X-Auth-Token``): its queue series name every project's queues (false: open to anyone)
+    require_token: bool = setting(True)
+    #: seconds a worker serves the queue gauges it read for a scrape to the next scrapes before
+    #: reading the store again (one read at a time per worker, whatever the number of scrapers)
+    census_max_age: float = setting(5.0, minimum=0)
     #: queues that get series of their own (dead-letter queues first, then by project and
     #: name); the others are added up under ``project="(other)", queue="(other)"``
     max_labelled_queues: int = setting(1000, minimum=0)

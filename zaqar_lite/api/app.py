@@ -7,6 +7,7 @@ from typing import Any, TypeAlias
 import falcon
 
 from zaqar_lite import errors
+from zaqar_lite import metrics as counted
 from zaqar_lite.api import (
     claims,
     console,
@@ -128,6 +129,7 @@ def make_app(messaging: Messaging, long_poll: LongPoll | None = None) -> WsgiApp
                              QueueNameCheck(messaging.limits)]
     if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
         middleware.insert(0, metrics_api.RequestMetrics(messaging.storage.name))
+        counted.initialise_series(messaging.storage.name)
     if messaging.settings.console_enabled:
         middleware.append(console.ConsolePages())
     app: WsgiApp = falcon.App(middleware=middleware)
