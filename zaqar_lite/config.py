@@ -199,6 +199,8 @@ class Limits:
     max_redrive_rate: int = _positive(500)
     #: ended redrive tasks remembered per queue (the most recent)
     redrive_tasks_kept: int = _positive(10)
+    #: largest ``limit`` of ``GET /v2/redrive/tasks``
+    max_redrive_tasks_per_page: int = _positive(20)
 
 
 #: subscriber URI schemes zaqar-lite can deliver to (Zaqar's ``subscriber_types``)
