@@ -326,6 +326,8 @@ class Settings:
     queue_templates: tuple[QueueTemplate, ...] = setting((), section=TEMPLATE_SECTION)
     #: serve the operators' web console at /console (off by default)
     console_enabled: bool = setting(False, section="console", key="enabled")
+    #: seconds a console login lasts (token auth): its session is kept in the store until then
+    console_session_lifetime: float = setting(28800.0, section="console", key="session_lifetime", above=0)
     #: ``[claims] max_wait``: the longest ``wait`` (seconds) of a long-polling claim
     claim_max_wait: int = setting(20, section="claims", key="max_wait", minimum=1)
     auth_strategy: str = setting("noauth", section="auth", key="strategy", choices=AUTH_STRATEGIES)

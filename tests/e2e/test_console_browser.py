@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.conftest import missing_server
 from tests.e2e.harness import ApiSession, RunningServer, Store, start_server, stop_server
@@ -202,12 +203,19 @@ def test_under_token_auth_the_browser_logs_in_and_sees_its_project(store, tmp_pa
         page.fill("input[name=token]", TOKEN)
         page.click("button:has-text('Log in')")
         assert page.url == running.url + "/console/projects/shop/queues"
-        cookie = next(c for c in page.context.cookies() if c["name"] == "zaqar_console_token")
+        cookie = next(c for c in page.context.cookies() if c["name"] == "zaqar_console_session")
         assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/console")
-        assert page.evaluate("document.cookie") == ""  # no script can read the token
+        assert TOKEN not in cookie["value"]  # an opaque session id; the token stays on the server
+        assert page.evaluate("document.cookie") == ""  # no script can read the session id
         assert page.goto(running.url + "/console/projects/other/queues").status == 403
         page.goto(running.url + "/console/projects/shop/queues")
         page.click("text=Log out")
         assert page.goto(running.url + "/console/projects/shop/queues").status == 401
+        # a copy of the cookie taken before the logout opens nothing on any worker
+        for _ in range(4):
+            replayed = requests.get(running.url + "/console/projects/shop/queues",
+                                    cookies={"zaqar_console_session": cookie["value"]}, timeout=10,
+                                    proxies={"http": "", "https": ""})
+            assert replayed.status_code == 401
     finally:
         stop_server(running)

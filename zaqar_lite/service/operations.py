@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from typing import Any
 
 from zaqar_lite import errors
@@ -13,6 +15,18 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.service.core import ServiceBase
+
+#: the records of the console's sessions: under this project, of this kind, keyed by the
+#: SHA-256 of the session id (the store never holds an id a browser could present)
+CONSOLE_PROJECT = "zaqar-lite-console"
+CONSOLE_SESSION = "console_session"
+#: expired sessions a login looks for among the stored ones, from a random key on
+SESSIONS_SWEPT_PER_LOGIN = 100
+
+
+def session_key(session_id: str) -> str:
+    """Return the record key of a console session."""
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
 
 class Operations(ServiceBase):
@@ -106,3 +120,43 @@ class Operations(ServiceBase):
                 return found[:limit], len(found) > limit, now
             marker = page[-1].marker
         return found[:limit], True, now
+
+    # -- the console's sessions: the token kept in the store, the browser holding an opaque id --
+
+    def open_console_session(self, token: str) -> str:
+        """Keep a checked token for ``[console] session_lifetime`` seconds; return the new session's id.
+
+        The id is random (256 bits) and only its hash is stored, with the
+        token and the expiry: every worker and server of the deployment reads
+        the same sessions. It also forgets some expired sessions.
+        """
+        now = self.clock()
+        self._forget_expired_sessions(now)
+        session_id = secrets.token_urlsafe(32)
+        self.storage.put_record(CONSOLE_PROJECT, CONSOLE_SESSION, session_key(session_id),
+                                {"token": token, "expires": now + self.settings.console_session_lifetime},
+                                None)
+        return session_id
+
+    def console_session_token(self, session_id: str) -> str | None:
+        """Return the token of an open console session; None when it is unknown, closed or expired."""
+        key = session_key(session_id)
+        found = self.storage.get_record(CONSOLE_PROJECT, CONSOLE_SESSION, key)
+        if found is None:
+            return None
+        if self.clock() >= float(found.value["expires"]):
+            self.storage.delete_record(CONSOLE_PROJECT, CONSOLE_SESSION, key, found.version)
+            return None
+        return str(found.value["token"])
+
+    def close_console_session(self, session_id: str) -> None:
+        """Forget a console session (its id opens nothing any more, on any server)."""
+        self.storage.delete_record(CONSOLE_PROJECT, CONSOLE_SESSION, session_key(session_id))
+
+    def _forget_expired_sessions(self, now: float) -> None:
+        """Remove the expired sessions among some stored ones, read from a random key on."""
+        page = self.storage.list_records(CONSOLE_PROJECT, CONSOLE_SESSION, marker=secrets.token_hex(32),
+                                         limit=SESSIONS_SWEPT_PER_LOGIN)
+        for record in page:
+            if now >= float(record.value["expires"]):
+                self.storage.delete_record(CONSOLE_PROJECT, CONSOLE_SESSION, record.key, record.version)

@@ -21,7 +21,7 @@ import jinja2
 from zaqar_lite import errors
 from zaqar_lite.api import schemas
 from zaqar_lite.api.console import forms
-from zaqar_lite.api.middleware import CONSOLE_TOKEN_COOKIE, console_project, console_token, credentials
+from zaqar_lite.api.middleware import CONSOLE_SESSION_COOKIE, console_project, console_session, credentials
 from zaqar_lite.api.redrive import task_body
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import metadata as meta
@@ -101,7 +101,10 @@ class Home(ConsolePage):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Send the browser to a project's queues, or show the chooser."""
         if self.settings.auth_strategy == "token":
-            token = req.get_header("X-Auth-Token") or console_token(req)
+            token = req.get_header("X-Auth-Token")
+            session = console_session(req)
+            if token is None and session is not None:
+                token = self.messaging.console_session_token(session)
             try:
                 project, _ = credentials(self.settings, token, None)
             except errors.Unauthorized:
@@ -117,7 +120,12 @@ class Home(ConsolePage):
 
 
 class Login(ConsolePage):
-    """``/console/login``: under token auth, the form that keeps a token in an HttpOnly cookie."""
+    """``/console/login``: under token auth, the form that opens a session on a token.
+
+    The browser's cookie holds the session's random id only; the token is kept
+    in the store (every worker and server reads it) until the session expires
+    or its user logs out.
+    """
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Show the login form (noauth needs none: back to the chooser)."""
@@ -127,7 +135,7 @@ class Login(ConsolePage):
         self.render(req, resp, "login.html")
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """Check the token as the API does, keep it in the cookie, and go to its project."""
+        """Check the token as the API does, open a session on it, and go to its project."""
         form = self.posted_form(req)
         if self.settings.auth_strategy != "token":
             see_other(resp, HOME)
@@ -138,17 +146,20 @@ class Login(ConsolePage):
         except errors.Unauthorized:
             raise errors.Unauthorized("That token is not valid here.") from None
         assert token is not None  # credentials accepted it
-        forms.set_cookie(req, resp, CONSOLE_TOKEN_COOKIE, token)
+        forms.set_cookie(req, resp, CONSOLE_SESSION_COOKIE, self.messaging.open_console_session(token))
         see_other(resp, project_url(project))
 
 
 class Logout(ConsolePage):
-    """``POST /console/logout``: forget the token."""
+    """``POST /console/logout``: close the session, on every server."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """Remove the token's cookie and go back to the front page."""
+        """Remove the session from the store and its cookie, and go back to the front page."""
         self.posted_form(req)
-        resp.unset_cookie(CONSOLE_TOKEN_COOKIE, path=forms.COOKIE_PATH, same_site="Strict")
+        session = console_session(req)
+        if session is not None:
+            self.messaging.close_console_session(session)
+        resp.unset_cookie(CONSOLE_SESSION_COOKIE, path=forms.COOKIE_PATH, same_site="Strict")
         see_other(resp, HOME)
 
 
