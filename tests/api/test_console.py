@@ -206,11 +206,99 @@ def test_a_queue_page_shows_its_redrive_tasks_and_their_progress(console, api):
     assert started.status_code == 202, started.text
     task = started.json
     rows = table(console.simulate_get(DLQ_PAGE).text, "redrive-task-list")
-    assert rows[1:] == [[task["id"], "running", "0", "counting", "source queues", task["started"], ""]]
+    assert rows[1:] == [[task["id"], "running", "0", "counting", "source queues", task["started"], "",
+                         "Cancel"]]
     cancelled = api.simulate_post(f"/v2/queues/dlq/redrive/tasks/{task['id']}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     rows = table(console.simulate_get(DLQ_PAGE).text, "redrive-task-list")
     assert [row[1] for row in rows[1:]] == ["cancelled"]
+
+
+def test_a_dead_letter_queue_page_starts_with_a_summary_of_its_signatures_linking_to_each(
+        console, api, clock):
+    dead_letter(api, {"n": 1}, {"n": 2}, error_type="ValueError", error="bad id 42")
+    clock.advance(120)
+    dead_letter(api, {"n": 3}, error_type="TimeoutError", error="upstream timed out after 30 s")
+    clock.advance(30)
+    page = console.simulate_get(DLQ_PAGE).text
+    assert table(page, "signature-summary")[1:] == [
+        [BAD_ID, "2", "67%", "2 min", "ValueError: bad id <n>", "Start a redrive task of this signature"],
+        [TIMEOUT, "1", "33%", "30 s", "TimeoutError: upstream timed out after <n> s",
+         "Start a redrive task of this signature"]]
+    assert page.index('id="signature-summary"') < page.index(f'id="signature-{BAD_ID}"')
+    for signature in (BAD_ID, TIMEOUT):
+        assert f'<a href="#signature-{signature}"><code>{signature}</code></a>' in page
+
+
+def tasks_of(api) -> list[dict]:
+    return api.simulate_get("/v2/queues/dlq/redrive/tasks").json["tasks"]
+
+
+def test_a_redrive_task_is_started_and_cancelled_through_the_forms(console, api):
+    two_signatures(api)
+    token = csrf_of(console, DLQ_PAGE)
+    started = submit(console, DLQ_PAGE + "/redrive/tasks", [("signature", BAD_ID), ("max_per_second", "5")],
+                     token)
+    assert started.status_code == 303, started.text
+    assert started.headers["location"] == DLQ_PAGE + "#redrive-tasks"
+    [task] = tasks_of(api)
+    assert (task["status"], task["filter"], task["max_per_second"]) == ("running", {"signature": BAD_ID}, 5.0)
+    again = submit(console, DLQ_PAGE + "/redrive/tasks", [], token)
+    assert again.status_code == 409 and "text/html" in again.headers["content-type"]
+    assert task["id"] in again.text
+    page = console.simulate_get(DLQ_PAGE).text
+    cancel_url = f"{DLQ_PAGE}/redrive/tasks/{task['id']}/cancel"
+    assert f'<form method="post" action="{cancel_url}">' in page
+    cancelled = submit(console, cancel_url, [], token)
+    assert cancelled.status_code == 303, cancelled.text
+    assert cancelled.headers["location"] == DLQ_PAGE + "#redrive-tasks"
+    assert [t["status"] for t in tasks_of(api)] == ["cancelled"]
+    assert "Cancel</button>" not in console.simulate_get(DLQ_PAGE).text
+    assert submit(console, cancel_url, [], token).status_code == 409
+    # a task of every dead letter, at the server's default rate
+    assert submit(console, DLQ_PAGE + "/redrive/tasks", [], token).status_code == 303
+    newest = tasks_of(api)[0]
+    assert (newest["status"], newest["filter"], newest["max_per_second"]) == ("running", {}, 500.0)
+
+
+@pytest.mark.parametrize(("fields", "status", "says"), [
+    ([("max_per_second", "fast")], 400, "max_per_second must be a number"),
+    ([("max_per_second", "nan")], 400, "max_per_second must be a finite number"),
+    ([("max_per_second", "0")], 400, "max_per_second"),
+    ([("max_per_second", "501")], 400, "max_redrive_rate"),
+    ([("signature", "not-hex")], 400, "signature"),
+    ([("signature", BAD_ID), ("signature", TIMEOUT)], 400, "signature may be sent once only"),
+])
+def test_a_bad_task_form_is_a_4xx_page_and_starts_nothing(console, api, fields, status, says):
+    two_signatures(api)
+    token = csrf_of(console, DLQ_PAGE)
+    response = submit(console, DLQ_PAGE + "/redrive/tasks", fields, token)
+    assert response.status_code == status, response.text
+    assert says in response.text
+    assert tasks_of(api) == []
+
+
+def test_a_task_on_an_unknown_queue_or_an_unknown_task_is_a_404_page(console, api):
+    token = csrf_of(console, QUEUES)
+    assert submit(console, QUEUES + "/missing/redrive/tasks", [], token).status_code == 404
+    two_signatures(api)
+    unknown = f"{DLQ_PAGE}/redrive/tasks/00000000-0000-4000-8000-000000000000/cancel"
+    assert submit(console, unknown, [], token).status_code == 404
+    assert submit(console, f"{DLQ_PAGE}/redrive/tasks/not-a-task/cancel", [], token).status_code == 404
+
+
+@pytest.mark.parametrize("forgery", ["no cookie", "no field", "origin"])
+def test_forged_task_forms_start_and_cancel_nothing(console, api, forgery):
+    two_signatures(api)
+    started = api.simulate_post("/v2/queues/dlq/redrive", json={"async": True})
+    token = csrf_of(console, DLQ_PAGE)
+    for path in (DLQ_PAGE + "/redrive/tasks", f"{DLQ_PAGE}/redrive/tasks/{started.json['id']}/cancel"):
+        body = urllib.parse.urlencode([] if forgery == "no field" else [("csrf_token", token)])
+        response = console.simulate_post(
+            path, body=body, content_type=FORM, cookies={} if forgery == "no cookie" else {CSRF: token},
+            headers={"Origin": "https://evil.example"} if forgery == "origin" else {})
+        assert response.status_code == 403, response.text
+    assert [t["status"] for t in tasks_of(api)] == ["running"]
 
 
 def test_a_queue_without_dead_letters_says_so(console, api):
