@@ -234,7 +234,7 @@ def tasks_of(api) -> list[dict]:
     return api.simulate_get("/v2/queues/dlq/redrive/tasks").json["tasks"]
 
 
-def test_a_redrive_task_is_started_and_cancelled_through_the_forms(console, api):
+def test_a_redrive_task_is_started_and_cancelled_through_the_forms(console, api, clock):
     two_signatures(api)
     token = csrf_of(console, DLQ_PAGE)
     started = submit(console, DLQ_PAGE + "/redrive/tasks", [("signature", BAD_ID), ("max_per_second", "5")],
@@ -256,6 +256,7 @@ def test_a_redrive_task_is_started_and_cancelled_through_the_forms(console, api)
     assert "Cancel</button>" not in console.simulate_get(DLQ_PAGE).text
     assert submit(console, cancel_url, [], token).status_code == 409
     # a task of every dead letter, at the server's default rate
+    clock.advance(1)
     assert submit(console, DLQ_PAGE + "/redrive/tasks", [], token).status_code == 303
     newest = tasks_of(api)[0]
     assert (newest["status"], newest["filter"], newest["max_per_second"]) == ("running", {}, 500.0)
