@@ -363,3 +363,14 @@ def test_scrapes_within_census_max_age_share_one_read(settings, clock, storage, 
     # the read of the first scrape, served again: the second message is not counted yet
     assert value(scrape(client), "zaqar_lite_queue_depth", project="project-a", queue="orders") == 1
     assert len(reads) == 1
+
+
+def test_the_census_pauses_every_hundred_queues_so_a_worker_answers_in_between(settings, clock):
+    pauses: list[float] = []
+    storage = open_storage(settings.storage_uri)
+    messaging = Messaging(storage, settings, clock, sleep=pauses.append)
+    for n in range(250):
+        assert storage.create_queue("project-a", f"q{n:03d}", {}, clock())
+    census, _ = messaging.queue_census()
+    assert len(census) == 250
+    assert len(pauses) == 2 and all(0 < pause <= 0.01 for pause in pauses)

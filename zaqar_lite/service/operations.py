@@ -20,6 +20,10 @@ from zaqar_lite.service.core import ServiceBase
 #: SHA-256 of the session id (the store never holds an id a browser could present)
 CONSOLE_PROJECT = "zaqar-lite-console"
 CONSOLE_SESSION = "console_session"
+#: queues the census counts between two pauses that let a worker's other requests run
+CENSUS_QUEUES_BETWEEN_PAUSES = 100
+#: seconds of each of those pauses
+CENSUS_PAUSE = 0.001
 #: expired sessions a login looks for among the stored ones, from a random key on
 SESSIONS_SWEPT_PER_LOGIN = 100
 
@@ -79,9 +83,15 @@ class Operations(ServiceBase):
         queues = list(self.storage.all_queues())
         targets = {(project, meta.dead_letter_policy(stored).queue) for project, _, stored in queues}
         default = self.settings.default_dead_letter_queue
-        census = [counted.QueueCensus(project, queue, self.storage.queue_stats(project, queue, now),
-                                      (project, queue) in targets or queue == default)
-                  for project, queue, _ in queues]
+        census = []
+        for counted_queues, (project, queue, _) in enumerate(queues, 1):
+            census.append(counted.QueueCensus(project, queue, self.storage.queue_stats(project, queue, now),
+                                              (project, queue) in targets or queue == default))
+            if counted_queues % CENSUS_QUEUES_BETWEEN_PAUSES == 0:
+                # a store call that never waits (SQLite) would hold a gevent worker for the
+                # whole census: let the worker's requests in between (a pause above 0 lets
+                # gevent's loop poll its sockets; 0 may not)
+                self.sleep(CENSUS_PAUSE)
         return census, now
 
     def ping(self) -> bool:
