@@ -28,6 +28,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
+from zaqar_lite.api.middleware import credentials, identity
 from zaqar_lite.config import Settings
 from zaqar_lite.models import QueueStats
 from zaqar_lite.service import Messaging
@@ -232,8 +233,9 @@ class Metrics:
 
     Under token auth an admin token must come in ``Authorization: Bearer``
     (what Prometheus's ``authorization`` setting sends) or ``X-Auth-Token``,
-    unless ``[metrics] require_token`` is false: the queue series name every
-    project's queues. Open under noauth, as every route is.
+    and under keystone auth a Keystone token with the admin role in
+    ``X-Auth-Token``, unless ``[metrics] require_token`` is false: the queue
+    series name every project's queues. Open under noauth, as every route is.
     """
 
     #: answered without Client-ID or project (Prometheus sends neither); see on_get for tokens
@@ -245,6 +247,10 @@ class Metrics:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Answer the current metrics."""
+        if self.settings.auth_strategy == "keystone" and self.settings.metrics.require_token:
+            _, role = credentials(self.settings, None, None, identity=identity(req))
+            if role != "admin":
+                raise errors.Forbidden("/metrics needs the admin role.")
         if self.settings.auth_strategy == "token" and self.settings.metrics.require_token:
             token = _token(req)
             if not token or token not in self.settings.tokens:
