@@ -252,7 +252,8 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "default_message_ttl, min_claim_ttl, max_claim_ttl, default_claim_ttl, min_claim_grace, "
      "max_claim_grace, default_claim_grace, max_message_delay, max_messages_post_size, max_queue_metadata, "
      "min_subscription_ttl, default_subscription_ttl, failure_history_length, max_redrive_messages, "
-     "max_redrive_ids, max_redrive_seconds, max_redrive_rate, redrive_tasks_kept"),
+     "max_redrive_ids, max_redrive_seconds, max_redrive_rate, redrive_tasks_kept, "
+     "max_redrive_tasks_per_page"),
     ("[server]\nWorkers = 4\n",
      "unknown key Workers in [server] (did you mean workers?); its keys are bind, workers, log_level, "
      "sweep_interval, worker_class, threads, header_timeout, body_timeout, access_log, redrive_task_lease"),

@@ -199,6 +199,8 @@ class Limits:
     max_redrive_rate: int = _positive(500)
     #: ended redrive tasks remembered per queue (the most recent)
     redrive_tasks_kept: int = _positive(10)
+    #: largest ``limit`` of ``GET /v2/redrive/tasks``
+    max_redrive_tasks_per_page: int = _positive(20)
 
 
 #: subscriber URI schemes zaqar-lite can deliver to (Zaqar's ``subscriber_types``)
@@ -257,8 +259,11 @@ class MetricsSettings:
     #: serve ``GET /metrics`` (and keep the counts it needs)
     enabled: bool = setting(True)
     #: under token auth, ask ``/metrics`` for an admin token (``Authorization: Bearer`` or
-    #: ``X-Auth-Token``); by Prometheus's convention it is open by default
-    require_token: bool = setting(False)
+    #: ``X-Auth-Token``): its queue series name every project's queues (false: open to anyone)
+    require_token: bool = setting(True)
+    #: seconds a worker serves the queue gauges it read for a scrape to the next scrapes before
+    #: reading the store again (one read at a time per worker, whatever the number of scrapers)
+    census_max_age: float = setting(5.0, minimum=0)
     #: queues that get series of their own (dead-letter queues first, then by project and
     #: name); the others are added up under ``project="(other)", queue="(other)"``
     max_labelled_queues: int = setting(1000, minimum=0)
@@ -321,6 +326,8 @@ class Settings:
     queue_templates: tuple[QueueTemplate, ...] = setting((), section=TEMPLATE_SECTION)
     #: serve the operators' web console at /console (off by default)
     console_enabled: bool = setting(False, section="console", key="enabled")
+    #: seconds a console login lasts (token auth): its session is kept in the store until then
+    console_session_lifetime: float = setting(28800.0, section="console", key="session_lifetime", above=0)
     #: ``[claims] max_wait``: the longest ``wait`` (seconds) of a long-polling claim
     claim_max_wait: int = setting(20, section="claims", key="max_wait", minimum=1)
     auth_strategy: str = setting("noauth", section="auth", key="strategy", choices=AUTH_STRATEGIES)

@@ -20,6 +20,7 @@ import dataclasses
 
 from prometheus_client import Counter, Histogram
 
+from zaqar_lite.config import NOTIFIER_SCHEMES
 from zaqar_lite.models import QueueStats
 
 #: the environment variable prometheus-client's multiprocess mode reads
@@ -69,6 +70,17 @@ NOTIFIER_SUSPENSIONS = Counter("zaqar_lite_notifier_suspensions_total",
 
 #: the route label of a request no route matched
 UNMATCHED_ROUTE = "unmatched"
+#: the ``method`` label of a request whose method is none of :data:`HTTP_METHODS`
+OTHER_METHOD = "other"
+#: the methods counted under their own name (any other is :data:`OTHER_METHOD`): a client
+#: chooses its method, and each name it invents must not make series of its own
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: the ``scheme`` label of a subscriber whose scheme the notifier does not know
+OTHER_SCHEME = "other"
+#: the subscriber schemes counted under their own name (``[notifier] subscriber_schemes`` choose among them)
+SUBSCRIBER_SCHEMES = NOTIFIER_SCHEMES
+#: every ``reason`` of ``zaqar_lite_messages_dead_lettered_total``
+DEAD_LETTER_REASONS = ("expired", "max_claims", "expired_or_max_claims")
 
 
 def dead_letter_reason(on_expiry: bool, counts_claims: bool) -> str:
@@ -77,15 +89,41 @@ def dead_letter_reason(on_expiry: bool, counts_claims: bool) -> str:
     The store reports how many messages one sweep of a queue moved, not why;
     the policy says which reasons are possible.
     """
+    expired, max_claims, both = DEAD_LETTER_REASONS
     if on_expiry and counts_claims:
-        return "expired_or_max_claims"
-    return "expired" if on_expiry else "max_claims"
+        return both
+    return expired if on_expiry else max_claims
 
 
 def scheme_of(subscriber: str) -> str:
-    """Return the scheme label of a subscriber URI (``http``, ``mailto``, ...)."""
+    """Return the scheme label of a subscriber URI (``http``, ``mailto``, ...; ``other`` for any other)."""
     scheme, _, _ = subscriber.partition(":")
-    return scheme.lower() or "unknown"
+    scheme = scheme.lower()
+    return scheme if scheme in SUBSCRIBER_SCHEMES else OTHER_SCHEME
+
+
+def method_label(method: str) -> str:
+    """Return the method label of a request: its method when it is a known one, else ``other``."""
+    return method if method in HTTP_METHODS else OTHER_METHOD
+
+
+def status_label(status: int) -> str:
+    """Return the status label of an answer: its code, or ``other`` outside 100-599."""
+    return str(status) if 100 <= status <= 599 else "other"
+
+
+def initialise_series(driver: str) -> None:
+    """Make every labelled counter whose labels are known at start exist at 0.
+
+    Alert rules and dashboards (``rate()``, ``increase()``) need a series
+    before its first event: a counter seen first at 1 counts no increase.
+    """
+    STORAGE_ERRORS.labels(driver)
+    for reason in DEAD_LETTER_REASONS:
+        MESSAGES_DEAD_LETTERED.labels(reason)
+    for scheme in (*SUBSCRIBER_SCHEMES, OTHER_SCHEME):
+        for counter in (NOTIFIER_DELIVERIES, NOTIFIER_FAILURES, NOTIFIER_SUSPENSIONS):
+            counter.labels(scheme)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from tests.api.test_redrive import dead_letter, listed
 from zaqar_lite.api.console import pages
 
 CSRF = "zaqar_console_csrf"
-TOKEN = "zaqar_console_token"
+SESSION = "zaqar_console_session"
 FORM = "application/x-www-form-urlencoded"
 #: sha1("ValueError: bad id <n>")[:12] and sha1("TimeoutError: upstream timed out after <n> s")[:12],
 #: computed apart with hashlib
@@ -206,11 +206,100 @@ def test_a_queue_page_shows_its_redrive_tasks_and_their_progress(console, api):
     assert started.status_code == 202, started.text
     task = started.json
     rows = table(console.simulate_get(DLQ_PAGE).text, "redrive-task-list")
-    assert rows[1:] == [[task["id"], "running", "0", "counting", "source queues", task["started"], ""]]
+    assert rows[1:] == [[task["id"], "running", "0", "counting", "source queues", task["started"], "",
+                         "Cancel"]]
     cancelled = api.simulate_post(f"/v2/queues/dlq/redrive/tasks/{task['id']}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     rows = table(console.simulate_get(DLQ_PAGE).text, "redrive-task-list")
     assert [row[1] for row in rows[1:]] == ["cancelled"]
+
+
+def test_a_dead_letter_queue_page_starts_with_a_summary_of_its_signatures_linking_to_each(
+        console, api, clock):
+    dead_letter(api, {"n": 1}, {"n": 2}, error_type="ValueError", error="bad id 42")
+    clock.advance(120)
+    dead_letter(api, {"n": 3}, error_type="TimeoutError", error="upstream timed out after 30 s")
+    clock.advance(30)
+    page = console.simulate_get(DLQ_PAGE).text
+    assert table(page, "signature-summary")[1:] == [
+        [BAD_ID, "2", "67%", "2 min", "ValueError: bad id <n>", "Start a redrive task of this signature"],
+        [TIMEOUT, "1", "33%", "30 s", "TimeoutError: upstream timed out after <n> s",
+         "Start a redrive task of this signature"]]
+    assert page.index('id="signature-summary"') < page.index(f'id="signature-{BAD_ID}"')
+    for signature in (BAD_ID, TIMEOUT):
+        assert f'<a href="#signature-{signature}"><code>{signature}</code></a>' in page
+
+
+def tasks_of(api) -> list[dict]:
+    return api.simulate_get("/v2/queues/dlq/redrive/tasks").json["tasks"]
+
+
+def test_a_redrive_task_is_started_and_cancelled_through_the_forms(console, api, clock):
+    two_signatures(api)
+    token = csrf_of(console, DLQ_PAGE)
+    started = submit(console, DLQ_PAGE + "/redrive/tasks", [("signature", BAD_ID), ("max_per_second", "5")],
+                     token)
+    assert started.status_code == 303, started.text
+    assert started.headers["location"] == DLQ_PAGE + "#redrive-tasks"
+    [task] = tasks_of(api)
+    assert (task["status"], task["filter"], task["max_per_second"]) == ("running", {"signature": BAD_ID}, 5.0)
+    again = submit(console, DLQ_PAGE + "/redrive/tasks", [], token)
+    assert again.status_code == 409 and "text/html" in again.headers["content-type"]
+    assert task["id"] in again.text
+    page = console.simulate_get(DLQ_PAGE).text
+    cancel_url = f"{DLQ_PAGE}/redrive/tasks/{task['id']}/cancel"
+    assert f'<form method="post" action="{cancel_url}">' in page
+    cancelled = submit(console, cancel_url, [], token)
+    assert cancelled.status_code == 303, cancelled.text
+    assert cancelled.headers["location"] == DLQ_PAGE + "#redrive-tasks"
+    assert [t["status"] for t in tasks_of(api)] == ["cancelled"]
+    assert "Cancel</button>" not in console.simulate_get(DLQ_PAGE).text
+    assert submit(console, cancel_url, [], token).status_code == 409
+    # a task of every dead letter, at the server's default rate
+    clock.advance(1)
+    assert submit(console, DLQ_PAGE + "/redrive/tasks", [], token).status_code == 303
+    newest = tasks_of(api)[0]
+    assert (newest["status"], newest["filter"], newest["max_per_second"]) == ("running", {}, 500.0)
+
+
+@pytest.mark.parametrize(("fields", "status", "says"), [
+    ([("max_per_second", "fast")], 400, "max_per_second must be a number"),
+    ([("max_per_second", "nan")], 400, "max_per_second must be a finite number"),
+    ([("max_per_second", "0")], 400, "max_per_second"),
+    ([("max_per_second", "501")], 400, "max_redrive_rate"),
+    ([("signature", "not-hex")], 400, "signature"),
+    ([("signature", BAD_ID), ("signature", TIMEOUT)], 400, "signature may be sent once only"),
+])
+def test_a_bad_task_form_is_a_4xx_page_and_starts_nothing(console, api, fields, status, says):
+    two_signatures(api)
+    token = csrf_of(console, DLQ_PAGE)
+    response = submit(console, DLQ_PAGE + "/redrive/tasks", fields, token)
+    assert response.status_code == status, response.text
+    assert says in response.text
+    assert tasks_of(api) == []
+
+
+def test_a_task_on_an_unknown_queue_or_an_unknown_task_is_a_404_page(console, api):
+    token = csrf_of(console, QUEUES)
+    assert submit(console, QUEUES + "/missing/redrive/tasks", [], token).status_code == 404
+    two_signatures(api)
+    unknown = f"{DLQ_PAGE}/redrive/tasks/00000000-0000-4000-8000-000000000000/cancel"
+    assert submit(console, unknown, [], token).status_code == 404
+    assert submit(console, f"{DLQ_PAGE}/redrive/tasks/not-a-task/cancel", [], token).status_code == 404
+
+
+@pytest.mark.parametrize("forgery", ["no cookie", "no field", "origin"])
+def test_forged_task_forms_start_and_cancel_nothing(console, api, forgery):
+    two_signatures(api)
+    started = api.simulate_post("/v2/queues/dlq/redrive", json={"async": True})
+    token = csrf_of(console, DLQ_PAGE)
+    for path in (DLQ_PAGE + "/redrive/tasks", f"{DLQ_PAGE}/redrive/tasks/{started.json['id']}/cancel"):
+        body = urllib.parse.urlencode([] if forgery == "no field" else [("csrf_token", token)])
+        response = console.simulate_post(
+            path, body=body, content_type=FORM, cookies={} if forgery == "no cookie" else {CSRF: token},
+            headers={"Origin": "https://evil.example"} if forgery == "origin" else {})
+        assert response.status_code == 403, response.text
+    assert [t["status"] for t in tasks_of(api)] == ["running"]
 
 
 def test_a_queue_without_dead_letters_says_so(console, api):
@@ -429,6 +518,13 @@ def log_in(console, token: str) -> falcon.testing.Result:
     return submit(console, "/console/login", [("token", token)], form)
 
 
+def session_of(console, token: str) -> dict[str, str]:
+    """Log in with a token; return the cookies of the session it opened."""
+    response = log_in(console, token)
+    assert response.status_code == 303, response.text
+    return {SESSION: response.cookies[SESSION].value}
+
+
 def test_under_token_auth_the_front_page_leads_to_the_login_form(token_console):
     response = token_console.simulate_get("/console")
     assert response.status_code == 303
@@ -446,28 +542,39 @@ def test_a_page_without_a_token_is_a_401_page_offering_the_login(token_console):
 def test_an_unknown_token_does_not_log_in(token_console):
     response = log_in(token_console, "tok-x")
     assert response.status_code == 401
-    assert TOKEN not in response.cookies
+    assert SESSION not in response.cookies
 
 
-def test_a_token_logs_in_to_its_project_in_an_http_only_cookie(token_console, api):
+def test_a_token_logs_in_to_its_project_in_an_http_only_cookie_holding_a_session_id_only(token_console):
     response = log_in(token_console, "tok-a")
     assert response.status_code == 303
     assert response.headers["location"] == QUEUES
-    cookie = response.cookies[TOKEN]
-    assert cookie.value == "tok-a"
+    cookie = response.cookies[SESSION]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", cookie.value)
+    assert "tok-a" not in response.headers["set-cookie"]
     assert cookie.http_only and cookie.same_site == "Strict" and cookie.path == "/console"
-    assert token_console.simulate_get("/console", cookies={TOKEN: "tok-a"}).headers["location"] == QUEUES
-    assert token_console.simulate_get(QUEUES, cookies={TOKEN: "tok-a"}).status_code == 200
+    session = {SESSION: cookie.value}
+    assert token_console.simulate_get("/console", cookies=session).headers["location"] == QUEUES
+    assert token_console.simulate_get(QUEUES, cookies=session).status_code == 200
+    assert log_in(token_console, "tok-a").cookies[SESSION].value != cookie.value  # a new session each time
+
+
+def test_the_raw_token_in_the_session_cookie_opens_nothing(token_console):
+    assert token_console.simulate_get(QUEUES, cookies={SESSION: "tok-a"}).status_code == 401
+    assert token_console.simulate_get(QUEUES, cookies={"zaqar_console_token": "tok-a"}).status_code == 401
+    forged = {SESSION: "A" * 43}  # well formed, never opened
+    assert token_console.simulate_get(QUEUES, cookies=forged).status_code == 401
 
 
 def test_the_log_out_button_shows_once_logged_in(token_console):
     assert "Log out" not in token_console.simulate_get("/console/login").text
     assert '<form class="logout" method="post" action="/console/logout">' in token_console.simulate_get(
-        QUEUES, cookies={TOKEN: "tok-a"}).text
+        QUEUES, cookies=session_of(token_console, "tok-a")).text
 
 
 def test_a_token_sees_only_its_own_project(token_console):
-    response = token_console.simulate_get("/console/projects/project-b/queues", cookies={TOKEN: "tok-a"})
+    response = token_console.simulate_get("/console/projects/project-b/queues",
+                                          cookies=session_of(token_console, "tok-a"))
     assert response.status_code == 403
     assert "does not match the project of the token" in response.text
 
@@ -482,21 +589,56 @@ def test_a_redrive_under_token_auth_needs_the_token_and_the_form_token(token_con
     api = falcon.testing.TestClient(token_console.app, headers={"X-Auth-Token": "tok-a",
                                                                  "Client-ID": headers()["Client-ID"]})
     bad_ids, _ = two_signatures(api)
-    form = csrf_of(token_console, DLQ_PAGE, cookies={TOKEN: "tok-a"})
+    session = session_of(token_console, "tok-a")
+    form = csrf_of(token_console, DLQ_PAGE, cookies=session)
     fields = [("signature", BAD_ID), ("action", "redrive")]
     assert submit(token_console, DLQ_PAGE + "/redrive", fields, form).status_code == 401
-    done = submit(token_console, DLQ_PAGE + "/redrive", fields, form, cookies={TOKEN: "tok-a"})
+    done = submit(token_console, DLQ_PAGE + "/redrive", fields, form, cookies=session)
     assert done.status_code == 200
     assert [m["id"] for m in listed(api, "src")] == bad_ids
 
 
-def test_logging_out_removes_the_token_cookie(token_console):
-    form = csrf_of(token_console, QUEUES, cookies={TOKEN: "tok-a"})
-    response = submit(token_console, "/console/logout", [], form, cookies={TOKEN: "tok-a"})
+def test_logging_out_removes_the_session_cookie_and_closes_the_session(token_console):
+    session = session_of(token_console, "tok-a")
+    form = csrf_of(token_console, QUEUES, cookies=session)
+    response = submit(token_console, "/console/logout", [], form, cookies=session)
     assert response.status_code == 303
     assert response.headers["location"] == "/console"
-    assert response.cookies[TOKEN].value == ""
-    assert response.cookies[TOKEN].max_age is not None or response.cookies[TOKEN].expires is not None
+    assert response.cookies[SESSION].value == ""
+    assert response.cookies[SESSION].max_age is not None or response.cookies[SESSION].expires is not None
+    # a copy of the cookie kept from before the logout opens nothing any more
+    assert token_console.simulate_get(QUEUES, cookies=session).status_code == 401
+
+
+def test_a_session_opened_by_one_worker_is_read_and_closed_by_every_other(make_client):
+    # two apps on one store: two workers (or servers) of a deployment
+    first, second = (make_client(None, console_enabled=True, auth_strategy="token", tokens=TOKENS)
+                     for _ in range(2))
+    session = session_of(first, "tok-a")
+    assert second.simulate_get(QUEUES, cookies=session).status_code == 200
+    form = csrf_of(second, QUEUES, cookies=session)
+    assert submit(second, "/console/logout", [], form, cookies=session).status_code == 303
+    assert first.simulate_get(QUEUES, cookies=session).status_code == 401
+
+
+def test_a_session_expires_after_its_lifetime(make_client, clock):
+    console = make_client(None, console_enabled=True, auth_strategy="token", tokens=TOKENS,
+                          console_session_lifetime=600.0)
+    session = session_of(console, "tok-a")
+    clock.advance(599)
+    assert console.simulate_get(QUEUES, cookies=session).status_code == 200
+    clock.advance(1)
+    assert console.simulate_get(QUEUES, cookies=session).status_code == 401
+    assert console.simulate_get("/console", cookies=session).headers["location"] == "/console/login"
+
+
+def test_a_session_ends_with_its_token(make_client):
+    console = make_client(None, console_enabled=True, auth_strategy="token", tokens=TOKENS)
+    session = session_of(console, "tok-a")
+    # the same store, served after tok-a was taken out of [tokens]
+    revoked = make_client(None, console_enabled=True, auth_strategy="token",
+                          tokens={"tok-b": TOKENS["tok-b"]})
+    assert revoked.simulate_get(QUEUES, cookies=session).status_code == 401
 
 
 def test_the_login_form_under_noauth_leads_back_to_the_chooser(console):

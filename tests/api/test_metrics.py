@@ -7,12 +7,18 @@ read from the test's own store, so they are compared as they are.
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+import time
+import uuid
+
 import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.helpers import assert_error, claim, headers, post
-from zaqar_lite import errors
+from zaqar_lite import errors, metrics
+from zaqar_lite.api.app import create_app
 from zaqar_lite.config import MetricsSettings
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
@@ -38,6 +44,13 @@ def scrape(client: falcon.testing.TestClient, **kwargs) -> Samples:
 def value(samples, name: str, **labels: str) -> float:
     """Return one sample's value, 0 when the series is absent (a counter not yet counted)."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+@pytest.fixture
+def settings(settings):
+    """The suite's settings, with queue gauges read afresh at every scrape (the tests scrape after
+    each change); :func:`test_scrapes_within_census_max_age_share_one_read` tests the reuse."""
+    return settings.replace(metrics=MetricsSettings(census_max_age=0))
 
 
 def test_metrics_answers_the_prometheus_text_format_without_any_header(bare):
@@ -200,9 +213,16 @@ def test_metrics_can_be_turned_off(make_client):
     assert_error(client.simulate_get("/metrics"), 404)
 
 
-def test_under_token_auth_metrics_is_open_unless_a_token_is_required(make_client):
+def test_under_token_auth_metrics_needs_an_admin_token_unless_told_otherwise(make_client):
     client = make_client(auth_strategy="token", tokens=TOKENS)
-    assert client.simulate_get("/metrics").status_code == 200
+    assert_error(client.simulate_get("/metrics"), 401)
+    assert client.simulate_get("/metrics", headers={"Authorization": "Bearer admin-token"}).status_code == 200
+    opened = make_client(auth_strategy="token", tokens=TOKENS, metrics=MetricsSettings(require_token=False))
+    assert opened.simulate_get("/metrics").status_code == 200
+
+
+def test_under_noauth_metrics_stays_open(bare):
+    assert bare.simulate_get("/metrics").status_code == 200
 
 
 @pytest.mark.parametrize(("sent", "status"), [
@@ -266,3 +286,91 @@ def test_a_sweep_skipped_for_an_unreachable_store_is_counted_against_its_driver(
     after = scrape(client)
     assert value(after, "zaqar_lite_storage_errors_total", driver=storage.name) \
         - value(before, "zaqar_lite_storage_errors_total", driver=storage.name) == 1
+
+
+def label_values(samples: Samples, name: str, label: str) -> set[str]:
+    """Return every value a label takes in a series' samples."""
+    return {dict(labels)[label] for series, labels in samples if series == name}
+
+
+@pytest.mark.filterwarnings("ignore::wsgiref.validate.WSGIWarning")
+def test_methods_no_route_serves_collapse_into_one_series(client):
+    invented = [f"X{uuid.uuid4().hex[:10].upper()}" for _ in range(50)]
+    for method in invented:
+        result = client.simulate_request(method, "/v2/queues")
+        assert 400 <= result.status_code < 500, (method, result.status_code)
+    for method in invented[:10]:
+        assert 400 <= client.simulate_request(method, f"/v2/no-route-{method}").status_code < 500
+    samples = scrape(client)
+    methods = label_values(samples, "zaqar_lite_http_requests_total", "method")
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    assert "other" in methods
+    assert label_values(samples, "zaqar_lite_http_request_duration_seconds_count", "method") <= methods
+    assert not [route for route in label_values(samples, "zaqar_lite_http_requests_total", "route")
+                if "no-route" in route]
+    assert value(samples, "zaqar_lite_http_requests_total", method="other", route="/v2/queues",
+                 status="400") >= 50
+
+
+def test_a_subscriber_scheme_the_notifier_does_not_know_is_counted_as_other():
+    assert metrics.scheme_of("HTTPS://example.com/hook") == "https"
+    assert metrics.scheme_of("mailto:ops@example.com") == "mailto"
+    assert metrics.scheme_of("x-made-up-scheme-7f3a://whatever") == "other"
+    assert metrics.scheme_of("no scheme at all") == "other"
+
+
+def counting_census_reads(storage, monkeypatch, pause: float = 0.0) -> list[int]:
+    """Count the reads of the queue list (one per census), each taking ``pause`` seconds."""
+    reads: list[int] = []
+    every_queue = storage.all_queues
+
+    def all_queues():
+        reads.append(1)
+        time.sleep(pause)
+        return every_queue()
+
+    monkeypatch.setattr(storage, "all_queues", all_queues)
+    return reads
+
+
+def test_concurrent_scrapes_share_one_census_read(settings, clock, storage, monkeypatch):
+    app = create_app(settings, storage=storage, clock=clock)  # census_max_age = 0
+    client = falcon.testing.TestClient(app, headers=headers("project-a"))
+    post(client, "orders", {"n": 1})
+    reads = counting_census_reads(storage, monkeypatch, pause=0.5)
+    start = threading.Barrier(8)
+
+    def scrape_once(_):
+        start.wait()
+        return scrape(client)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        scraped = list(pool.map(scrape_once, range(8)))
+    assert len(reads) == 1
+    assert {value(s, "zaqar_lite_queue_depth", project="project-a", queue="orders") for s in scraped} == {1}
+    scrape(client)  # a scrape after the read ended reads again (census_max_age = 0)
+    assert len(reads) == 2
+
+
+def test_scrapes_within_census_max_age_share_one_read(settings, clock, storage, monkeypatch):
+    app = create_app(settings.replace(metrics=MetricsSettings(census_max_age=60)), storage=storage,
+                     clock=clock)
+    client = falcon.testing.TestClient(app, headers=headers("project-a"))
+    reads = counting_census_reads(storage, monkeypatch)
+    post(client, "orders", {"n": 1})
+    assert value(scrape(client), "zaqar_lite_queue_depth", project="project-a", queue="orders") == 1
+    post(client, "orders", {"n": 2})
+    # the read of the first scrape, served again: the second message is not counted yet
+    assert value(scrape(client), "zaqar_lite_queue_depth", project="project-a", queue="orders") == 1
+    assert len(reads) == 1
+
+
+def test_the_census_pauses_every_hundred_queues_so_a_worker_answers_in_between(settings, clock):
+    pauses: list[float] = []
+    storage = open_storage(settings.storage_uri)
+    messaging = Messaging(storage, settings, clock, sleep=pauses.append)
+    for n in range(250):
+        assert storage.create_queue("project-a", f"q{n:03d}", {}, clock())
+    census, _ = messaging.queue_census()
+    assert len(census) == 250
+    assert len(pauses) == 2 and all(0 < pause <= 0.01 for pause in pauses)

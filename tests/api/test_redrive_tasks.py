@@ -191,7 +191,39 @@ def test_the_projects_tasks_of_every_queue_are_listed_newest_first(client, proje
     on_src = start(client, queue="src").json
     tasks = client.simulate_get("/v2/redrive/tasks").json["tasks"]
     assert [(t["queue"], t["id"]) for t in tasks] == [("src", on_src["id"]), ("dlq", on_dlq["id"])]
-    assert project_b.simulate_get("/v2/redrive/tasks").json == {"tasks": []}
+    assert project_b.simulate_get("/v2/redrive/tasks").json == {"tasks": [], "links": []}
+
+
+def test_the_projects_tasks_are_paged_by_marker_and_limit_following_next_links(client, clock):
+    dead_letter(client, 1)
+    started = []
+    for n in range(7):
+        queue = ("dlq", "src")[n % 2]
+        task = start(client, queue=queue).json
+        started.append(task["id"])
+        cancelled = client.simulate_post(f"/v2/queues/{queue}/redrive/tasks/{task['id']}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        clock.advance(1)
+    pages, url = [], "/v2/redrive/tasks?limit=3"
+    while True:
+        path, _, query = url.partition("?")
+        body = client.simulate_get(path, query_string=query).json
+        pages.append([task["id"] for task in body["tasks"]])
+        if not body["tasks"]:
+            assert body["links"] == []
+            break
+        [link] = body["links"]
+        assert link["rel"] == "next"
+        url = link["href"]
+    assert pages == [started[6:3:-1], started[3:0:-1], started[0:1], []]
+    first = client.simulate_get("/v2/redrive/tasks").json["tasks"]
+    assert [task["id"] for task in first] == started[::-1]  # default_page_size (10) holds all 7
+
+
+@pytest.mark.parametrize("query", ["marker=nope", "marker=12-", "marker=-abc", "limit=0", "limit=21",
+                                   "limit=x"])
+def test_a_malformed_page_of_the_projects_tasks_is_400(client, query):
+    assert_error(client.simulate_get("/v2/redrive/tasks", query_string=query), 400)
 
 
 def test_a_queue_without_tasks_lists_none(client):

@@ -238,10 +238,10 @@ class ServerStarter:
         self.started: list[RunningServer] = []
 
     def __call__(self, storage_uri: str, *, workers: int = 2, extra_args: list[str] | None = None,
-                 temp_dir: Path | None = None) -> RunningServer:
+                 temp_dir: Path | None = None, token: str | None = None) -> RunningServer:
         """Start a server on ``storage_uri`` with :func:`start_server` and remember it."""
         server = start_server(storage_uri, self.tmp_path, workers=workers, extra_args=extra_args,
-                              temp_dir=temp_dir)
+                              temp_dir=temp_dir, token=token)
         self.started.append(server)
         return server
 

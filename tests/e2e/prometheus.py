@@ -62,10 +62,12 @@ class Prometheus:
                 self.process.wait()
 
 
-def start_prometheus(target: str, workdir: Path, metrics_path: str = "/metrics") -> Prometheus:
+def start_prometheus(target: str, workdir: Path, metrics_path: str = "/metrics",
+                     token: str | None = None) -> Prometheus:
     """Start Prometheus on a free loopback port, scraping ``target`` (host:port) every second.
 
     It also loads the example alert rules, so a test can see them evaluate on real series.
+    With ``token``, each scrape sends it as ``Authorization: Bearer`` (a server under token auth).
     """
     binary = shutil.which("prometheus")
     if binary is None:
@@ -75,7 +77,8 @@ def start_prometheus(target: str, workdir: Path, metrics_path: str = "/metrics")
         f"global:\n  scrape_interval: {SCRAPE_INTERVAL}\n  evaluation_interval: {SCRAPE_INTERVAL}\n"
         f"rule_files:\n  - {RULES}\n"
         f"scrape_configs:\n  - job_name: zaqar-lite\n    metrics_path: {metrics_path}\n"
-        f"    static_configs:\n      - targets: ['{target}']\n")
+        f"    static_configs:\n      - targets: ['{target}']\n"
+        + (f"    authorization:\n      credentials: '{token}'\n" if token else ""))
     port = free_port()
     log_path = workdir / "prometheus.log"
     with open(log_path, "ab") as log:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.conftest import missing_server
 from tests.e2e.harness import ApiSession, RunningServer, Store, start_server, stop_server
@@ -190,6 +191,42 @@ def test_selected_messages_redriven_through_the_page_move_and_no_others(server, 
         assert listed_ids(api, "dlq") == [bad_ids[0], bad_ids[2], timeouts[1]]
 
 
+def test_a_redrive_task_is_started_from_the_signature_summary_and_cancelled_through_the_page(
+        server, page, project):
+    with ApiSession(server.url, project=project) as api:
+        bad_ids, timeouts = setup_queues(api)
+        page.goto(f"{server.url}/console/projects/{project}/queues/dlq")
+        summary = cells(page, "#signature-summary tbody tr")
+        assert [row[:3] for row in summary] == [[BAD_ID, "3", "60%"], [TIMEOUT, "2", "40%"]]
+        page.click(f"#signature-summary a[href='#signature-{TIMEOUT}']")
+        assert page.url.endswith(f"/queues/dlq#signature-{TIMEOUT}")
+
+        # a task of every dead letter, slow enough (one a minute) to be running when cancelled
+        page.fill("#start-redrive-task input[name=max_per_second]", "0.0166")
+        page.click("#start-redrive-task button")
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/dlq#redrive-tasks")
+        [task] = api.get("/v2/queues/dlq/redrive/tasks").json()["tasks"]
+        assert (task["status"], task["filter"], task["max_per_second"]) == ("running", {}, 0.0166)
+        row = f"#redrive-task-list tr[data-task='{task['id']}']"
+        assert cells(page, row)[0][1] == "running"
+
+        page.click(f"{row} button:has-text('Cancel')")
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/dlq#redrive-tasks")
+        assert cells(page, row)[0][1] == "cancelled"
+        assert page.locator(f"{row} button").count() == 0
+        ended = api.get(f"/v2/queues/dlq/redrive/tasks/{task['id']}").json()
+        assert ended["status"] == "cancelled" and ended["finished"] is not None
+        # at most the first batch (one message) moved before the cancel; the rest stayed
+        assert ended["moved"] <= 1
+        assert len(listed_ids(api, "dlq")) == len(bad_ids + timeouts) - ended["moved"]
+
+        # the signature summary starts a task of that signature only
+        page.click(f"#signature-summary tr[data-signature='{BAD_ID}'] button")
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/dlq#redrive-tasks")
+        newest = api.get("/v2/queues/dlq/redrive/tasks").json()["tasks"][0]
+        assert newest["filter"] == {"signature": BAD_ID}
+
+
 def test_under_token_auth_the_browser_logs_in_and_sees_its_project(store, tmp_path, page):
     running = console_server(store, tmp_path, TOKEN_CONFIG, token=TOKEN)
     try:
@@ -202,12 +239,19 @@ def test_under_token_auth_the_browser_logs_in_and_sees_its_project(store, tmp_pa
         page.fill("input[name=token]", TOKEN)
         page.click("button:has-text('Log in')")
         assert page.url == running.url + "/console/projects/shop/queues"
-        cookie = next(c for c in page.context.cookies() if c["name"] == "zaqar_console_token")
+        cookie = next(c for c in page.context.cookies() if c["name"] == "zaqar_console_session")
         assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/console")
-        assert page.evaluate("document.cookie") == ""  # no script can read the token
+        assert TOKEN not in cookie["value"]  # an opaque session id; the token stays on the server
+        assert page.evaluate("document.cookie") == ""  # no script can read the session id
         assert page.goto(running.url + "/console/projects/other/queues").status == 403
         page.goto(running.url + "/console/projects/shop/queues")
         page.click("text=Log out")
         assert page.goto(running.url + "/console/projects/shop/queues").status == 401
+        # a copy of the cookie taken before the logout opens nothing on any worker
+        for _ in range(4):
+            replayed = requests.get(running.url + "/console/projects/shop/queues",
+                                    cookies={"zaqar_console_session": cookie["value"]}, timeout=10,
+                                    proxies={"http": "", "https": ""})
+            assert replayed.status_code == 401
     finally:
         stop_server(running)

@@ -175,3 +175,14 @@ def test_console_pages_need_a_keystone_token_sent_as_a_header(keystone_zaqar, to
         assert anonymous.get(page, headers={"Accept": "text/html"}).status_code == 401
     with as_user(keystone_zaqar, tokens["beta-member"]) as other:
         assert other.get(page, headers={"Accept": "text/html"}).status_code == 403
+
+
+def test_metrics_needs_a_keystone_token_with_the_admin_role(keystone_zaqar, tokens):
+    # its queue series name the queues of every project
+    for token, status in ((None, 401), ("not-a-token", 401), (tokens["alpha-member"], 403),
+                          (tokens["alpha-admin"], 200)):
+        with as_user(keystone_zaqar, token) as session:
+            answer = session.get("/metrics")
+            assert answer.status_code == status, (token, answer.text)
+    with as_user(keystone_zaqar, tokens["alpha-admin"]) as admin:
+        assert "zaqar_lite_messages_posted_total" in admin.get("/metrics").text

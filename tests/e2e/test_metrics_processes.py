@@ -148,3 +148,25 @@ def test_a_worker_that_exits_gracefully_leaves_the_directory_and_the_counts_to_t
     await_replacements(server, {stopped}, 2, directory)
     assert directory.is_dir()
     assert posted_total_once_up(server) == 3.0
+
+
+def first_scrape(server: RunningServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Return every sample of the server's first ``/metrics`` answer as {(name, sorted labels): value}."""
+    with ApiSession(server.url, project="p") as session:
+        text = session.get("/metrics").text
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_a_fresh_server_shows_its_error_and_notifier_series_at_zero(
+        store, start_server_for_test, tmp_path, server_tmp):
+    # alert rules (rate(), increase()) and dashboards need a series before its first event
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2, temp_dir=server_tmp)
+    samples = first_scrape(server)
+    assert samples[("zaqar_lite_storage_errors_total", (("driver", store.name),))] == 0.0
+    for reason in ("expired", "max_claims", "expired_or_max_claims"):
+        assert samples[("zaqar_lite_messages_dead_lettered_total", (("reason", reason),))] == 0.0
+    for scheme in ("http", "https", "mailto", "trust+http", "trust+https", "other"):
+        for name in ("zaqar_lite_notifier_deliveries_total", "zaqar_lite_notifier_delivery_failures_total",
+                     "zaqar_lite_notifier_suspensions_total"):
+            assert samples[(name, (("scheme", scheme),))] == 0.0, (name, scheme)

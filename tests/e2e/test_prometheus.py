@@ -28,14 +28,14 @@ sweep_interval = 3600
 
 
 @pytest.fixture
-def prometheus(tmp_path) -> Iterator[Callable[[str], Prometheus]]:
+def prometheus(tmp_path) -> Iterator[Callable[..., Prometheus]]:
     """A function starting Prometheus against a server; stopped when the test ends."""
     started: list[Prometheus] = []
 
-    def start(url: str) -> Prometheus:
+    def start(url: str, token: str | None = None) -> Prometheus:
         workdir = tmp_path / "prometheus"
         workdir.mkdir()
-        server = start_prometheus(url.removeprefix("http://"), workdir)
+        server = start_prometheus(url.removeprefix("http://"), workdir, token=token)
         started.append(server)
         return server
 
@@ -139,3 +139,32 @@ def pending_alerts(scraper: Prometheus) -> list[tuple[dict[str, str], str]]:
         if alerts or time.monotonic() > deadline:
             return alerts
         time.sleep(0.5)
+
+
+TOKEN_AUTH_CONFIG = """\
+[auth]
+strategy = token
+
+[tokens]
+scrape-admin-token = ops:admin
+shop-member-token = shop:member
+"""
+
+
+def test_under_token_auth_prometheus_scrapes_with_an_admin_token_and_nobody_else_reads_metrics(
+        store, start_server_for_test, prometheus, tmp_path):
+    config = tmp_path / "token.conf"
+    config.write_text(TOKEN_AUTH_CONFIG)
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2,
+                                   extra_args=["--config", str(config)], token="scrape-admin-token")
+    with ApiSession(server.url) as anonymous:
+        del anonymous.headers["X-Project-ID"]
+        assert anonymous.get("/metrics").status_code == 401
+        assert anonymous.get("/metrics", headers={"X-Auth-Token": "shop-member-token"}).status_code == 403
+        anonymous.headers["X-Auth-Token"] = "shop-member-token"
+        posted = anonymous.post("/v2/queues/jobs/messages", json={"messages": [{"body": 1}, {"body": 2}]})
+        assert posted.status_code == 201, posted.text
+    scraper = prometheus(server.url, token="scrape-admin-token")
+    expected = {'up{job="zaqar-lite"}': 1.0, "zaqar_lite_messages_posted_total": 2.0,
+                'zaqar_lite_queue_depth{project="shop",queue="jobs"}': 2.0}
+    assert settled(scraper, expected) == expected, scraper.log_tail()

@@ -7,6 +7,7 @@ from typing import Any, TypeAlias
 import falcon
 
 from zaqar_lite import errors
+from zaqar_lite import metrics as counted
 from zaqar_lite.api import (
     claims,
     console,
@@ -23,7 +24,7 @@ from zaqar_lite.api import (
 )
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api import metrics as metrics_api
-from zaqar_lite.api.middleware import QueueNameCheck, RequestContext
+from zaqar_lite.api.middleware import QueueNameCheck, RequestContext, no_sessions
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify.subscriptions import Subscriptions
@@ -124,10 +125,12 @@ def make_app(messaging: Messaging, long_poll: LongPoll | None = None) -> WsgiApp
     is the waiting claims' loop, fed by a channel the caller set up (by
     default one within this process: :func:`in_process_long_poll`).
     """
-    middleware: list[Any] = [RequestContext(messaging.settings, messaging.clock),
+    sessions = messaging.console_session_token if messaging.settings.console_enabled else no_sessions
+    middleware: list[Any] = [RequestContext(messaging.settings, messaging.clock, sessions),
                              QueueNameCheck(messaging.limits)]
     if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
         middleware.insert(0, metrics_api.RequestMetrics(messaging.storage.name))
+        counted.initialise_series(messaging.storage.name)
     if messaging.settings.console_enabled:
         middleware.append(console.ConsolePages())
     app: WsgiApp = falcon.App(middleware=middleware)

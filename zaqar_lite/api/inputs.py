@@ -98,6 +98,21 @@ def page_limit(raw: str | None, maximum: int, default: int, name: str = "limit")
     return value
 
 
+#: a redrive task listing's marker (``claims.redrive.task_marker``): microseconds, a dash, a task id
+TASK_MARKER = re.compile(r"([0-9]{1,20})-([A-Za-z0-9_.-]{1,64})")
+
+
+def task_marker(raw: str | None) -> tuple[int, str] | None:
+    """Check a redrive task listing's ``marker``: the one of its ``next`` link, or None (the first page)."""
+    if raw is None:
+        return None
+    found = TASK_MARKER.fullmatch(raw)
+    if found is None:
+        raise ValidationFailed("marker must be the one of the listing's next link "
+                               "(<microseconds>-<task id>).")
+    return int(found.group(1)), found.group(2)
+
+
 def wait_seconds(raw: str | None, maximum: int) -> int | None:
     """Check a claim's ``wait`` query parameter: None (no wait) or whole seconds in 1..maximum."""
     if raw is None:

@@ -3,7 +3,9 @@
 The queue gauges are computed at scrape time by :class:`QueueCollector`, in the
 worker that answers the scrape: one read of the queue list and one
 ``queue_stats`` per queue through the service (``Messaging.queue_census``), so
-nothing is kept between scrapes and no write path pays for them. Label
+no write path pays for them. A worker reads them once at a time and serves a
+read to the scrapes of the next ``[metrics] census_max_age`` seconds
+(:class:`CensusCache`), so scrapers cannot make the API wait on census reads. Label
 cardinality is bounded by ``[metrics] max_labelled_queues``: dead-letter
 queues first, then the others by project and name, get series of their own;
 the rest are added up under ``project="(other)", queue="(other)"`` (the oldest
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import falcon
@@ -25,6 +28,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
+from zaqar_lite.api.middleware import credentials, identity
 from zaqar_lite.config import Settings
 from zaqar_lite.models import QueueStats
 from zaqar_lite.service import Messaging
@@ -79,12 +83,53 @@ def labelled_first(census: Sequence[counted.QueueCensus], limit: int) -> tuple[l
     return ordered[:limit], ordered[limit:]
 
 
-class QueueCollector:
-    """A prometheus-client collector of the queue gauges, read from the store at each scrape."""
+Census = tuple[list[counted.QueueCensus], float, float]
 
-    def __init__(self, messaging: Messaging, max_labelled: int) -> None:
+
+class CensusCache:
+    """The queue census of this process: read by one scrape at a time, reused for ``max_age`` seconds.
+
+    A scrape that arrives while another reads the census waits for that read
+    and takes its result, so concurrent scrapes cost one read, not one each. A
+    read that fails (the store is down) is not kept: the next scrape tries again.
+    """
+
+    def __init__(self, messaging: Messaging, max_age: float,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.messaging = messaging
+        self.max_age = max_age
+        self.monotonic = monotonic
+        # made when the app is built, after gevent's monkey-patching in a gevent worker:
+        # a waiting scrape then yields to the worker's other requests
+        self._lock = threading.Lock()
+        self._census: Census | None = None
+        self._read_at = float("-inf")
+
+    def census(self) -> Census:
+        """Return every queue's counts, the store's time of the read and how long the read took.
+
+        Raises:
+            StorageUnavailable: the store did not answer.
+        """
+        asked = self.monotonic()
+        with self._lock:
+            now = self.monotonic()
+            # ended after this scrape asked (it waited for it), or young enough
+            if self._census is not None and (self._read_at >= asked or now - self._read_at <= self.max_age):
+                return self._census
+            census, at = self.messaging.queue_census()
+            self._read_at = self.monotonic()
+            self._census = (census, at, self._read_at - now)
+            return self._census
+
+
+class QueueCollector:
+    """A prometheus-client collector of the queue gauges, read from the store (or the census cache)."""
+
+    def __init__(self, messaging: Messaging, max_labelled: int, census: CensusCache) -> None:
         self.messaging = messaging
         self.max_labelled = max_labelled
+        self.cache = census
 
     def describe(self) -> list[Metric]:
         """Return nothing: the registry must not call :meth:`collect` when it is registered."""
@@ -95,9 +140,8 @@ class QueueCollector:
 
         The counters are served all the same: a store outage is when they matter.
         """
-        started = time.monotonic()
         try:
-            census, now = self.messaging.queue_census()
+            census, now, took = self.cache.census()
         except errors.StorageUnavailable as exc:
             LOG.warning("queue gauges left out of /metrics, storage unavailable: %s", exc)
             counted.STORAGE_ERRORS.labels(self.messaging.storage.name).inc()
@@ -141,8 +185,9 @@ class QueueCollector:
         yield from (messages, depth, oldest, dead)
         yield GaugeMetricFamily("zaqar_lite_queues", "Queues in the store, every project.", value=len(census))
         yield GaugeMetricFamily("zaqar_lite_queue_scrape_duration_seconds",
-                                "Time this scrape took to read the queue gauges from the store.",
-                                value=time.monotonic() - started)
+                                "Time the read of the queue gauges this scrape serves took "
+                                "(a read is reused for [metrics] census_max_age seconds).",
+                                value=took)
 
 
 class _ThisProcess:
@@ -170,7 +215,8 @@ def scrape_registry(messaging: Messaging, settings: Settings) -> CollectorRegist
         MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
         registry.register(_ThisProcess())
-    registry.register(QueueCollector(messaging, settings.metrics.max_labelled_queues))
+    registry.register(QueueCollector(messaging, settings.metrics.max_labelled_queues,
+                                     CensusCache(messaging, settings.metrics.census_max_age)))
     return registry
 
 
@@ -185,10 +231,11 @@ def _token(req: falcon.Request) -> str | None:
 class Metrics:
     """``GET /metrics``: the Prometheus text format.
 
-    Open, as Prometheus endpoints are by convention, unless ``[metrics]
-    require_token`` is true under token auth: then an admin token must come in
-    ``Authorization: Bearer`` (what Prometheus's ``authorization`` setting
-    sends) or ``X-Auth-Token``.
+    Under token auth an admin token must come in ``Authorization: Bearer``
+    (what Prometheus's ``authorization`` setting sends) or ``X-Auth-Token``,
+    and under keystone auth a Keystone token with the admin role in
+    ``X-Auth-Token``, unless ``[metrics] require_token`` is false: the queue
+    series name every project's queues. Open under noauth, as every route is.
     """
 
     #: answered without Client-ID or project (Prometheus sends neither); see on_get for tokens
@@ -200,6 +247,10 @@ class Metrics:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Answer the current metrics."""
+        if self.settings.auth_strategy == "keystone" and self.settings.metrics.require_token:
+            _, role = credentials(self.settings, None, None, identity=identity(req))
+            if role != "admin":
+                raise errors.Forbidden("/metrics needs the admin role.")
         if self.settings.auth_strategy == "token" and self.settings.metrics.require_token:
             token = _token(req)
             if not token or token not in self.settings.tokens:
@@ -211,7 +262,10 @@ class Metrics:
 
 
 class RequestMetrics:
-    """Counts every answered request and its time, by route template (never the raw path) and status.
+    """Counts every answered request and its time, by method, route template (never the raw path) and status.
+
+    Every label takes few values: a method none of ``metrics.HTTP_METHODS`` is
+    ``other``, a path no route serves ``unmatched``.
 
     It also counts an unreachable store (a 503) against the driver. It is the
     first middleware, so requests the other checks refuse are counted too.
@@ -230,7 +284,8 @@ class RequestMetrics:
         started = getattr(req.context, "metrics_started", None)
         route = req.uri_template if resource is not None and req.uri_template else counted.UNMATCHED_ROUTE
         status = resp.status_code
-        labels = (req.method, route, str(status))
+        # every label from a bounded set: the client chooses its method and path
+        labels = (counted.method_label(req.method), route, counted.status_label(status))
         counted.HTTP_REQUESTS.labels(*labels).inc()
         if started is not None:
             counted.HTTP_DURATION.labels(*labels).observe(time.perf_counter() - started)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import falcon
@@ -14,8 +15,12 @@ from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Limits, Settings
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-#: the cookie holding the console's token under token auth (HttpOnly, SameSite=Strict, Path=/console)
-CONSOLE_TOKEN_COOKIE = "zaqar_console_token"
+#: the cookie holding the console's session id under token auth (HttpOnly, SameSite=Strict,
+#: Path=/console); the token itself stays in the store (``Messaging.open_console_session``)
+CONSOLE_SESSION_COOKIE = "zaqar_console_session"
+#: what a session id looks like (:func:`secrets.token_urlsafe` of 32 bytes); any other cookie
+#: value is no session, and is never looked up
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 def is_public(resource: object) -> bool:
@@ -28,10 +33,15 @@ def is_console(resource: object) -> bool:
     return getattr(resource, "console", False) is True
 
 
-def console_token(req: falcon.Request) -> str | None:
-    """Return the token of the console's login cookie, if the request carries one."""
-    values = req.get_cookie_values(CONSOLE_TOKEN_COOKIE)
-    return values[0] if values else None
+def console_session(req: falcon.Request) -> str | None:
+    """Return the session id of the console's login cookie, if the request carries a well-formed one."""
+    values = req.get_cookie_values(CONSOLE_SESSION_COOKIE) or []
+    return values[0] if values and SESSION_ID.fullmatch(values[0]) else None
+
+
+def no_sessions(session_id: str) -> str | None:
+    """Return None: the session lookup of an app without a console."""
+    return None
 
 
 def signed_request(req: falcon.Request, clock: Clock) -> signed_urls.SignedRequest | None:
@@ -111,9 +121,12 @@ class RequestContext:
     the public versions document gets a checked context or is never called.
     """
 
-    def __init__(self, settings: Settings, clock: Clock = wall_clock) -> None:
+    def __init__(self, settings: Settings, clock: Clock = wall_clock,
+                 session_token: Callable[[str], str | None] = no_sessions) -> None:
         self.settings = settings
         self.clock = clock
+        #: the token of an open console session (``Messaging.console_session_token``), else None
+        self.session_token = session_token
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          params: dict[str, Any]) -> None:
@@ -140,8 +153,9 @@ class RequestContext:
 
         The console is a browser's, which cannot send ``X-Project-ID``: the
         project is the ``{project}`` of the page's URL, and under token auth
-        the token is the console's login cookie (or an ``X-Auth-Token`` header
-        a proxy adds). They pass :func:`credentials`, as the API's headers do.
+        the token is the one the console's session cookie opens in the store
+        (or an ``X-Auth-Token`` header a proxy adds). They pass
+        :func:`credentials`, as the API's headers do.
         Pages without a project (the front page, login, logout, the style
         sheet) act for nobody and check what they need themselves.
         """
@@ -150,7 +164,10 @@ class RequestContext:
             return
         if self.settings.auth_strategy == "noauth":
             project = console_project(project, self.settings.limits)
-        token = req.get_header("X-Auth-Token") or console_token(req)
+        token = req.get_header("X-Auth-Token")
+        session = console_session(req) if token is None and self.settings.auth_strategy == "token" else None
+        if session is not None:
+            token = self.session_token(session)
         req.context.project, req.context.role = credentials(self.settings, token, project,
                                                             identity=identity(req))
         req.env[PROJECT_ENVIRON] = req.context.project

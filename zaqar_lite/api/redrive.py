@@ -7,8 +7,8 @@ from typing import Any
 
 import falcon
 
-from zaqar_lite.api import schemas
-from zaqar_lite.api.bodies import MessageRenderer, read_json
+from zaqar_lite.api import inputs, schemas
+from zaqar_lite.api.bodies import MessageRenderer, next_links, read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.clock import iso_utc
@@ -99,9 +99,16 @@ class ProjectRedriveTasks(Resource):
     """``GET /v2/redrive/tasks``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """List the redrive tasks of every queue of the project, newest first."""
-        tasks = self.messaging.redrive_tasks(req.context.project)
-        resp.media = {"tasks": [task_body(task) for task in tasks]}
+        """List a page of the redrive tasks of every queue of the project, newest first (marker, limit)."""
+        limit = inputs.page_limit(req.get_param("limit"), self.limits.max_redrive_tasks_per_page,
+                                  self.limits.default_page_size)
+        after = inputs.task_marker(req.get_param("marker"))
+        tasks = self.messaging.redrive_task_page(req.context.project, after, limit)
+        links: list[dict[str, str]] = []
+        if tasks:
+            links = next_links("/v2/redrive/tasks",
+                               {"marker": redrive_policy.task_marker(tasks[-1]), "limit": limit})
+        resp.media = {"tasks": [task_body(task) for task in tasks], "links": links}
 
 
 class RedriveTaskItem(Resource):

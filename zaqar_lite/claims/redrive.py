@@ -252,3 +252,26 @@ def forgotten(tasks: Sequence[RedriveTask], keep: int) -> list[RedriveTask]:
     """Return the ended tasks of a queue beyond the ``keep`` most recent: those to forget."""
     done = sorted((t for t in tasks if t.status != RUNNING), key=lambda t: (t.created, t.id), reverse=True)
     return done[keep:]
+
+
+#: a task's place in a newest-first listing: its start in whole microseconds, then its id
+TaskPlace = tuple[int, str]
+
+
+def task_place(task: RedriveTask) -> TaskPlace:
+    """Return where a task stands in a newest-first listing (the larger, the newer)."""
+    return round(task.created * 1_000_000), task.id
+
+
+def task_marker(task: RedriveTask) -> str:
+    """Return the ``marker`` of a listing page that ends with ``task``: ``<microseconds>-<id>``."""
+    at, task_id = task_place(task)
+    return f"{at}-{task_id}"
+
+
+def newest_first_page(tasks: Iterable[RedriveTask], after: TaskPlace | None, limit: int) -> list[RedriveTask]:
+    """Return up to ``limit`` tasks, newest first, older than the place ``after`` when given."""
+    ordered = sorted(tasks, key=task_place, reverse=True)
+    if after is not None:
+        ordered = [task for task in ordered if task_place(task) < after]
+    return ordered[:limit]

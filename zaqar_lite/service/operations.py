@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from typing import Any
 
 from zaqar_lite import errors
@@ -13,6 +15,22 @@ from zaqar_lite.models import (
     SweepResult,
 )
 from zaqar_lite.service.core import ServiceBase
+
+#: the records of the console's sessions: under this project, of this kind, keyed by the
+#: SHA-256 of the session id (the store never holds an id a browser could present)
+CONSOLE_PROJECT = "zaqar-lite-console"
+CONSOLE_SESSION = "console_session"
+#: queues the census counts between two pauses that let a worker's other requests run
+CENSUS_QUEUES_BETWEEN_PAUSES = 100
+#: seconds of each of those pauses
+CENSUS_PAUSE = 0.001
+#: expired sessions a login looks for among the stored ones, from a random key on
+SESSIONS_SWEPT_PER_LOGIN = 100
+
+
+def session_key(session_id: str) -> str:
+    """Return the record key of a console session."""
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
 
 class Operations(ServiceBase):
@@ -65,9 +83,15 @@ class Operations(ServiceBase):
         queues = list(self.storage.all_queues())
         targets = {(project, meta.dead_letter_policy(stored).queue) for project, _, stored in queues}
         default = self.settings.default_dead_letter_queue
-        census = [counted.QueueCensus(project, queue, self.storage.queue_stats(project, queue, now),
-                                      (project, queue) in targets or queue == default)
-                  for project, queue, _ in queues]
+        census = []
+        for counted_queues, (project, queue, _) in enumerate(queues, 1):
+            census.append(counted.QueueCensus(project, queue, self.storage.queue_stats(project, queue, now),
+                                              (project, queue) in targets or queue == default))
+            if counted_queues % CENSUS_QUEUES_BETWEEN_PAUSES == 0:
+                # a store call that never waits (SQLite) would hold a gevent worker for the
+                # whole census: let the worker's requests in between (a pause above 0 lets
+                # gevent's loop poll its sockets; 0 may not)
+                self.sleep(CENSUS_PAUSE)
         return census, now
 
     def ping(self) -> bool:
@@ -106,3 +130,43 @@ class Operations(ServiceBase):
                 return found[:limit], len(found) > limit, now
             marker = page[-1].marker
         return found[:limit], True, now
+
+    # -- the console's sessions: the token kept in the store, the browser holding an opaque id --
+
+    def open_console_session(self, token: str) -> str:
+        """Keep a checked token for ``[console] session_lifetime`` seconds; return the new session's id.
+
+        The id is random (256 bits) and only its hash is stored, with the
+        token and the expiry: every worker and server of the deployment reads
+        the same sessions. It also forgets some expired sessions.
+        """
+        now = self.clock()
+        self._forget_expired_sessions(now)
+        session_id = secrets.token_urlsafe(32)
+        self.storage.put_record(CONSOLE_PROJECT, CONSOLE_SESSION, session_key(session_id),
+                                {"token": token, "expires": now + self.settings.console_session_lifetime},
+                                None)
+        return session_id
+
+    def console_session_token(self, session_id: str) -> str | None:
+        """Return the token of an open console session; None when it is unknown, closed or expired."""
+        key = session_key(session_id)
+        found = self.storage.get_record(CONSOLE_PROJECT, CONSOLE_SESSION, key)
+        if found is None:
+            return None
+        if self.clock() >= float(found.value["expires"]):
+            self.storage.delete_record(CONSOLE_PROJECT, CONSOLE_SESSION, key, found.version)
+            return None
+        return str(found.value["token"])
+
+    def close_console_session(self, session_id: str) -> None:
+        """Forget a console session (its id opens nothing any more, on any server)."""
+        self.storage.delete_record(CONSOLE_PROJECT, CONSOLE_SESSION, session_key(session_id))
+
+    def _forget_expired_sessions(self, now: float) -> None:
+        """Remove the expired sessions among some stored ones, read from a random key on."""
+        page = self.storage.list_records(CONSOLE_PROJECT, CONSOLE_SESSION, marker=secrets.token_hex(32),
+                                         limit=SESSIONS_SWEPT_PER_LOGIN)
+        for record in page:
+            if now >= float(record.value["expires"]):
+                self.storage.delete_record(CONSOLE_PROJECT, CONSOLE_SESSION, record.key, record.version)

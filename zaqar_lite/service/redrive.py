@@ -174,6 +174,11 @@ class Redrive(ServiceBase):
         tasks = self.storage.list_redrive_tasks(project, queue)
         return sorted(tasks, key=lambda t: (t.created, t.id), reverse=True)
 
+    def redrive_task_page(self, project: str, after: redrive_policy.TaskPlace | None,
+                          limit: int) -> list[RedriveTask]:
+        """Return a page of the project's redrive tasks, every queue's, newest first, after ``after``."""
+        return redrive_policy.newest_first_page(self.storage.list_redrive_tasks(project), after, limit)
+
     def redrive_task(self, project: str, queue: str, task_id: str) -> RedriveTask:
         """Return one redrive task of a queue.
 

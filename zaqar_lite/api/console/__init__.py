@@ -40,6 +40,8 @@ def routes(messaging: Messaging) -> list[tuple[str, object]]:
         (project, pages.QueueList(messaging)),
         (project + "/{queue}", pages.QueuePage(messaging)),
         (project + "/{queue}/redrive", pages.Redrive(messaging)),
+        (project + "/{queue}/redrive/tasks", pages.RedriveTaskStart(messaging)),
+        (project + "/{queue}/redrive/tasks/{task_id}/cancel", pages.RedriveTaskCancel(messaging)),
     ]
 
 

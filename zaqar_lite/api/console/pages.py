@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import math
 import urllib.parse
 from typing import Any
 
@@ -21,8 +22,8 @@ import jinja2
 from zaqar_lite import errors
 from zaqar_lite.api import schemas
 from zaqar_lite.api.console import forms
-from zaqar_lite.api.middleware import CONSOLE_TOKEN_COOKIE, console_project, console_token, credentials
-from zaqar_lite.api.redrive import task_body
+from zaqar_lite.api.middleware import CONSOLE_SESSION_COOKIE, console_project, console_session, credentials
+from zaqar_lite.api.redrive import checked_task_id, task_body
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import policy
@@ -101,7 +102,10 @@ class Home(ConsolePage):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Send the browser to a project's queues, or show the chooser."""
         if self.settings.auth_strategy == "token":
-            token = req.get_header("X-Auth-Token") or console_token(req)
+            token = req.get_header("X-Auth-Token")
+            session = console_session(req)
+            if token is None and session is not None:
+                token = self.messaging.console_session_token(session)
             try:
                 project, _ = credentials(self.settings, token, None)
             except errors.Unauthorized:
@@ -117,7 +121,12 @@ class Home(ConsolePage):
 
 
 class Login(ConsolePage):
-    """``/console/login``: under token auth, the form that keeps a token in an HttpOnly cookie."""
+    """``/console/login``: under token auth, the form that opens a session on a token.
+
+    The browser's cookie holds the session's random id only; the token is kept
+    in the store (every worker and server reads it) until the session expires
+    or its user logs out.
+    """
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Show the login form (noauth needs none: back to the chooser)."""
@@ -127,7 +136,7 @@ class Login(ConsolePage):
         self.render(req, resp, "login.html")
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """Check the token as the API does, keep it in the cookie, and go to its project."""
+        """Check the token as the API does, open a session on it, and go to its project."""
         form = self.posted_form(req)
         if self.settings.auth_strategy != "token":
             see_other(resp, HOME)
@@ -138,17 +147,20 @@ class Login(ConsolePage):
         except errors.Unauthorized:
             raise errors.Unauthorized("That token is not valid here.") from None
         assert token is not None  # credentials accepted it
-        forms.set_cookie(req, resp, CONSOLE_TOKEN_COOKIE, token)
+        forms.set_cookie(req, resp, CONSOLE_SESSION_COOKIE, self.messaging.open_console_session(token))
         see_other(resp, project_url(project))
 
 
 class Logout(ConsolePage):
-    """``POST /console/logout``: forget the token."""
+    """``POST /console/logout``: close the session, on every server."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """Remove the token's cookie and go back to the front page."""
+        """Remove the session from the store and its cookie, and go back to the front page."""
         self.posted_form(req)
-        resp.unset_cookie(CONSOLE_TOKEN_COOKIE, path=forms.COOKIE_PATH, same_site="Strict")
+        session = console_session(req)
+        if session is not None:
+            self.messaging.close_console_session(session)
+        resp.unset_cookie(CONSOLE_SESSION_COOKIE, path=forms.COOKIE_PATH, same_site="Strict")
         see_other(resp, HOME)
 
 
@@ -224,7 +236,9 @@ class QueuePage(ConsolePage):
         letters, more, read_at = self.messaging.dead_letters(project, queue, self.limits.max_redrive_messages)
         dlq = dead_letter_queue(queue, stored, self.settings.default_dead_letter_queue)
         groups = [{"id": group.signature_id, "signature": group.signature,
-                   "messages": [message_view(m, read_at) for m in group.messages]}
+                   "messages": [message_view(m, read_at) for m in group.messages],
+                   "share": share(len(group.messages), len(letters)),
+                   "oldest_age": duration(max(m.age(read_at) for m in group.messages))}
                   for group in redrive_policy.by_last_signature(letters)]
         self.render(req, resp, "queue.html", project=project, queue=queue, stats=counts,
                     oldest_age=duration(counts.oldest.age(now) if counts.oldest else None),
@@ -235,8 +249,40 @@ class QueuePage(ConsolePage):
 
     def redrive_tasks(self, project: str, queue: str) -> list[dict[str, Any]]:
         """Return the redrive tasks of a queue, newest first, as the API shows them (status,
-        moved and remaining counts, times): its "Redrive tasks" section lists them."""
-        return [task_body(task) for task in self.messaging.redrive_tasks(project, queue)]
+        moved and remaining counts, times), each running one with the path that cancels it:
+        its "Redrive tasks" section lists them."""
+        tasks_url = queue_url(project, queue) + "/redrive/tasks"
+        return [{**task_body(task), "cancel_url": f"{tasks_url}/{task.id}/cancel"}
+                for task in self.messaging.redrive_tasks(project, queue)]
+
+
+def share(count: int, total: int) -> str:
+    """Return a group's share of the dead letters read, as a whole percentage (``67%``)."""
+    return f"{100 * count / total:.0f}%" if total else "-"
+
+
+def task_document(form: dict[str, list[str]]) -> dict[str, Any]:
+    """Return the redrive API's body (``"async": true``) a console task form stands for.
+
+    The form names at most one ``signature`` (none: every dead letter) and may
+    give ``max_per_second``; the rest is the task's defaults.
+
+    Raises:
+        ValidationFailed: ``max_per_second`` is not a number.
+    """
+    signature = forms.one_value(form, "signature")
+    document: dict[str, Any] = {"async": True, "filter": {"signature": signature} if signature else {}}
+    rate = forms.one_value(form, "max_per_second")
+    if rate is not None:
+        try:
+            document["max_per_second"] = float(rate)
+        except ValueError:
+            raise errors.ValidationFailed(
+                f"The form field max_per_second must be a number of messages a second, got {rate[:40]!r}."
+            ) from None
+        if not math.isfinite(document["max_per_second"]):
+            raise errors.ValidationFailed("The form field max_per_second must be a finite number.")
+    return document
 
 
 def redrive_document(form: dict[str, list[str]]) -> dict[str, Any]:
@@ -282,3 +328,32 @@ class Redrive(ConsolePage):
         self.render(req, resp, "redrive.html", project=project, queue=queue, dry_run=request.dry_run,
                     matched=result.matched, redriven=result.redriven, sample=sample, selection=selection,
                     project_url=project_url(project), queue_url=queue_url(project, queue))
+
+
+class RedriveTaskStart(ConsolePage):
+    """``POST /console/projects/{project}/queues/{queue}/redrive/tasks``: start a redrive task."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, project: str, queue: str) -> None:
+        """Start a task on a signature (or every dead letter) and go back to the queue's tasks.
+
+        The form becomes the body of ``POST /v2/queues/{queue}/redrive`` with
+        ``"async": true`` and passes that route's checks; a queue with a task
+        running answers 409, as the API does.
+        """
+        project = req.context.project
+        form = self.posted_form(req)
+        request = schemas.redrive_request(task_document(form), queue, self.limits)
+        self.messaging.start_redrive_task(project, queue, request)
+        see_other(resp, queue_url(project, queue) + "#redrive-tasks")
+
+
+class RedriveTaskCancel(ConsolePage):
+    """``POST /console/projects/{project}/queues/{queue}/redrive/tasks/{task_id}/cancel``."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, project: str, queue: str,
+                task_id: str) -> None:
+        """Cancel a running task and go back to the queue's tasks; 409 when it is not running."""
+        project = req.context.project
+        self.posted_form(req)
+        self.messaging.cancel_redrive_task(project, queue, checked_task_id(task_id, queue))
+        see_other(resp, queue_url(project, queue) + "#redrive-tasks")
