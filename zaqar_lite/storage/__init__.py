@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import urllib.parse
 
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.config import QUEUE_CACHE_SIZE, Settings
 from zaqar_lite.storage.base import Storage
 
@@ -34,7 +35,7 @@ def open_storage(uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> Storage:
     scheme = urllib.parse.urlsplit(uri).scheme
     if scheme not in DRIVERS:
         known = ", ".join(sorted(DRIVERS))
-        raise ValueError(f"unknown storage scheme {scheme!r} in {uri!r}; known: {known}")
+        raise ValueError(f"unknown storage scheme {scheme!r} in {masked_uri(uri)!r}; known: {known}")
     module_name, class_name, extra = DRIVERS[scheme]
     try:
         module = importlib.import_module(module_name)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
@@ -90,7 +91,7 @@ def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
     """Return the database path and the query options of a ``sqlite://`` URI."""
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme != "sqlite":
-        raise ValueError(f"not a sqlite URI: {uri}")
+        raise ValueError(f"not a sqlite URI: {masked_uri(uri)}")
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     if not path:
         raise ValueError("a sqlite URI needs a path: sqlite:///relative.db or sqlite:////abs.db")
