@@ -29,7 +29,7 @@ def pool_admin(messaging: Messaging) -> PoolAdmin | None:
     """Return the pool administration of a pooled deployment, or None when ``[pools] enabled`` is off."""
     if not messaging.settings.pools.enabled:
         return None
-    # the pools' router (under the gevent worker, behind the proxy that calls it off the hub)
+    # the pools' router, on the event loop under the gevent worker (server.worker_app)
     router = cast(PooledStorage, messaging.deployment)
     return PoolAdmin(router, messaging.clock, messaging.settings.storage_uri, messaging.settings.pools)
 
