@@ -138,7 +138,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="zaqar-lite-bench-pools-") as tmp, \
             redis_servers(Path(tmp), 2) as (first, second):
         one = load_settings(None, storage_uri=first.uri(0))
-        pooled = one.replace(storage_uri=first.uri(1), pools=PoolSettings(enabled=True))
+        hosts = tuple(f"127.0.0.1:{server.port}" for server in (first, second))
+        pooled = one.replace(storage_uri=first.uri(1), noauth_admin_routes=True,
+                             pools=PoolSettings(enabled=True, allowed_hosts=hosts))
         single = client_for(open_deployment(one), one)
         router = open_deployment(pooled)
         assert isinstance(router, PooledStorage)

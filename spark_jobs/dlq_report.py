@@ -32,11 +32,12 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from spark_jobs import class_archive, transforms  # noqa: E402
 from spark_jobs.options import Options, parse_args  # noqa: E402
-from spark_jobs.output import Tables, load, public_uri  # noqa: E402
+from spark_jobs.output import Tables, load  # noqa: E402
 from spark_jobs.progress import Progress, since, stderr_progress  # noqa: E402
 from spark_jobs.session import is_submitted, shuffle_partitions, spark_session  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
 from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
+from zaqar_lite.claims.pools import masked_uri  # noqa: E402
 
 __all__ = ["Options", "extract", "main", "parse_args", "run", "transform"]
 
@@ -314,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the report from a command line; return the exit status."""
     options = parse_args(argv)
     started = time.monotonic()
-    stderr_progress(f"start: {public_uri(options.storage)} -> {options.out}")
+    stderr_progress(f"start: {masked_uri(options.storage)} -> {options.out}")
     from zaqar_lite.errors import StorageUnavailable
 
     archive = None if is_submitted() else class_archive.class_archive()

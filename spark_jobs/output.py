@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import urllib.parse
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from pyspark.sql import functions as F
 from spark_jobs import report_html
 from spark_jobs.options import Options
 from spark_jobs.progress import Progress, since
+from zaqar_lite.claims.pools import masked_uri
 
 SCHEMA_VERSION = 2
 
@@ -48,15 +48,6 @@ def iso(seconds: float | None) -> str | None:
     if seconds is None:
         return None
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def public_uri(uri: str) -> str:
-    """Return a storage URI without its password."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.password is None:
-        return uri
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def ids_file(project: str, queue: str, signature_id: str) -> str:
@@ -212,8 +203,8 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
         "schema_version": SCHEMA_VERSION,
         "generated_at": iso(time.time()),
         "source": {
-            **({"pools": {name: public_uri(uri) for name, uri in options.stores()}} if options.pools else {}),
-            "storage": public_uri(options.storage),
+            **({"pools": {name: masked_uri(uri) for name, uri in options.stores()}} if options.pools else {}),
+            "storage": masked_uri(options.storage),
             "projects": list(options.projects),
             "queues": list(options.queues),
             "since": iso(options.since),

@@ -47,6 +47,7 @@ SETTINGS_KEYS = {
     "include_dead_letter": ("transport", "include_dead_letter"),
     "auth_strategy": ("auth", "strategy"),
     "token_file": ("auth", "token_file"),
+    "noauth_admin_routes": ("auth", "noauth_admin_routes"),
     "default_dead_letter_queue": ("queues", "default_dead_letter_queue"),
     "console_enabled": ("console", "enabled"),
     "claim_max_wait": ("claims", "max_wait"),
@@ -268,6 +269,13 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "[notifier] subscriber_schemes must be some of http, https, mailto, trust+http, trust+https, "
      "separated by commas, got 'https, ftp'"),
     ("[smtp]\nport = 70000\n", "[smtp] port must be a whole number from 1 to 65535, got '70000'"),
+    ("[pools]\nallowed_hosts = redis.internal:6379, mongo.internal\n",
+     "[pools] allowed_hosts must be HOST:PORT entries separated by commas, got "
+     "'redis.internal:6379, mongo.internal'"),
+    ("[pools]\nsqlite_dir = pools\n",
+     "[pools] sqlite_dir must be an absolute directory path, or nothing (no SQLite pool), got 'pools'"),
+    ("[auth]\nnoauth_admin_routes = maybe\n",
+     "[auth] noauth_admin_routes must be true or false, got 'maybe'"),
     ("[storage]\nuri =\n",
      "[storage] uri must be a storage URI (sqlite://, redis://, rediss://, mongodb://, swift://), got ''"),
     ("[server]\nworkers = 2\nworkers = 3\n",

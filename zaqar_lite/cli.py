@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from zaqar_lite import __version__
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.config import Settings, load_settings
 
 LOG = logging.getLogger("zaqar_lite")
@@ -32,7 +33,7 @@ def _check_storage(settings: Settings) -> None:
     try:
         open_deployment(settings).close()
     except (ValueError, OSError, StorageUnavailable) as exc:
-        raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
+        raise click.ClickException(f"cannot open storage {masked_uri(settings.storage_uri)}: {exc}") from None
 
 
 def _needing_extra(module: str, name: str, what: str, extra: str) -> Any:
@@ -108,7 +109,7 @@ def serve(config: str | None, storage_uri: str | None, bind: str | None, workers
     try:  # in a child process: the master, whose workers fork from it, never opens the store
         where = check_storage(settings)
     except StorageCheckFailed as exc:
-        raise click.ClickException(f"cannot open storage {settings.storage_uri}: {exc}") from None
+        raise click.ClickException(f"cannot open storage {masked_uri(settings.storage_uri)}: {exc}") from None
     with metrics_directory(settings):
         if not with_notifier:
             run(settings, where)

@@ -122,6 +122,14 @@ def _host_and_port(value: str) -> bool:
     return bool(host) and port.isascii() and port.isdigit() and 0 <= int(port) <= 65535
 
 
+def _absolute_or_empty(value: str) -> bool:
+    return not value or value.startswith("/")
+
+
+def _host_ports(entries: tuple[str, ...]) -> bool:
+    return all(not entry.startswith("unix:") and _host_and_port(entry) for entry in entries)
+
+
 def _mail_address(value: str) -> bool:
     return "@" in email.utils.parseaddr(value)[1]
 
@@ -281,6 +289,13 @@ class PoolSettings:
     #: seconds a process uses the pool table it read before reading it again (a pool registered
     #: or changed elsewhere is seen by every process within this time)
     refresh_interval: float = setting(5.0, above=0)
+    #: the directory whose SQLite files a pool may name (absolute; "": no SQLite pool)
+    sqlite_dir: str = setting("", check=_absolute_or_empty,
+                              words="an absolute directory path, or nothing (no SQLite pool)")
+    #: the network stores a pool may name (Redis, MongoDB, Swift), ``HOST:PORT`` each (none: no
+    #: network pool); a URI without a port names its scheme's default port
+    allowed_hosts: tuple[str, ...] = setting((), check=_host_ports,
+                                             words="HOST:PORT entries separated by commas")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,6 +346,9 @@ class Settings:
     #: ``[claims] max_wait``: the longest ``wait`` (seconds) of a long-polling claim
     claim_max_wait: int = setting(20, section="claims", key="max_wait", minimum=1)
     auth_strategy: str = setting("noauth", section="auth", key="strategy", choices=AUTH_STRATEGIES)
+    #: under noauth (every caller an admin), serve the pools, flavors and queue templates routes
+    #: (off: they answer 403)
+    noauth_admin_routes: bool = setting(False, section="auth", key="noauth_admin_routes")
     #: a file of more tokens, one ``token = project:role`` a line ("": none)
     token_file: str = setting("", section="auth", key="token_file")
     #: token -> (project, role), from the ``[tokens]`` section and then ``token_file``

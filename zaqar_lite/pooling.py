@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import pools as rules
 from zaqar_lite.clock import Clock
+from zaqar_lite.config import PoolSettings
 from zaqar_lite.models import Pool
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.pools.router import PooledStorage
@@ -40,12 +43,17 @@ class Flavor:
 class PoolAdmin:
     """Register, change and remove pools and flavors; report the health of every store."""
 
-    def __init__(self, storage: PooledStorage, clock: Clock, default_uri: str) -> None:
+    def __init__(self, storage: PooledStorage, clock: Clock, default_uri: str,
+                 settings: PoolSettings) -> None:
         self.storage = storage
         self.catalog = storage.catalog
         self.clock = clock
         #: the ``[storage] uri`` store, which no pool may name again
         self.default_uri = default_uri
+        #: where pools may be: ``[pools] sqlite_dir`` and ``allowed_hosts``
+        self.settings = settings
+        #: the directory a relative SQLite path of ``[storage] uri`` is read from
+        self.cwd = os.getcwd()
 
     # -- pools ----------------------------------------------------------------------
 
@@ -62,24 +70,43 @@ class PoolAdmin:
         return found[0]
 
     def _check_reachable(self, name: str, uri: str) -> None:
-        """Refuse a URI of another pool or of the default store, one no driver can open, or whose
-        store does not answer (400, as Zaqar)."""
-        if uri == self.default_uri:
-            raise errors.ValidationFailed("uri: this is the [storage] uri store, which holds the queues "
-                                          "of no pool; a pool needs a store of its own.")
+        """Refuse a URI outside the operator's allow-list, of another pool or of the default store,
+        one no driver can open, or whose store does not answer (400, as Zaqar)."""
+        identity = rules.check_pool_uri(uri, sqlite_dir=self.settings.sqlite_dir,
+                                        allowed_hosts=self.settings.allowed_hosts,
+                                        default_uri=self.default_uri, cwd=self.cwd)
         for other in self.catalog.pools():
-            if other.uri == uri and other.name != name:
+            if other.name != name and rules.pool_store_identity(other.uri, self.cwd) == identity:
                 raise errors.ValidationFailed(f"uri: pool {other.name} has this store already; "
                                               "a pool needs a store of its own.")
+        if identity[0] == "sqlite":
+            self._check_sqlite_file(identity[1])
+        shown = rules.masked_uri(uri)
         try:
             driver = self.storage.open_pool(uri)
         except (ValueError, OSError, errors.StorageUnavailable) as exc:
-            raise errors.ValidationFailed(f"uri: cannot connect to {uri}: {exc}") from None
+            reason = _masked(str(exc), uri)
+            raise errors.ValidationFailed(f"uri: cannot connect to {shown}: {reason}") from None
         try:
             if not driver.ping():
-                raise errors.ValidationFailed(f"uri: cannot connect to {uri}: the store does not answer.")
+                raise errors.ValidationFailed(f"uri: cannot connect to {shown}: the store does not answer.")
         finally:
             driver.close()
+
+    def _check_sqlite_file(self, path: str) -> None:
+        """Refuse a SQLite pool whose directory does not exist (none is made), or that a link takes
+        out of ``[pools] sqlite_dir`` or to the ``[storage] uri`` file."""
+        real = os.path.realpath(path)
+        if not os.path.isdir(os.path.dirname(real)):
+            raise errors.ValidationFailed("uri: the directory of a SQLite pool must exist; the operator "
+                                          "makes it under [pools] sqlite_dir.")
+        directory = os.path.realpath(self.settings.sqlite_dir)
+        if os.path.commonpath([directory, real]) != directory or os.path.isdir(real):
+            raise errors.ValidationFailed("uri: a SQLite pool is a file under [pools] sqlite_dir.")
+        default = rules.pool_store_identity(self.default_uri, self.cwd)
+        if default[0] == "sqlite" and os.path.realpath(default[1]) == real:
+            raise errors.ValidationFailed("uri: this is the [storage] uri store, which holds the queues "
+                                          "of no pool; a pool needs a store of its own.")
 
     def put_pool(self, name: str, uri: str, weight: int, flavor: str, options: Mapping[str, Any]) -> bool:
         """Register a pool, or replace one of that name (as Zaqar's PUT); return whether it is new.
@@ -99,7 +126,7 @@ class PoolAdmin:
                 continue
             self.storage.pools(fresh=True)
             LOG.info("pool %s %s: %s, weight %d", name, "registered" if found is None else "replaced",
-                     uri, weight)
+                     rules.masked_uri(uri), weight)
             return found is None
         raise errors.StorageUnavailable("the pool kept changing; try again")
 
@@ -250,6 +277,15 @@ class PoolAdmin:
         except errors.StorageUnavailable:
             return {**report, "storage_reachable": False}
         return {**report, "message_volume": volume, "queues": queues}
+
+
+def _masked(text: str, uri: str) -> str:
+    """Return an error's text with the URI, and its password, masked (a driver may repeat either)."""
+    text = text.replace(uri, rules.masked_uri(uri))
+    password = urllib.parse.urlsplit(uri).password
+    for secret in {password, urllib.parse.unquote(password or "")} - {None, ""}:
+        text = text.replace(str(secret), rules.MASK)
+    return text
 
 
 def _answers(store: Storage) -> bool:

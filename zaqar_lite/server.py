@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
@@ -33,6 +33,7 @@ from zaqar_lite.config import WORKER_CLASSES, Settings
 
 if TYPE_CHECKING:
     from zaqar_lite.api.keystone import WsgiCallable
+    from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
 
@@ -84,9 +85,10 @@ def check_address(bind: str) -> None:
 
 #: stores whose calls never yield to gevent: SQLite's are C calls on a file (a commit's
 #: fsync, a wait of up to 30 s for another process's write lock), with no Python socket
-#: gevent could switch on. Under the gevent worker they run on gevent's thread pool. Pools
-#: ("pools") may mix SQLite with other kinds, so their calls go there too.
-BLOCKING_STORES = frozenset({"sqlite", "pools"})
+#: gevent could switch on. Under the gevent worker each is opened and used on gevent's
+#: thread pool; every other store is used on the event loop, by the greenlets, as its
+#: client expects (a Redis client's pool of connections belongs to the loop).
+BLOCKING_STORES = frozenset({"sqlite"})
 
 
 class OffTheHub:
@@ -97,15 +99,20 @@ class OffTheHub:
     handed over (``clock``, a plain function attribute, stays a direct call); a
     call made from a pool thread runs at once on that thread (gevent's rule), so
     the service wrapped around a wrapped store costs one hand-over per request.
-    Each pool thread keeps its own SQLite connection (the driver's connections are
-    per thread), reused from one request to the next.
+    A method that returns a generator (``all_queues``) has each of its steps
+    handed over, so the store is never read on the loop. An attribute set on the
+    proxy is set on the object. Each pool thread keeps its own SQLite connection
+    (the driver's connections are per thread), reused from one request to the next.
     """
 
     def __init__(self, target: Any) -> None:
         import gevent
 
-        self._target = target
-        self._pool = gevent.get_hub().threadpool
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_pool", gevent.get_hub().threadpool)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._target, name, value)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._target, name)
@@ -116,11 +123,29 @@ class OffTheHub:
         def off_the_hub(*args: Any, **kwargs: Any) -> Any:
             # an error comes back as a value and is raised here: gevent's pool would print
             # the traceback of every error a task raises, domain errors (4xx) included
-            failed, outcome = pool.apply(_outcome, (attribute, args, kwargs))
-            if failed:
-                raise outcome
+            outcome = _on_the_pool(pool, attribute, *args, **kwargs)
+            if inspect.isgenerator(outcome):
+                return _steps_on_the_pool(pool, outcome)
             return outcome
         return off_the_hub
+
+
+#: the end of a generator run step by step
+_DONE = object()
+
+
+def _on_the_pool(pool: Any, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``function`` on a thread of ``pool``; return its result or raise its error here."""
+    failed, outcome = pool.apply(_outcome, (function, args, kwargs))
+    if failed:
+        raise outcome
+    return outcome
+
+
+def _steps_on_the_pool(pool: Any, steps: Iterator[Any]) -> Iterator[Any]:
+    """Yield what a generator yields, each step run on a thread of ``pool``."""
+    while (item := _on_the_pool(pool, next, steps, _DONE)) is not _DONE:
+        yield item
 
 
 def _outcome(function: Callable[..., Any], args: tuple[Any, ...],
@@ -132,33 +157,48 @@ def _outcome(function: Callable[..., Any], args: tuple[Any, ...],
         return True, exc
 
 
+def open_store_off_the_hub(uri: str, queue_cache_size: int) -> Storage:
+    """Open a store for the gevent worker: one of :data:`BLOCKING_STORES` on the thread pool, behind
+    :class:`OffTheHub`; any other as it is, for the greenlets."""
+    import gevent
+
+    from zaqar_lite.storage import open_storage, scheme_of
+
+    if scheme_of(uri) not in BLOCKING_STORES:
+        return open_storage(uri, queue_cache_size)
+    opened = _on_the_pool(gevent.get_hub().threadpool, open_storage, uri, queue_cache_size)
+    return cast("Storage", OffTheHub(opened))
+
+
 def worker_app(settings: Settings, with_sweeper: bool = True,
                off_the_hub: bool = True) -> WsgiCallable:
     """Build one worker's app (its own store connection) and start its sweeper and redrive runner threads.
 
-    Under the gevent worker a store of :data:`BLOCKING_STORES`, and the service
-    around it, are used through :class:`OffTheHub` (unless ``off_the_hub`` is
-    false: a benchmark's comparison). Under ``[auth] strategy = keystone`` the app
-    is wrapped in keystonemiddleware's ``auth_token`` (``api/keystone.py``).
+    Under the gevent worker every store of :data:`BLOCKING_STORES` is opened
+    and used through :class:`OffTheHub` (:func:`open_store_off_the_hub`), each
+    pool's too; with one such store and no pools, the service around it is too,
+    so a request costs one hand-over (unless ``off_the_hub`` is false: a
+    benchmark's comparison). Pools (``storage/pools/``) run on the event loop
+    and hand over only their blocking stores' calls: a store is used only from
+    the side it was opened for. Under ``[auth] strategy = keystone`` the app is
+    wrapped in keystonemiddleware's ``auth_token`` (``api/keystone.py``).
     """
     from zaqar_lite.api import keystone
     from zaqar_lite.api.app import make_app
     from zaqar_lite.redrive_runner import RedriveRunnerThread
     from zaqar_lite.service import Messaging
-    from zaqar_lite.storage import open_deployment
+    from zaqar_lite.storage import open_deployment, open_storage
     from zaqar_lite.sweeper import SweeperThread, lock_path
     from zaqar_lite.waiting.channels import channel_for
     from zaqar_lite.waiting.long_poll import LongPoll
     from zaqar_lite.waiting.room import WaitingRoom
 
-    storage: Any = open_deployment(settings)
+    off_the_hub = off_the_hub and settings.worker_class == "gevent"
+    storage: Any = open_deployment(settings, open_store_off_the_hub if off_the_hub else open_storage)
     channel = channel_for(storage.name, settings.storage_uri)
-    off_the_hub = off_the_hub and settings.worker_class == "gevent" and storage.name in BLOCKING_STORES
-    if off_the_hub:  # the store for the subscriptions' calls, the service for everything else
-        storage = OffTheHub(storage)
     messaging: Any = Messaging(storage, settings)
     messaging.wake_up = channel.publish  # set on the service itself, before any wrapping
-    if off_the_hub:
+    if off_the_hub and storage.name in BLOCKING_STORES:  # its store is behind OffTheHub already
         messaging = OffTheHub(messaging)
     room = WaitingRoom()
     channel.listen(room)

@@ -7,11 +7,17 @@ store ``$ZAQAR_LITE_TEST_STORE`` names as the default store).
 from __future__ import annotations
 
 import json
+import logging
+import select
+import shutil
+import socket
 
 import falcon.testing
 import pytest
 
 from tests.api.helpers import JSON_PATCH, assert_error, claim, headers, post
+from tests.conftest import missing_server
+from tests.servers.redis import RedisServer
 from zaqar_lite.api.app import create_app
 from zaqar_lite.config import PoolSettings
 from zaqar_lite.storage import open_storage
@@ -20,9 +26,9 @@ TOKENS = {"tok-admin": ("p1", "admin"), "tok-member": ("p1", "member")}
 
 
 @pytest.fixture
-def pooled(settings, clock) -> falcon.testing.TestClient:
-    """A client of project-a on a server with pools enabled (none registered yet)."""
-    app = create_app(settings.replace(pools=PoolSettings(enabled=True)), clock=clock)
+def pooled(settings, clock, tmp_path) -> falcon.testing.TestClient:
+    """A client of project-a on a server with pools enabled (none registered yet), SQLite ones in tmp_path."""
+    app = create_app(pooled_settings(settings, tmp_path), clock=clock)
     return falcon.testing.TestClient(app, headers=headers("project-a"))
 
 
@@ -30,6 +36,12 @@ def pooled(settings, clock) -> falcon.testing.TestClient:
 def uris(tmp_path) -> dict[str, str]:
     """The URIs of three SQLite pools."""
     return {name: f"sqlite:///{tmp_path}/{name}.db" for name in ("east", "west", "north")}
+
+
+def pooled_settings(settings, tmp_path, **pools):
+    """Settings with pools enabled, SQLite pools under ``tmp_path``, and the pool routes on under noauth."""
+    return settings.replace(noauth_admin_routes=True,
+                            pools=PoolSettings(enabled=True, sqlite_dir=str(tmp_path), **pools))
 
 
 def put_pool(client, name, uri, weight=100, **fields):
@@ -115,12 +127,15 @@ def test_a_pool_needs_a_store_of_its_own(pooled, uris, settings):
     assert put_pool(pooled, "east", uris["east"], weight=5).status_code == 204
 
 
-def test_a_pool_whose_store_cannot_be_reached_is_refused(pooled):
-    body = assert_error(put_pool(pooled, "p", "nosuch://127.0.0.1/"), 400)
-    assert body["description"].startswith(
-        "uri: cannot connect to nosuch://127.0.0.1/: unknown storage scheme")
+def test_a_pool_whose_store_cannot_be_reached_is_refused(pooled, tmp_path):
+    kinds = ("uri: a pool is a sqlite://, redis://, rediss://, redis+cluster://, mongodb:// or swift:// "
+             "URI.")
+    assert assert_error(put_pool(pooled, "p", "nosuch://127.0.0.1/"), 400)["description"] == kinds
     body = assert_error(pooled.simulate_patch("/v2/pools/p", json={"uri": "nosuch://h/"}), 400)
-    assert body["description"].startswith("uri: cannot connect to nosuch://h/")
+    assert body["description"] == kinds
+    (tmp_path / "not-a-database").write_bytes(b"plain text, not SQLite")
+    body = assert_error(put_pool(pooled, "p", f"sqlite:///{tmp_path}/not-a-database"), 400)
+    assert body["description"].startswith(f"uri: cannot connect to sqlite:///{tmp_path}/not-a-database: ")
 
 
 def test_a_sqlite_pool_uri_without_its_empty_host_is_refused_naming_the_four_slash_form(pooled, tmp_path):
@@ -191,7 +206,8 @@ def test_bad_flavor_bodies_and_missing_flavors_are_refused(pooled, uris):
         assert assert_error(result, status)["description"] == description
 
 
-def test_the_admin_api_needs_the_admin_role_and_pools_enabled(client, settings, clock):
+def test_the_admin_api_needs_the_admin_role_and_pools_enabled(make_client, settings, clock):
+    client = make_client(headers("project-a"), noauth_admin_routes=True)
     body = assert_error(client.simulate_get("/v2/pools"), 404)
     assert body["description"] == "Pools are not enabled on this server ([pools] enabled = false)."
     assert_error(client.simulate_put("/v2/flavors/f", json={"pool_list": ["a"]}), 404)
@@ -322,7 +338,7 @@ def test_health_reports_the_catalog_and_every_pool_with_its_queues(two_pools):
 
 def test_the_catalog_may_be_a_store_of_its_own(settings, clock, uris, tmp_path):
     catalog_uri = f"sqlite:///{tmp_path}/catalog.db"
-    app = create_app(settings.replace(pools=PoolSettings(enabled=True, catalog=catalog_uri)), clock=clock)
+    app = create_app(pooled_settings(settings, tmp_path, catalog=catalog_uri), clock=clock)
     client = falcon.testing.TestClient(app, headers=headers("project-a"))
     assert put_pool(client, "east", uris["east"]).status_code == 201
     post(client, "orders", "a")
@@ -337,8 +353,8 @@ def test_the_catalog_may_be_a_store_of_its_own(settings, clock, uris, tmp_path):
     assert holds(uris["east"], "orders")
 
 
-def test_the_default_dead_letter_queue_serves_the_queues_of_its_own_pool(settings, clock, uris):
-    app = create_app(settings.replace(pools=PoolSettings(enabled=True), default_dead_letter_queue="dead"),
+def test_the_default_dead_letter_queue_serves_the_queues_of_its_own_pool(settings, clock, uris, tmp_path):
+    app = create_app(pooled_settings(settings, tmp_path).replace(default_dead_letter_queue="dead"),
                      clock=clock)
     client = falcon.testing.TestClient(app, headers=headers("project-a"))
     assert put_pool(client, "east", uris["east"]).status_code == 201
@@ -355,3 +371,116 @@ def test_the_default_dead_letter_queue_serves_the_queues_of_its_own_pool(setting
     assert client.simulate_post("/v2/queues/near/claims", json={}).status_code == 204
     assert client.simulate_get("/v2/queues/dead/stats").json["messages"]["total"] == 1
     assert client.simulate_get("/v2/queues/far/stats").json["messages"]["total"] == 1
+
+
+# -- what a pool may name, and who may name it -------------------------------------------
+
+NOAUTH_REFUSAL = ("The pools, flavors and queue templates routes are off under [auth] strategy = noauth, "
+                  "where every caller is an admin: use token or keystone auth, or set [auth] "
+                  "noauth_admin_routes = true where every caller is trusted.")
+
+
+def test_under_noauth_the_operators_routes_answer_403_until_the_operator_turns_them_on(
+        settings, clock, tmp_path):
+    pools = PoolSettings(enabled=True, sqlite_dir=str(tmp_path))
+    app = create_app(settings.replace(pools=pools), clock=clock)
+    client = falcon.testing.TestClient(app, headers=headers("mallory"))
+    target = tmp_path / "made" / "by" / "mallory.db"
+    for result in (put_pool(client, "x", f"sqlite:///{target}"), client.simulate_get("/v2/pools"),
+                   client.simulate_patch("/v2/pools/x", json={"weight": 1}),
+                   client.simulate_delete("/v2/pools/x"), client.simulate_get("/v2/flavors"),
+                   client.simulate_put("/v2/flavors/f", json={"pool_list": ["x"]}),
+                   client.simulate_put("/v2/queue_templates/all",
+                                       json={"pattern": "*", "metadata": {"_default_message_ttl": 60}}),
+                   client.simulate_get("/v2/queue_templates"),
+                   client.simulate_delete("/v2/queue_templates/all")):
+        assert assert_error(result, 403)["description"] == NOAUTH_REFUSAL
+    assert not (tmp_path / "made").exists()
+    victim = falcon.testing.TestClient(app, headers=headers("victim"))
+    assert victim.simulate_put("/v2/queues/orders", json={}).status_code == 201
+    assert victim.simulate_get("/v2/queues/orders").json["_default_message_ttl"] == 3600
+
+
+def test_a_sqlite_pool_is_an_existing_directory_s_file_under_the_operator_s_directory(pooled, tmp_path):
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    for uri, description in (
+            (f"sqlite:///{tmp_path}/missing/dir/x.db",
+             "uri: the directory of a SQLite pool must exist; the operator makes it under "
+             "[pools] sqlite_dir."),
+            (f"sqlite:///{outside}/x.db", "uri: a SQLite pool is a file under [pools] sqlite_dir."),
+            (f"sqlite:///{tmp_path}/../{outside.name}/x.db",
+             "uri: a SQLite pool is sqlite:////ABSOLUTE/PATH, a normalised path (no ., .. or doubled /)."),
+            ("sqlite:///:memory:",
+             "uri: a SQLite pool is a file, not :memory: (a database that each connection would see "
+             "empty).")):
+        assert assert_error(put_pool(pooled, "x", uri), 400)["description"] == description
+    assert not (tmp_path / "missing").exists() and not outside.exists()
+    (tmp_path / "elsewhere").symlink_to(tmp_path.parent)
+    body = assert_error(put_pool(pooled, "x", f"sqlite:///{tmp_path}/elsewhere/x.db"), 400)
+    assert body["description"] == "uri: a SQLite pool is a file under [pools] sqlite_dir."
+    assert not (tmp_path.parent / "x.db").exists()
+    (tmp_path / "sub").mkdir()
+    assert put_pool(pooled, "x", f"sqlite:///{tmp_path}/sub/x.db").status_code == 201
+
+
+def test_no_spelling_of_the_default_sqlite_file_is_a_pool(pooled, settings, tmp_path):
+    if not settings.storage_uri.startswith("sqlite:"):
+        pytest.skip("the default store is not a SQLite file")
+    default = settings.storage_uri.split("://", 1)[1][1:].partition("?")[0]
+    (tmp_path / "alias.db").symlink_to(default)
+    directory = default.rpartition("/")[0]
+    assert directory == str(tmp_path)  # the suite's default file is in the test's directory
+    for uri in (f"sqlite:///{default}", f"sqlite:///{default}?synchronous=full",
+                f"sqlite:///{tmp_path}/alias.db"):
+        body = assert_error(put_pool(pooled, "x", uri), 400)
+        assert body["description"] == ("uri: this is the [storage] uri store, which holds the queues of no "
+                                       "pool; a pool needs a store of its own."), uri
+
+
+def test_a_network_pool_off_the_allow_list_is_refused_without_a_connection(pooled):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        for uri in (f"redis://127.0.0.1:{port}/0", f"mongodb://127.0.0.1:{port}/q",
+                    f"swift://a%3Au:k@127.0.0.1:{port}/auth/v1.0"):
+            body = assert_error(put_pool(pooled, "x", uri), 400)
+            assert body["description"] == (f"uri: 127.0.0.1:{port} is not a store pools may use; the "
+                                           "operator lists those in [pools] allowed_hosts.")
+        assert select.select([listener], [], [], 0.3)[0] == []  # nobody knocked
+
+
+@pytest.fixture
+def guarded_redis(tmp_path):
+    """A redis-server of the test's own that asks for a password."""
+    if shutil.which("redis-server") is None:
+        missing_server("redis-server")
+    server = RedisServer(tmp_path / "redis", password="hunter2-s3cret")
+    (tmp_path / "redis").mkdir()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_pool_s_password_is_masked_in_every_answer_error_and_log_line(settings, clock, tmp_path,
+                                                                      guarded_redis, caplog):
+    place = f"127.0.0.1:{guarded_redis.port}"
+    app = create_app(pooled_settings(settings, tmp_path, allowed_hosts=(place,)), clock=clock)
+    client = falcon.testing.TestClient(app, headers=headers("project-a"))
+    secret = "hunter2-s3cret"
+    wrong = assert_error(put_pool(client, "fast", f"redis://:wrong-{secret}@{place}/3"), 400)
+    assert secret not in json.dumps(wrong)
+    assert wrong["description"].startswith(f"uri: cannot connect to redis://:****@{place}/3: ")
+    with caplog.at_level(logging.INFO, logger="zaqar_lite"):
+        assert put_pool(client, "fast", f"redis://:{secret}@{place}/3").status_code == 201
+    assert f"pool fast registered: redis://:****@{place}/3" in caplog.text
+    assert secret not in caplog.text
+    shown = f"redis://:****@{place}/3"
+    assert client.simulate_get("/v2/pools/fast").json["uri"] == shown
+    assert client.simulate_get("/v2/pools", params={"detailed": "true"}).json["pools"][0]["uri"] == shown
+    assert client.simulate_patch("/v2/pools/fast", json={"weight": 5}).json["uri"] == shown
+    assert client.simulate_patch("/v2/pools/fast", json={"uri": f"redis://:{secret}@{place}/4"}).json["uri"] \
+        == f"redis://:****@{place}/4"
+    assert client.simulate_put("/v2/queues/q", json={}).status_code == 201  # the password is used
+    post(client, "q", "kept")
+    assert secret not in caplog.text

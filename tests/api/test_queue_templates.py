@@ -25,6 +25,12 @@ def metadata(client, queue):
 
 
 @pytest.fixture
+def settings(settings):
+    """The default settings with the templates routes on under noauth (the tests are the operator)."""
+    return settings.replace(noauth_admin_routes=True)
+
+
+@pytest.fixture
 def orders(client):
     """The ``orders`` template is defined and its dead-letter queue exists in project-a."""
     assert put_template(client, "orders", ORDERS).status_code == 201

@@ -26,7 +26,9 @@ def admin_client(url: str) -> Any:
 def test_two_pools_serve_their_queues_and_one_that_is_down_answers_503_for_its_own_only(
         start_server_for_test: ServerStarter, redis_restartable_store: Any, tmp_path: Any) -> None:
     config = tmp_path / "pools.conf"
-    config.write_text("[pools]\nenabled = true\n")
+    config.write_text(f"[auth]\nnoauth_admin_routes = true\n\n"
+                      f"[pools]\nenabled = true\nsqlite_dir = {tmp_path}\n"
+                      f"allowed_hosts = {redis_restartable_store.uri.split('/')[2]}\n")
     # one worker: what a second one would see of a new pool only after [pools] refresh_interval
     server = start_server_for_test(f"sqlite:///{tmp_path}/default.db", workers=1,
                                    extra_args=["--config", str(config)])

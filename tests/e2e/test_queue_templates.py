@@ -15,6 +15,9 @@ from tests.e2e.harness import (
 )
 
 CONFIG = """\
+[auth]
+noauth_admin_routes = true
+
 [queue_template:orders]
 pattern = orders-*
 metadata = {"_dead_letter_queue": "orders-dlq", "_max_claim_count": 3}

@@ -199,3 +199,18 @@ def require_admin(req: falcon.Request) -> None:
     """Refuse a request whose credentials are not an admin's."""
     if getattr(req.context, "role", None) != "admin":
         raise errors.Forbidden("This resource needs the admin role.")
+
+
+def require_operator(req: falcon.Request, settings: Settings) -> None:
+    """Refuse a request to an operator's route (pools, flavors, queue templates) unless an admin's.
+
+    Under noauth every caller is an admin, so these routes, which make the
+    server open stores and shape every project's queues, answer 403 there
+    unless ``[auth] noauth_admin_routes`` turns them on.
+    """
+    require_admin(req)
+    if settings.auth_strategy == "noauth" and not settings.noauth_admin_routes:
+        raise errors.Forbidden("The pools, flavors and queue templates routes are off under [auth] "
+                               "strategy = noauth, where every caller is an admin: use token or keystone "
+                               "auth, or set [auth] noauth_admin_routes = true where every caller is "
+                               "trusted.")

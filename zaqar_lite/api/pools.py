@@ -9,8 +9,9 @@ import falcon
 from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import next_links, read_json
-from zaqar_lite.api.middleware import require_admin
+from zaqar_lite.api.middleware import require_operator
 from zaqar_lite.api.resource import Resource
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Pool
 from zaqar_lite.pooling import Flavor, PoolAdmin
 from zaqar_lite.service import Messaging
@@ -28,15 +29,15 @@ def pool_admin(messaging: Messaging) -> PoolAdmin | None:
     """Return the pool administration of a pooled deployment, or None when ``[pools] enabled`` is off."""
     if not messaging.settings.pools.enabled:
         return None
-    # the pools' router (under the gevent worker, behind the proxy that calls it off the hub)
+    # the pools' router, on the event loop under the gevent worker (server.worker_app)
     router = cast(PooledStorage, messaging.deployment)
-    return PoolAdmin(router, messaging.clock, messaging.settings.storage_uri)
+    return PoolAdmin(router, messaging.clock, messaging.settings.storage_uri, messaging.settings.pools)
 
 
 def show_pool(pool: Pool, detailed: bool) -> dict[str, Any]:
-    """Return a pool's representation (``options`` only when detailed, as Zaqar)."""
-    shown: dict[str, Any] = {"name": pool.name, "uri": pool.uri, "weight": pool.weight, "flavor": pool.flavor,
-                             "href": f"{POOLS}/{pool.name}"}
+    """Return a pool's representation (``options`` only when detailed, as Zaqar), its URI masked."""
+    shown: dict[str, Any] = {"name": pool.name, "uri": masked_uri(pool.uri), "weight": pool.weight,
+                             "flavor": pool.flavor, "href": f"{POOLS}/{pool.name}"}
     if detailed:
         shown["options"] = dict(pool.options)
     return shown
@@ -59,8 +60,9 @@ class AdminResource(Resource):
         self._admin = pool_admin(messaging)
 
     def admin(self, req: falcon.Request) -> PoolAdmin:
-        """Return the administration, refusing non-admins (403) and a server without pools (404)."""
-        require_admin(req)
+        """Return the administration, refusing non-admins and noauth callers (403), and a server
+        without pools (404)."""
+        require_operator(req, self.messaging.settings)
         if self._admin is None:
             raise errors.NotFound("Pools are not enabled on this server ([pools] enabled = false).")
         return self._admin

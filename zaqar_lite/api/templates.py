@@ -8,7 +8,7 @@ import falcon
 
 from zaqar_lite.api import schemas
 from zaqar_lite.api.bodies import read_json
-from zaqar_lite.api.middleware import require_admin
+from zaqar_lite.api.middleware import require_operator
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.models import QueueTemplate
 
@@ -26,7 +26,7 @@ class TemplateCollection(Resource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """List the templates by name (admin)."""
-        require_admin(req)
+        require_operator(req, self.messaging.settings)
         resp.media = {"queue_templates": [represent(t) for t in self.messaging.list_templates()]}
 
 
@@ -35,7 +35,7 @@ class TemplateItem(Resource):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """Define (201) or replace (204) a template kept in the store."""
-        require_admin(req)
+        require_operator(req, self.messaging.settings)
         document, _ = read_json(req, self.limits.max_queue_metadata)
         pattern, metadata = schemas.queue_template(document)
         if self.messaging.put_template(name, pattern, metadata):
@@ -46,11 +46,11 @@ class TemplateItem(Resource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """Return one template."""
-        require_admin(req)
+        require_operator(req, self.messaging.settings)
         resp.media = represent(self.messaging.get_template(name))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """Remove a template (idempotent); queues created from it keep their metadata."""
-        require_admin(req)
+        require_operator(req, self.messaging.settings)
         self.messaging.delete_template(name)
         resp.status = falcon.HTTP_204

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import urllib.parse
+from collections.abc import Callable
 
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.config import QUEUE_CACHE_SIZE, Settings
 from zaqar_lite.storage.base import Storage
 
@@ -21,6 +23,11 @@ DRIVERS: dict[str, tuple[str, str, str | None]] = {
 }
 
 
+def scheme_of(uri: str) -> str:
+    """Return the driver kind of a storage URI: its scheme, "sqlite" for ``sqlite:///...``."""
+    return urllib.parse.urlsplit(uri).scheme
+
+
 def open_storage(uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> Storage:
     """Return a driver instance for a storage URI.
 
@@ -31,10 +38,10 @@ def open_storage(uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> Storage:
         ValueError: unknown scheme, or the driver's client library is missing
             (the message names the ``pip install`` that adds it).
     """
-    scheme = urllib.parse.urlsplit(uri).scheme
+    scheme = scheme_of(uri)
     if scheme not in DRIVERS:
         known = ", ".join(sorted(DRIVERS))
-        raise ValueError(f"unknown storage scheme {scheme!r} in {uri!r}; known: {known}")
+        raise ValueError(f"unknown storage scheme {scheme!r} in {masked_uri(uri)!r}; known: {known}")
     module_name, class_name, extra = DRIVERS[scheme]
     try:
         module = importlib.import_module(module_name)
@@ -49,18 +56,20 @@ def open_storage(uri: str, queue_cache_size: int = QUEUE_CACHE_SIZE) -> Storage:
     return driver
 
 
-def open_deployment(settings: Settings) -> Storage:
+def open_deployment(settings: Settings, opener: Callable[[str, int], Storage] = open_storage) -> Storage:
     """Return the store of a deployment: ``[storage] uri``'s driver, or with ``[pools] enabled`` the pools.
 
     With pools, the driver of ``[storage] uri`` is the default store and the
     catalog is ``[pools] catalog`` (the same driver when empty or the same URI);
     each pool's driver is opened on its first use
-    (:class:`~zaqar_lite.storage.pools.router.PooledStorage`).
+    (:class:`~zaqar_lite.storage.pools.router.PooledStorage`). Every driver is
+    opened by ``opener`` (``uri``, ``queue_cache_size``): the gevent worker's
+    puts a blocking store on the thread pool (``server.open_store_off_the_hub``).
 
     Raises:
         ValueError: as :func:`open_storage`.
     """
-    default = open_storage(settings.storage_uri, settings.queue_cache_size)
+    default = opener(settings.storage_uri, settings.queue_cache_size)
     if not settings.pools.enabled:
         return default
     from zaqar_lite.storage.pools.catalog import Catalog
@@ -68,10 +77,10 @@ def open_deployment(settings: Settings) -> Storage:
 
     named = settings.pools.catalog
     records = default if not named or named == settings.storage_uri \
-        else open_storage(named, settings.queue_cache_size)
-    return PooledStorage(default, Catalog(records), lambda uri: open_storage(uri, settings.queue_cache_size),
+        else opener(named, settings.queue_cache_size)
+    return PooledStorage(default, Catalog(records), lambda uri: opener(uri, settings.queue_cache_size),
                          queue_cache_size=settings.queue_cache_size,
                          refresh_interval=settings.pools.refresh_interval)
 
 
-__all__ = ["DRIVERS", "Storage", "open_deployment", "open_storage"]
+__all__ = ["DRIVERS", "Storage", "open_deployment", "open_storage", "scheme_of"]

@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff
 
 PROJECTS = "zl:projects"
@@ -112,7 +113,7 @@ def parse_uri(uri: str) -> Target:
         plain = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
         return Target(plain, cluster=False, wait_replicas=replicas, wait_timeout=timeout)
     if parts.scheme not in CLUSTER_SCHEMES:
-        raise ValueError(f"not a redis URI: {uri}")
+        raise ValueError(f"not a redis URI: {masked_uri(uri)}")
     credentials, _, hosts = parts.netloc.rpartition("@")
     user, _, password = credentials.partition(":")
     nodes = []
@@ -122,7 +123,7 @@ def parse_uri(uri: str) -> Target:
             raise ValueError(f"redis cluster URI: a node is host:port, got {node!r}")
         nodes.append((host.strip("[]"), int(port)))
     if not nodes:
-        raise ValueError(f"redis cluster URI names no node: {uri}")
+        raise ValueError(f"redis cluster URI names no node: {masked_uri(uri)}")
     if parts.path.strip("/") not in ("", "0"):
         raise ValueError("redis cluster URI: a cluster has only database 0")
     replicas, timeout = _wait_options(query, cluster=True)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
@@ -91,12 +92,12 @@ def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
     """Return the database path and the query options of a ``sqlite://`` URI."""
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme != "sqlite":
-        raise ValueError(f"not a sqlite URI: {uri}")
+        raise ValueError(f"not a sqlite URI: {masked_uri(uri)}")
     if not uri.startswith("sqlite://") or parts.netloc:
         # sqlite:/x and sqlite:x would open x in the working directory, sqlite://host/x too
         meant = parts.path if parts.path.startswith("/") and not parts.netloc else os.path.abspath(parts.path)
         raise ValueError(
-            f"{uri} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host and starts with "
+            f"{masked_uri(uri)} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host and starts with "
             f"sqlite:/// then the path; for the file {meant} write sqlite:///{meant} "
             "(sqlite:///relative.db is a file in the working directory)")
     path = parts.path[1:] if parts.path.startswith("/") else parts.path

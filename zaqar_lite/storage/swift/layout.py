@@ -43,6 +43,7 @@ import urllib.parse
 from typing import Any
 
 from zaqar_lite.claims import policy
+from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Message
 
 MESSAGE_TYPE = "application/x-zaqar-message"
@@ -80,7 +81,7 @@ def parse_uri(uri: str) -> SwiftOptions:
     """
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme != "swift" or not parts.hostname or parts.username is None:
-        raise ValueError(f"not a swift URI (swift://user:key@host:port/auth/v1.0): {uri}")
+        raise ValueError(f"not a swift URI (swift://user:key@host:port/auth/v1.0): {masked_uri(uri)}")
     query = dict(urllib.parse.parse_qsl(parts.query))
     unknown = sorted(k for k in query if k not in _OPTIONS and not k.startswith("os_"))
     if unknown:
