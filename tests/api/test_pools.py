@@ -141,10 +141,7 @@ def test_a_pool_whose_store_cannot_be_reached_is_refused(pooled, tmp_path):
 def test_a_sqlite_pool_uri_without_its_empty_host_is_refused_naming_the_four_slash_form(pooled, tmp_path):
     uri = f"sqlite:{tmp_path}/east.db"
     body = assert_error(put_pool(pooled, "east", uri), 400)
-    assert body["description"] == (
-        f"uri: cannot connect to {uri}: {uri} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host "
-        f"and starts with sqlite:/// then the path; for the file {tmp_path}/east.db write "
-        f"sqlite:///{tmp_path}/east.db (sqlite:///relative.db is a file in the working directory)")
+    assert body["description"].startswith("uri: a SQLite pool is sqlite:////ABSOLUTE/PATH")
     assert not (tmp_path / "east.db").exists()
 
 

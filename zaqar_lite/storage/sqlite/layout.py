@@ -97,8 +97,8 @@ def parse_uri(uri: str) -> tuple[str, dict[str, str]]:
         # sqlite:/x and sqlite:x would open x in the working directory, sqlite://host/x too
         meant = parts.path if parts.path.startswith("/") and not parts.netloc else os.path.abspath(parts.path)
         raise ValueError(
-            f"{masked_uri(uri)} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host and starts with "
-            f"sqlite:/// then the path; for the file {meant} write sqlite:///{meant} "
+            f"{masked_uri(uri)} is not a sqlite URI zaqar-lite reads: a sqlite URI has no host and "
+            f"starts with sqlite:/// then the path; for the file {meant} write sqlite:///{meant} "
             "(sqlite:///relative.db is a file in the working directory)")
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     if not path:
