@@ -451,3 +451,11 @@ def test_an_edit_keeps_what_it_does_not_name_and_a_zero_delay_frees_the_message(
     freed = policy.edited(before, {"delay": 0}, NOW)
     assert (freed.body, freed.expires, freed.delay_until) == ({"n": 1}, NOW + 3300, 0.0)
     assert policy.is_visible(freed, NOW)
+
+
+@pytest.mark.parametrize(("count", "undone"), [(1, 0), (3, 2), (0, 0)])
+def test_an_undone_claim_leaves_its_message_visible_at_once_with_its_count_as_before(count, undone):
+    held = message(claim_id="c", claim_expires=NOW + 60, claim_count=count, delay_until=NOW + 90)
+    back = policy.claim_undone(held, NOW)
+    assert (back.claim_expires, back.delay_until, back.claim_count) == (NOW, 0.0, undone)
+    assert policy.is_visible(back, NOW)

@@ -155,3 +155,22 @@ def test_a_pop_that_meets_a_body_it_cannot_decrypt_puts_back_everything_it_took(
     back, _ = sealing.list_messages(P, "vault", client_id="other", marker=None, limit=10, echo=True,
                                     include_claimed=True, include_delayed=True)
     assert [(m.id, m.body) for m in back] == [(ids[0], SECRET), (ids[1], {"n": 2})]
+
+
+def test_a_claim_that_meets_a_body_it_cannot_decrypt_changes_nothing(sealing, driver, clock):
+    sealing.create_queue(P, "dlq", {})
+    sealing.create_queue(P, "vault", {"_enable_encrypt_messages": True, "_max_claim_count": 1,
+                                      "_dead_letter_queue": "dlq", "_retry_backoff": {"base": 30}})
+    ids = post(sealing, "vault", SECRET, {"n": 2})
+    keyless = Messaging(driver, load_settings(None, storage_uri="sqlite:///unused.db"), clock)
+    with pytest.raises(errors.MessageUnreadable) as raised:
+        keyless.claim(P, "vault", limit=5, ttl=60, grace=60)
+    assert raised.value.unreadable == ids
+    stats, _ = sealing.queue_stats(P, "vault")
+    assert (stats.free, stats.claimed, stats.delayed) == (2, 0, 0)
+    clock.advance(61)
+    sealing.sweep()  # the claim no consumer saw used no count: nothing is dead-lettered
+    dead, _, _ = sealing.dead_letters(P, "dlq", 10)
+    assert dead == []
+    _, claimed, _ = sealing.claim(P, "vault", limit=5, ttl=60, grace=60)
+    assert [(m.id, m.body, m.claim_count) for m in claimed] == [(ids[0], SECRET, 1), (ids[1], {"n": 2}, 1)]

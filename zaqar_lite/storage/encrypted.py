@@ -22,8 +22,12 @@ the codec of :mod:`zaqar_lite.claims.encryption` is applied:
 
 A message that cannot be opened (its key is gone, its ciphertext altered)
 fails the whole answer with :class:`~zaqar_lite.errors.MessageUnreadable`,
-never a wrong body. A pop that meets one puts every message it took back
-into the queue first (same ids, at the end of the queue), so nothing is lost.
+never a wrong body, and the request changes nothing. A claim that meets one
+is undone before the error leaves (``release_claim(..., undo=True)``: its
+messages visible at once, their claim counts as before), so no count is used
+up by a claim no consumer saw; a pop that meets one puts every message it
+took back into the queue first (same ids, at the end of the queue), so
+nothing is lost.
 """
 
 from __future__ import annotations
@@ -140,15 +144,29 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
             self.inner.post_messages(project, queue, kept, now)
             raise
 
-    def _opened_claim(self, project: str, queue: str, result: ClaimResult) -> ClaimResult:
-        opened = self._opened(project, queue, result.claimed)
+    def _opened_claim(self, project: str, queue: str, result: ClaimResult,
+                      request: ClaimRequest) -> ClaimResult:
+        try:
+            opened = self._opened(project, queue, result.claimed)
+        except errors.MessageUnreadable:
+            # no consumer sees the claim: take it back, counts restored, so that it changes nothing
+            # (a store cannot open bodies inside its atomic claim: Redis claims in one Lua script)
+            self.inner.release_claim(project, queue, request.claim_id, request.now, undo=True)
+            raise
         return result if opened is result.claimed else dataclasses.replace(result, claimed=opened)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
-        return self._opened_claim(project, queue, self.inner.claim_messages(project, queue, request))
+        return self._opened_claim(project, queue, self.inner.claim_messages(project, queue, request), request)
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
-        return self._opened_claim(project, queue, self.inner.claim_planned(project, queue, plan))
+        made: list[ClaimRequest] = []
+
+        def planned(metadata: Mapping[str, Any] | None) -> ClaimRequest:
+            made.append(plan(metadata))
+            return made[-1]
+
+        result = self.inner.claim_planned(project, queue, planned)
+        return self._opened_claim(project, queue, result, made[-1]) if made else result
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
         claim, messages = self.inner.get_claim(project, queue, claim_id, now)
@@ -190,8 +208,9 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
         self.inner.renew_claim(project, queue, claim_id, now, ttl, grace)
 
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        self.inner.release_claim(project, queue, claim_id, now)
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
+        self.inner.release_claim(project, queue, claim_id, now, undo=undo)
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
