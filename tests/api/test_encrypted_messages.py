@@ -236,3 +236,28 @@ def test_the_console_shows_a_sealed_dead_letter_in_plaintext(make_client, clock)
     page = console.simulate_get("/console/projects/project-a/queues/dlq")
     assert page.status_code == 200
     assert '<pre class="body">{\n  &#34;n&#34;: 1\n}</pre>' in page.text
+
+
+def test_a_release_reason_of_the_sealed_shape_is_refused_on_every_queue(keyed):
+    assert keyed.simulate_put("/v2/queues/open").status_code == 201
+    [message_id] = post(keyed, "open", "plain")
+    claim_id, _ = claim(keyed, "open")
+    result = keyed.simulate_post(f"/v2/queues/open/messages/{message_id}/release",
+                                 params={"claim_id": claim_id},
+                                 json={"error": "zaqar_lite:encrypted:v1:k2:a:b"})
+    assert "error may not start with 'zaqar_lite:encrypted:'" in \
+        assert_error(result, 400, "Invalid request body")["description"]
+
+
+def test_a_release_reason_is_sealed_at_rest_and_shown_in_plaintext(keyed, raw):
+    encrypted_queue(keyed)
+    [message_id] = post(keyed, "vault", SECRET)
+    claim_id, _ = claim(keyed, "vault")
+    result = keyed.simulate_post(f"/v2/queues/vault/messages/{message_id}/release",
+                                 params={"claim_id": claim_id},
+                                 json={"error_type": "CardError", "error": "declined 4111-1111"})
+    assert result.status_code == 204, result.text
+    [stored] = raw.get_messages("project-a", "vault", [message_id], 0.0)
+    assert [f["error_type"] for f in stored.failures] == ["CardError"]
+    assert stored.failures[0]["error"].startswith("zaqar_lite:encrypted:v1:k2:")
+    assert "4111" not in json.dumps(stored.failures)

@@ -161,6 +161,22 @@ def test_body_structure_names_json_types_whatever_the_numbers(spark):
     ]
 
 
+def test_a_reason_stored_encrypted_is_signed_as_encrypted_never_from_its_ciphertext(dead_letters):
+    sealed = "zaqar_lite:encrypted:v1:k2:ZGVmZ2hpamtsbW5v:zk/r+5430x7/abc=="
+    df = dead_letters(
+        dead_letter("m1", failures=[failure(1.0, 1, "CardError", sealed)]),
+        dead_letter("m2", failures=[failure(1.0, 1, "CardError", "zaqar_lite:encrypted:v1:k1:b3Ro:eHl6")]),
+        dead_letter("m3", failures=[failure(1.0, 1, "CardError", "declined 42")]),
+    )
+    enriched = transforms.enrich(df)
+    got = enriched.select("id", "cause_signature", enriched["signed"][0]["error"])
+    assert sorted(rows(got)) == [
+        ("m1", "CardError: (reason encrypted at rest)", "(reason encrypted at rest)"),
+        ("m2", "CardError: (reason encrypted at rest)", "(reason encrypted at rest)"),
+        ("m3", "CardError: declined <n>", "declined 42"),
+    ]
+
+
 def test_enrich_takes_the_cause_from_the_last_failure(dead_letters):
     df = dead_letters(
         dead_letter(

@@ -44,6 +44,9 @@ ENVELOPE = "zaqar_lite:encrypted"
 #: a regular expression (RE2 and Java alike) matching exactly the JSON text of an envelope, in any
 #: spacing: its one key, then an object without nested braces (a client's body of that shape is refused)
 ENVELOPE_TEXT = r'^\s*\{\s*"zaqar_lite:encrypted"\s*:\s*\{[^{}]*\}\s*\}\s*$'
+#: how a text sealed at rest starts (a failure reason of an encrypted queue):
+#: ``zaqar_lite:encrypted:v1:<kid>:<nonce>:<data>``, one string where a string is stored
+SEALED_TEXT = "zaqar_lite:encrypted:"
 #: the envelope's version and algorithm
 VERSION = 1
 ALGORITHM = "A256GCM"
@@ -101,6 +104,48 @@ def _b64(data: bytes) -> str:
 def token_associated_data(project: str, queue: str, subscription_id: str) -> bytes:
     """Return what a subscription's sealed token is bound to: its project, queue and id."""
     return f"zaqar-lite subscription token v{VERSION}\n{project}\n{queue}\n{subscription_id}".encode()
+
+
+def reason_associated_data(project: str, message_id: str) -> bytes:
+    """Return what a message's sealed failure reasons are bound to: its project and its id."""
+    return f"zaqar-lite failure reason v{VERSION}\n{project}\n{message_id}".encode()
+
+
+def is_sealed_text(value: Any) -> bool:
+    """Return whether a stored text is a sealed one (:data:`SEALED_TEXT`)."""
+    return isinstance(value, str) and value.startswith(SEALED_TEXT)
+
+
+def check_not_sealed_text(value: Any, field: str) -> None:
+    """Refuse a client's text that starts as a sealed text does, which would read as one."""
+    if is_sealed_text(value):
+        raise InvalidBody(f"{field} may not start with {SEALED_TEXT!r}: that prefix marks a text encrypted "
+                          "at rest.")
+
+
+def seal_reason(reason: str, keyring: Keyring, project: str, message_id: str,
+                nonce: Callable[[int], bytes] = os.urandom) -> str:
+    """Return a failure reason sealed with the keyring's first key, as one string (:data:`SEALED_TEXT`).
+
+    Raises:
+        ValueError: the keyring is empty.
+    """
+    sealed = _sealed(reason.encode(), keyring, reason_associated_data(project, message_id), nonce)[ENVELOPE]
+    return f"{SEALED_TEXT}v{VERSION}:{sealed['kid']}:{sealed['nonce']}:{sealed['data']}"
+
+
+def open_reason(text: str, keyring: Keyring, project: str, message_id: str) -> str:
+    """Return the failure reason a sealed text holds (:func:`is_sealed_text` holds for it).
+
+    Raises:
+        Unopenable: as :func:`open_body`.
+    """
+    parts = text[len(SEALED_TEXT):].split(":")
+    if len(parts) != 4 or parts[0] != f"v{VERSION}":
+        raise Unopenable("its sealed text is not one this server writes (v1:<key id>:<nonce>:<data>)")
+    envelope = {ENVELOPE: {"v": VERSION, "alg": ALGORITHM, "kid": parts[1], "nonce": parts[2],
+                           "data": parts[3]}}
+    return _opened(envelope, keyring, reason_associated_data(project, message_id)).decode()
 
 
 def _sealed(plaintext: bytes, keyring: Keyring, bound_to: bytes,
