@@ -82,6 +82,8 @@ def test_a_trust_token_is_stored_sealed_on_a_server_with_keys_and_still_delivere
     assert "tok-creator" not in json.dumps(record.value)
     assert record.value["auth_token"] is None
     assert record.value["sealed_auth_token"]["zaqar_lite:encrypted"]["kid"] == "k2"
+    shown = creator.simulate_get(f"/v2/queues/q/subscriptions/{subscription_id}").text
+    assert "tok-creator" not in shown and "zaqar_lite:encrypted" not in shown
     post_one(creator, 0)
     with running_notifier(store, config):
         wait_until(lambda: receiver.acknowledged("sealed"), 20, "one webhook")
