@@ -5,7 +5,7 @@ are the API's view, one dead-lettered message a line, as the API shows it
 inside a DLQ plus where it lives::
 
     {"project": "p", "queue": "orders-dlq", "id": "...", "client_id": "...",
-     "body": {...}, "ttl": 3600, "claim_count": 3,
+     "body": {...}, "body_encrypted": false, "ttl": 3600, "claim_count": 3,
      "dead_letter": {"source_queue": "orders", "reason": "max_claims",
                      "dead_lettered_at": "2025-01-01T10:00:00Z", "claim_count": 3,
                      "first_posted_at": "...", "last_claim_id": "...", "failures": [...]}}
@@ -21,8 +21,9 @@ and each page becomes one Arrow record batch
 without such a reader (an in-memory SQLite URI, ``sqlite:///:memory:``) is
 written through the storage contract instead, row by row, in the same
 schema. Neither path decrypts: a body encrypted at rest is written as
-stored, and both read only the ``[storage] uri`` store, never the pools of
-a catalog.
+stored (its JSON line says ``"body_encrypted": true``), the export counts
+such bodies (:class:`Exported`) and the command says how many, and both read
+only the ``[storage] uri`` store, never the pools of a catalog.
 
 Either file can be given to ``zaqar-lite dlq-report --storage FILE`` for
 offline analysis, without the store.
@@ -34,14 +35,30 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from spark_jobs.sources.plan import StoreReader, Target, dead_letter_queues
 from spark_jobs.sources.rows import dead_letter_row, export_line_row, record_batches
+from zaqar_lite.claims.encryption import ENVELOPE_TEXT, is_envelope
 
 PAGE = 1000
 #: rows of a Parquet row group written from a store's reader (its pages hold 4096 each)
 ROW_GROUP_ROWS = 65_536
+
+
+class Exported(NamedTuple):
+    """What an export wrote: how many dead letters, from which DLQs, how many of them encrypted at rest."""
+
+    count: int
+    targets: list[Target]
+    encrypted: int = 0
+
+
+class Written(NamedTuple):
+    """The dead letters one writer wrote, and how many of their bodies are encrypted at rest (as stored)."""
+
+    count: int
+    encrypted: int
 
 
 def dead_letters(store: Any, targets: Sequence[Target], now: float) -> Iterator[tuple[Target, Any]]:
@@ -77,22 +94,33 @@ def export_line(target: Target, message: Any) -> dict[str, Any]:
         "id": message.id,
         "client_id": message.client_id,
         "body": message.body,
+        "body_encrypted": is_envelope(message.body),
         "ttl": message.ttl(),
         "claim_count": message.claim_count,
         "dead_letter": provenance(message),
     }
 
 
-def write_json_lines(out: TextIO, store: Any, targets: Sequence[Target], now: float) -> int:
-    """Write every dead letter of the targets as JSON lines; return how many."""
-    written = 0
+def write_json_lines(out: TextIO, store: Any, targets: Sequence[Target], now: float) -> Written:
+    """Write every dead letter of the targets as JSON lines; return how many, and how many encrypted."""
+    written = encrypted = 0
     for target, message in dead_letters(store, targets, now):
-        out.write(json.dumps(export_line(target, message), separators=(",", ":")) + "\n")
+        line = export_line(target, message)
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
         written += 1
-    return written
+        encrypted += line["body_encrypted"]
+    return Written(written, encrypted)
 
 
-def write_parquet(path: Path, reader: StoreReader, targets: Sequence[Target], now: float) -> int:
+def encrypted_bodies(batch: Any) -> int:
+    """Return how many rows of an Arrow record batch of the report's rows have a body encrypted at rest."""
+    import pyarrow.compute as pc
+
+    found = pc.sum(pc.match_substring_regex(batch.column("body"), ENVELOPE_TEXT)).as_py()
+    return int(found or 0)
+
+
+def write_parquet(path: Path, reader: StoreReader, targets: Sequence[Target], now: float) -> Written:
     """Write every dead letter of the targets as the report reads it from the store's reader; return how many.
 
     Each DLQ is read as one range of the reader's plan; its pages, one Arrow
@@ -112,21 +140,22 @@ def write_parquet(path: Path, reader: StoreReader, targets: Sequence[Target], no
         for spec in reader.plan(target, 1)
         for batch in dead_letter_batches(reader, spec, now)
     )
-    written = grouped = 0
+    written = grouped = encrypted = 0
     with pq.ParquetWriter(str(path), schema) as writer:
         pending: list[Any] = []
         for batch in batches:
             pending.append(batch)
             written += batch.num_rows
+            encrypted += encrypted_bodies(batch)
             if written - grouped >= ROW_GROUP_ROWS:
                 writer.write_table(pa.Table.from_batches(pending, schema=schema))
                 pending, grouped = [], written
         if pending:
             writer.write_table(pa.Table.from_batches(pending, schema=schema))
-    return written
+    return Written(written, encrypted)
 
 
-def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Target], now: float) -> int:
+def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Target], now: float) -> Written:
     """Write every dead letter of the targets as Parquet rows made from contract messages; return how many.
 
     The path of a store without a dead-letter reader (module docstring).
@@ -135,7 +164,7 @@ def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Tar
 
     from spark_jobs.sources.rows import arrow_schema
 
-    written = 0
+    written = encrypted = 0
     with pq.ParquetWriter(str(path), arrow_schema()) as writer:
         rows = (
             dead_letter_row(
@@ -154,7 +183,8 @@ def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Tar
         for batch in record_batches(rows, batch_rows=10_000):
             writer.write_batch(batch)
             written += batch.num_rows
-    return written
+            encrypted += encrypted_bodies(batch)
+    return Written(written, encrypted)
 
 
 def dead_letter_reader(storage_uri: str) -> StoreReader | None:
@@ -173,8 +203,8 @@ def export(
     projects: Sequence[str] = (),
     queues: Sequence[str] = (),
     now: float | None = None,
-) -> tuple[int, list[Target]]:
-    """Export a store's dead letters to ``out`` (``-``: stdout); return the count and the DLQs read.
+) -> Exported:
+    """Export a store's dead letters to ``out`` (``-``: stdout); return the counts and the DLQs read.
 
     Parquet comes from the store's dead-letter reader when it has one, the
     rest through the storage contract (module docstring).
@@ -188,18 +218,22 @@ def export(
     reader = dead_letter_reader(storage_uri) if parquet else None
     if reader is not None:
         targets = dead_letter_queues(reader.queues(), projects, queues)
-        return write_parquet(Path(out), reader, targets, now), targets
+        return _exported(write_parquet(Path(out), reader, targets, now), targets)
     store = open_storage(storage_uri)
     try:
         targets = dead_letter_queues(store.all_queues(), projects, queues)
         if parquet:
-            return write_parquet_through_contract(Path(out), store, targets, now), targets
+            return _exported(write_parquet_through_contract(Path(out), store, targets, now), targets)
         if out == "-":
-            return write_json_lines(sys.stdout, store, targets, now), targets
+            return _exported(write_json_lines(sys.stdout, store, targets, now), targets)
         with open(out, "w", encoding="utf-8") as handle:
-            return write_json_lines(handle, store, targets, now), targets
+            return _exported(write_json_lines(handle, store, targets, now), targets)
     finally:
         store.close()
+
+
+def _exported(written: Written, targets: list[Target]) -> Exported:
+    return Exported(written.count, targets, written.encrypted)
 
 
 def from_export_lines(lines: Any) -> Any:

@@ -84,6 +84,8 @@ def _summary(counts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         by_reason[row["reason"] or "unknown"] = by_reason.get(row["reason"] or "unknown", 0) + row["messages"]
     return {
         "dead_letters": sum(row["messages"] for row in counts),
+        # bodies encrypted at rest: counted, never decrypted, no field of theirs mined
+        "encrypted_dead_letters": sum(row.get("encrypted") or 0 for row in counts),
         "source_queues": len({(r["project"], r["source_queue"]) for r in counts}),
         "by_reason": by_reason,
         "first_dead_lettered_at": iso(min((r["first"] for r in counts), default=None)),

@@ -242,6 +242,8 @@ def render(report: Mapping[str, Any]) -> str:
     ]
     for reason, count in sorted(summary["by_reason"].items()):
         cards.append((f"reason {reason}", _num(count)))
+    if summary.get("encrypted_dead_letters"):
+        cards.append(("encrypted at rest: bodies not read", _num(summary["encrypted_dead_letters"])))
     page = [
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>DLQ report</title>'
         f"<style>{CSS}</style></head><body>",

@@ -209,5 +209,8 @@ def export(storage_uri: str | None, dlq: bool, out: str, projects: tuple[str, ..
     export_dead_letters = _needing_extra("spark_jobs.export", "export", "export needs PySpark", "spark")
     settings = _settings(config, storage_uri=storage_uri)
     _check_storage(settings)
-    count, targets = export_dead_letters(settings.storage_uri, out, projects, queues)
+    count, targets, encrypted = export_dead_letters(settings.storage_uri, out, projects, queues)
     click.echo(f"exported {count} dead letters from {len(targets)} DLQs to {out}", err=True)
+    if encrypted:
+        click.echo(f"{encrypted} of them have bodies encrypted at rest: written as stored, not decrypted "
+                   "(\"body_encrypted\": true in JSON lines)", err=True)

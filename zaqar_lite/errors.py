@@ -176,7 +176,7 @@ class RedriveTaskFinished(Conflict):
 
 
 class MessageUnreadable(ZaqarLiteError):
-    """A message body stored encrypted cannot be decrypted (its key is gone, or it was altered) (500).
+    """A message body stored encrypted cannot be decrypted (its key is gone, or it was altered) (503).
 
     Attributes:
         stored: the messages of the answer as stored (bodies still encrypted),
@@ -197,7 +197,7 @@ class MessageUnreadable(ZaqarLiteError):
 
 
 class EncryptionUnavailable(ZaqarLiteError):
-    """A queue keeps its bodies encrypted but the server has no key to encrypt with (500)."""
+    """A queue keeps its bodies encrypted but the server has no key to encrypt with (503)."""
 
     def __init__(self, queue: str) -> None:
         super().__init__(

@@ -10,9 +10,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transforms.shapes import SCALAR_TYPES
-from zaqar_lite.claims.encryption import ENVELOPE
+from zaqar_lite.claims.encryption import ENVELOPE, ENVELOPE_TEXT
 
 FIELD_VALUE_LENGTH = 40
+
+
+def encrypted_body(body: Column) -> Column:
+    """Return whether a row's body (JSON text) is encrypted at rest: the report never reads such a body."""
+    return F.coalesce(body.rlike(ENVELOPE_TEXT), F.lit(False))
 
 
 def scalar_paths(paths: Iterable[str]) -> list[str]:

@@ -10,7 +10,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.signatures import NO_REASON, signature_id
-from spark_jobs.transforms.failures import _smallest_ids, mask_texts, short_hash, signature_of
+from spark_jobs.transforms.failures import (
+    _smallest_ids,
+    mask_texts,
+    readable_failures,
+    short_hash,
+    signature_of,
+)
 
 SHAPE_MAX_DEPTH = 6
 SHAPE_MAX_PATHS = 100
@@ -89,7 +95,7 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
     # every expression once per failure: a lambda's body is not deduplicated, so the masked texts
     # (eleven regular expressions, the cost of this pass) are a column of their own, read by position;
     # a message that failed the same way again (the same text each claim) has its text masked once
-    failures = F.coalesce(F.col("failures"), F.array())
+    failures = readable_failures(F.col("failures"))  # a reason stored encrypted is never read
     errors = F.transform(failures, lambda f: F.coalesce(f["error"], F.lit("")))
     distinct_errors = dead_letters.select("*", F.array_distinct(errors).alias("texts"))
     masked_texts = distinct_errors.select("*", mask_texts(F.col("texts")).alias("masked"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_jobs.transforms.fields import encrypted_body
+
 #: time from first post to dead-lettering: (label, lower bound, upper bound or None) in seconds
 DELAY_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     ("< 1 s", 0, 1),
@@ -109,13 +111,18 @@ def time_to_dead_letter_stats(dead_letters: DataFrame) -> DataFrame:
 
 
 def dead_letter_counts(dead_letters: DataFrame) -> DataFrame:
-    """Return ``(project, queue, source_queue, reason, messages, first, last)`` (dead-lettering times)."""
+    """Return ``(project, queue, source_queue, reason, messages, first, last, encrypted)``.
+
+    ``first`` and ``last`` are dead-lettering times; ``encrypted`` counts the
+    messages whose body is encrypted at rest (:func:`~spark_jobs.transforms.fields.encrypted_body`).
+    """
     return (
         dead_letters.groupBy("project", "queue", "source_queue", "reason")
         .agg(
             F.count(F.lit(1)).alias("messages"),
             F.min("dead_lettered_at").alias("first"),
             F.max("dead_lettered_at").alias("last"),
+            F.sum(encrypted_body(F.col("body")).cast("int")).alias("encrypted"),
         )
         .orderBy("project", "queue", "source_queue", "reason")
     )

@@ -125,7 +125,7 @@ def test_a_post_to_an_encrypted_queue_after_the_keys_are_removed_is_refused_not_
         keyed, client, raw):
     encrypted_queue(keyed)
     result = client.simulate_post("/v2/queues/vault/messages", json={"messages": [{"body": SECRET}]})
-    body = assert_error(result, 500, "Encryption is not configured")
+    body = assert_error(result, 503, "Encryption is not configured")
     assert body["description"] == (
         "Queue vault keeps its message bodies encrypted (_enable_encrypt_messages) but this server has no "
         "[encryption] keys; messages are refused rather than stored in plaintext.")
@@ -153,24 +153,34 @@ def lost_k2(keyed, make_client) -> tuple[falcon.testing.TestClient, str]:
     return make_client(headers("project-a"), encryption_keys=(K1,)), message_id
 
 
-def test_a_message_whose_key_is_gone_is_a_500_naming_the_message_and_the_key(lost_k2):
+def test_a_message_whose_key_is_gone_is_a_503_naming_the_message_and_the_key(lost_k2):
     only_k1, message_id = lost_k2
     result = only_k1.simulate_get(f"/v2/queues/vault/messages/{message_id}")
-    body = assert_error(result, 500, "Message cannot be decrypted")
+    body = assert_error(result, 503, "Message cannot be decrypted")
     assert body["description"] == (
         f"Message {message_id} of queue vault cannot be decrypted: it was encrypted with key k2, which "
         "[encryption] keys does not hold. An operator can add its key back to [encryption] keys; the "
         "message can also be deleted by its id.")
-    assert_error(only_k1.simulate_get("/v2/queues/vault/messages", params={"echo": "true"}), 500,
+    assert_error(only_k1.simulate_get("/v2/queues/vault/messages", params={"echo": "true"}), 503,
                  "Message cannot be decrypted")
-    assert_error(only_k1.simulate_post("/v2/queues/vault/claims"), 500, "Message cannot be decrypted")
+    assert_error(only_k1.simulate_post("/v2/queues/vault/claims"), 503, "Message cannot be decrypted")
+
+
+def test_a_claim_that_meets_a_lost_key_leaves_the_queue_as_it_was(lost_k2, keyed):
+    only_k1, message_id = lost_k2
+    result = only_k1.simulate_post("/v2/queues/vault/claims", json={"ttl": 60, "grace": 60})
+    assert "it was encrypted with key k2, which [encryption] keys does not hold" in \
+        assert_error(result, 503, "Message cannot be decrypted")["description"]
+    stats = keyed.simulate_get("/v2/queues/vault/stats").json["messages"]
+    assert (stats["free"], stats["claimed"]) == (1, 0)
+    assert [m["id"] for m in claim(keyed, "vault")[1]] == [message_id]
 
 
 def test_a_pop_that_meets_a_lost_key_puts_what_it_took_back(lost_k2, keyed):
     only_k1, message_id = lost_k2
     post(keyed, "vault", "readable")
     result = only_k1.simulate_delete("/v2/queues/vault/messages", params={"pop": "5"})
-    assert_error(result, 500, "Message cannot be decrypted")
+    assert_error(result, 503, "Message cannot be decrypted")
     listed = keyed.simulate_get("/v2/queues/vault/messages", params={"echo": "true"}).json["messages"]
     assert [(m["id"], m["body"]) for m in listed][0] == (message_id, SECRET)
     assert [m["body"] for m in listed] == [SECRET, "readable"]
@@ -226,3 +236,28 @@ def test_the_console_shows_a_sealed_dead_letter_in_plaintext(make_client, clock)
     page = console.simulate_get("/console/projects/project-a/queues/dlq")
     assert page.status_code == 200
     assert '<pre class="body">{\n  &#34;n&#34;: 1\n}</pre>' in page.text
+
+
+def test_a_release_reason_of_the_sealed_shape_is_refused_on_every_queue(keyed):
+    assert keyed.simulate_put("/v2/queues/open").status_code == 201
+    [message_id] = post(keyed, "open", "plain")
+    claim_id, _ = claim(keyed, "open")
+    result = keyed.simulate_post(f"/v2/queues/open/messages/{message_id}/release",
+                                 params={"claim_id": claim_id},
+                                 json={"error": "zaqar_lite:encrypted:v1:k2:a:b"})
+    assert "error may not start with 'zaqar_lite:encrypted:'" in \
+        assert_error(result, 400, "Invalid request body")["description"]
+
+
+def test_a_release_reason_is_sealed_at_rest_and_shown_in_plaintext(keyed, raw):
+    encrypted_queue(keyed)
+    [message_id] = post(keyed, "vault", SECRET)
+    claim_id, _ = claim(keyed, "vault")
+    result = keyed.simulate_post(f"/v2/queues/vault/messages/{message_id}/release",
+                                 params={"claim_id": claim_id},
+                                 json={"error_type": "CardError", "error": "declined 4111-1111"})
+    assert result.status_code == 204, result.text
+    [stored] = raw.get_messages("project-a", "vault", [message_id], 0.0)
+    assert [f["error_type"] for f in stored.failures] == ["CardError"]
+    assert stored.failures[0]["error"].startswith("zaqar_lite:encrypted:v1:k2:")
+    assert "4111" not in json.dumps(stored.failures)

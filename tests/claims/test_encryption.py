@@ -148,3 +148,37 @@ def test_a_wrong_key_list_is_refused_without_repeating_it(tmp_path, value):
         f"{conf}: [encryption] keys must be ID:BASE64 entries separated by commas: distinct IDs of 1 to 64 "
         "letters, digits, _ . or -, each with a distinct key of 32 bytes in base64, got a value not repeated "
         "here (it is secret)")
+
+
+def test_a_subscription_token_opens_only_for_its_own_subscription_and_never_lies_in_the_envelope():
+    keyring = Keyring.from_setting((K2, K1))
+    sealed = encryption.seal_token("tok-secret", keyring, "p", "q", "s1")
+    assert "tok-secret" not in repr(sealed)
+    assert sealed["zaqar_lite:encrypted"]["kid"] == "k2"
+    assert encryption.open_token(sealed, keyring, "p", "q", "s1") == "tok-secret"
+    for elsewhere in (("p", "q", "s2"), ("p", "r", "s1"), ("o", "q", "s1")):
+        with pytest.raises(Unopenable, match="does not authenticate under key k2"):
+            encryption.open_token(sealed, keyring, *elsewhere)
+    with pytest.raises(Unopenable, match="encrypted with key k2, which \\[encryption\\] keys does not hold"):
+        encryption.open_token(sealed, Keyring.from_setting((K1,)), "p", "q", "s1")
+
+
+def test_a_failure_reason_seals_into_one_string_bound_to_its_message():
+    keyring = Keyring.from_setting((K2, K1))
+    sealed = encryption.seal_reason("card 4111 declined", keyring, "p", "m1", nonce=fixed_nonce)
+    assert sealed.startswith("zaqar_lite:encrypted:v1:k2:ZGVmZ2hpamtsbW5v:")
+    assert "4111" not in sealed and encryption.is_sealed_text(sealed)
+    assert encryption.open_reason(sealed, Keyring.from_setting((K2,)), "p", "m1") == "card 4111 declined"
+    with pytest.raises(Unopenable, match="does not authenticate under key k2"):
+        encryption.open_reason(sealed, keyring, "p", "m2")
+    with pytest.raises(Unopenable, match="encrypted with key k2, which \\[encryption\\] keys does not hold"):
+        encryption.open_reason(sealed, Keyring.from_setting((K1,)), "p", "m1")
+    with pytest.raises(Unopenable, match="not one this server writes"):
+        encryption.open_reason("zaqar_lite:encrypted:v9:k2:x:y", keyring, "p", "m1")
+
+
+def test_a_client_reason_that_starts_as_a_sealed_one_is_refused_and_others_pass():
+    with pytest.raises(InvalidBody, match="error may not start with 'zaqar_lite:encrypted:'"):
+        encryption.check_not_sealed_text("zaqar_lite:encrypted:v1:k2:a:b", "error")
+    for fine in ("declined", "see zaqar_lite:encrypted:", None, 3):
+        encryption.check_not_sealed_text(fine, "error")

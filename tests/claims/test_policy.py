@@ -455,3 +455,11 @@ def test_a_renewed_claim_is_a_new_lease_whose_age_counts_from_the_renewal():
     renewed = policy.renewed_claim("c1", 1000.0, 120, 30)
     assert renewed == Claim("c1", 120, 30, created=1000.0, expires=1120.0)
     assert renewed.age(1007.5) == 7
+
+
+@pytest.mark.parametrize(("count", "undone"), [(1, 0), (3, 2), (0, 0)])
+def test_an_undone_claim_leaves_its_message_visible_at_once_with_its_count_as_before(count, undone):
+    held = message(claim_id="c", claim_expires=NOW + 60, claim_count=count, delay_until=NOW + 90)
+    back = policy.claim_undone(held, NOW)
+    assert (back.claim_expires, back.delay_until, back.claim_count) == (NOW, 0.0, undone)
+    assert policy.is_visible(back, NOW)

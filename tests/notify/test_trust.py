@@ -7,6 +7,7 @@ notifier in a thread delivers to the webhook receiver on loopback.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import falcon.testing
@@ -16,6 +17,7 @@ from tests.notify.conftest import running_notifier, wait_until
 from zaqar_lite.api.app import create_app
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
+from zaqar_lite.notify.state import Delivery
 from zaqar_lite.storage import Storage
 
 FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
@@ -66,6 +68,43 @@ def test_a_trust_subscriber_gets_webhooks_with_the_creators_token_under_token_au
     assert "tok-creator" not in shown.text
     listed = client_for(store, config, "tok-other").simulate_get("/v2/queues/q/subscriptions")
     assert "tok-creator" not in listed.text
+
+
+K1 = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+K2 = "k2:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
+
+
+def test_a_trust_token_is_stored_sealed_on_a_server_with_keys_and_still_delivered(store, receiver):
+    config = settings("token").replace(encryption_keys=(K2, K1))
+    creator = client_for(store, config, "tok-creator")
+    subscription_id = subscribe(creator, "trust+" + receiver.url("sealed"))
+    record = store.get_record("p", state.SUBSCRIPTION, state.key("q", subscription_id))
+    assert "tok-creator" not in json.dumps(record.value)
+    assert record.value["auth_token"] is None
+    assert record.value["sealed_auth_token"]["zaqar_lite:encrypted"]["kid"] == "k2"
+    shown = creator.simulate_get(f"/v2/queues/q/subscriptions/{subscription_id}").text
+    assert "tok-creator" not in shown and "zaqar_lite:encrypted" not in shown
+    post_one(creator, 0)
+    with running_notifier(store, config):
+        wait_until(lambda: receiver.acknowledged("sealed"), 20, "one webhook")
+    assert [d.headers.get("X-Auth-Token") for d in receiver.deliveries("sealed")] == ["tok-creator"]
+
+
+def test_a_trust_token_whose_key_is_gone_fails_the_attempt_and_sends_nothing(store, receiver):
+    config = settings("token").replace(encryption_keys=(K2,))
+    creator = client_for(store, config, "tok-creator")
+    subscription_id = subscribe(creator, "trust+" + receiver.url("lost"))
+    post_one(creator, 0)
+
+    def delivery() -> Delivery:
+        found = store.get_record("p", state.DELIVERY, state.key("q", subscription_id))
+        return Delivery.from_record(found.value) if found else Delivery()
+
+    with running_notifier(store, config.replace(encryption_keys=(K1,))):
+        wait_until(lambda: delivery().last_error is not None, 20, "a failed attempt")
+    why = "the subscription's token cannot be decrypted: it was encrypted with key k2"
+    assert why in delivery().last_error
+    assert receiver.deliveries("lost") == []
 
 
 def test_a_trust_subscriber_gets_no_token_header_in_noauth_mode(store, receiver):

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from spark_jobs.sources.plan import Target
 from tests.spark.test_sources import ID, NOW, comparable, dead_message, expected_row, fill
 from tests.storage.conftest import storage_uri
+from zaqar_lite.claims import encryption
 from zaqar_lite.cli import main
 from zaqar_lite.storage import open_storage
 
@@ -53,8 +54,8 @@ def test_an_export_reads_back_as_the_rows_of_the_store(spark, tmp_path, suffix):
     uri = f"sqlite:///{tmp_path}/zaqar.db"
     fill(uri, 5)
     out = tmp_path / f"dlq.{suffix}"
-    count, _ = export(uri, str(out))
-    assert count == 5
+    count, _, encrypted = export(uri, str(out))
+    assert (count, encrypted) == (5, 0)
     got = sorted(
         (comparable(r.asDict(recursive=True)) for r in read_export(spark, str(out)).collect()),
         key=lambda r: r["id"],
@@ -94,8 +95,8 @@ def test_a_parquet_export_holds_the_rows_the_report_reads_from_the_store(spark, 
     fill_two_projects(uri)
     out = tmp_path / "dlq.parquet"
     assert dead_letter_reader(uri) is not None, "written by the store's own reader"
-    count, targets = export(uri, str(out))
-    assert (count, targets) == (6, [Target("p", "dlq"), Target("q", "mails-dlq")])
+    count, targets, encrypted = export(uri, str(out))
+    assert (count, targets, encrypted) == (6, [Target("p", "dlq"), Target("q", "mails-dlq")], 0)
     table = pq.read_table(out)
     assert table.schema == arrow_schema()
     exported = table.to_pylist()
@@ -113,7 +114,7 @@ def test_a_parquet_export_holds_the_rows_the_report_reads_from_the_store(spark, 
     # the contract's rows, the path of a store without a reader, are the same dead letters
     store = open_storage(uri)
     try:
-        assert write_parquet_through_contract(tmp_path / "contract.parquet", store, targets, NOW) == 6
+        assert write_parquet_through_contract(tmp_path / "contract.parquet", store, targets, NOW) == (6, 0)
     finally:
         store.close()
     assert [comparable(row) for row in pq.read_table(tmp_path / "contract.parquet").to_pylist()] == expected
@@ -125,7 +126,7 @@ def test_a_store_without_a_reader_is_exported_through_the_contract(tmp_path):
     from spark_jobs.export import dead_letter_reader, export
 
     assert dead_letter_reader("sqlite:///:memory:") is None
-    assert export("sqlite:///:memory:", str(tmp_path / "none.parquet")) == (0, [])
+    assert export("sqlite:///:memory:", str(tmp_path / "none.parquet")) == (0, [], 0)
     assert pq.read_table(tmp_path / "none.parquet").num_rows == 0
 
 
@@ -133,3 +134,33 @@ def test_the_report_command_forwards_its_options_and_shows_their_help():
     result = CliRunner().invoke(main, ["dlq-report", "--help"])
     assert result.exit_code == 0
     assert "--storage" in result.output and "--since" in result.output and "--master" in result.output
+
+
+def fill_with_encrypted(uri: str) -> None:
+    """Store five dead letters in p/dlq (:func:`fill`), then two whose bodies are encrypted at rest."""
+    fill(uri, 5)
+    keyring = encryption.Keyring.from_setting(("k2:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=",))
+    sealed = [dead_message(n) for n in (6, 7)]
+    for message in sealed:
+        message.body = encryption.seal(message.body, keyring, "p", message.id)
+    store = open_storage(uri)
+    try:
+        store.post_messages("p", "dlq", sealed, NOW)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_an_export_says_which_dead_letters_are_encrypted_and_how_many(tmp_path, suffix):
+    uri = f"sqlite:///{tmp_path}/zaqar.db"
+    fill_with_encrypted(uri)
+    out = tmp_path / f"dlq.{suffix}"
+    result = CliRunner().invoke(main, ["export", "--dlq", "--storage", uri, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "exported 7 dead letters from 1 DLQs" in result.output
+    assert "2 of them have bodies encrypted at rest: written as stored, not decrypted" in result.output
+    if suffix == "jsonl":
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [(line["id"], line["body_encrypted"]) for line in lines] == [
+            *((ID(n), False) for n in range(1, 6)), (ID(6), True), (ID(7), True)]
+        assert list(lines[5]["body"]) == ["zaqar_lite:encrypted"]

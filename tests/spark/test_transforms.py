@@ -161,6 +161,22 @@ def test_body_structure_names_json_types_whatever_the_numbers(spark):
     ]
 
 
+def test_a_reason_stored_encrypted_is_signed_as_encrypted_never_from_its_ciphertext(dead_letters):
+    sealed = "zaqar_lite:encrypted:v1:k2:ZGVmZ2hpamtsbW5v:zk/r+5430x7/abc=="
+    df = dead_letters(
+        dead_letter("m1", failures=[failure(1.0, 1, "CardError", sealed)]),
+        dead_letter("m2", failures=[failure(1.0, 1, "CardError", "zaqar_lite:encrypted:v1:k1:b3Ro:eHl6")]),
+        dead_letter("m3", failures=[failure(1.0, 1, "CardError", "declined 42")]),
+    )
+    enriched = transforms.enrich(df)
+    got = enriched.select("id", "cause_signature", enriched["signed"][0]["error"])
+    assert sorted(rows(got)) == [
+        ("m1", "CardError: (reason encrypted at rest)", "(reason encrypted at rest)"),
+        ("m2", "CardError: (reason encrypted at rest)", "(reason encrypted at rest)"),
+        ("m3", "CardError: declined <n>", "declined 42"),
+    ]
+
+
 def test_enrich_takes_the_cause_from_the_last_failure(dead_letters):
     df = dead_letters(
         dead_letter(
@@ -485,15 +501,20 @@ def test_time_to_dead_letter_buckets_and_quantiles(dead_letters):
     ]
 
 
+SEALED_BODY = ('{"zaqar_lite:encrypted": {"v": 1, "alg": "A256GCM", "kid": "k2", "nonce": "ZGVm", '
+               '"data": "zk/r"}}')
+
+
 def test_dead_letter_counts_per_queue_source_and_reason(dead_letters):
     df = dead_letters(
-        dead_letter("m1", dead_lettered_at=10.0),
+        dead_letter("m1", dead_lettered_at=10.0, body=SEALED_BODY),
         dead_letter("m2", dead_lettered_at=20.0),
-        dead_letter("m3", reason="expired", dead_lettered_at=5.0),
-        dead_letter("m4", queue="other-dlq", source_queue="mails", dead_lettered_at=1.0),
+        dead_letter("m3", reason="expired", dead_lettered_at=5.0, body=SEALED_BODY.replace(" ", "")),
+        dead_letter("m4", queue="other-dlq", source_queue="mails", dead_lettered_at=1.0,
+                    body='{"zaqar_lite:encrypted": {"v": 1}, "posted": "by a client"}'),
     )
     assert rows(transforms.dead_letter_counts(df)) == [
-        ("p", "dlq", "orders", "expired", 1, 5.0, 5.0),
-        ("p", "dlq", "orders", "max_claims", 2, 10.0, 20.0),
-        ("p", "other-dlq", "mails", "max_claims", 1, 1.0, 1.0),
+        ("p", "dlq", "orders", "expired", 1, 5.0, 5.0, 1),
+        ("p", "dlq", "orders", "max_claims", 2, 10.0, 20.0, 1),
+        ("p", "other-dlq", "mails", "max_claims", 1, 1.0, 1.0, 0),
     ]

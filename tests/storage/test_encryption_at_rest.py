@@ -24,6 +24,7 @@ from zaqar_lite.service import Messaging
 P, CLIENT = "p", "0a6b1ff4-9e0c-4a8e-8d1e-2bb64b7a44f1"
 K1 = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 SECRET = "sealed-marker-5e1d"
+REASON = "reason-marker-77c4"
 CONTROL = "control-marker-9b2a"
 
 
@@ -123,13 +124,18 @@ def test_no_body_of_an_encrypted_queue_lies_in_plaintext_in_the_store(sealing, d
     [held] = post(sealing, "vault", "to be edited", delay=60)
     sealing.edit_delayed_message(P, "vault", held, {"body": [SECRET]}, 10)
     post(sealing, "open", {"note": CONTROL})
-    _, claimed, _ = sealing.claim(P, "vault", limit=1, ttl=60, grace=60)
+    claim_id, claimed, _ = sealing.claim(P, "vault", limit=1, ttl=60, grace=60)
     assert [m.body for m in claimed] == [{"card": SECRET}]
+    sealing.release_message(P, "vault", claimed[0].id, claim_id, {"error_type": "CardError",
+                                                                 "error": f"declined {REASON}"})
+    [opened], _ = sealing.get_messages(P, "vault", [claimed[0].id])
+    assert [(f["error_type"], f["error"]) for f in opened.failures] == [("CardError", f"declined {REASON}")]
     clock.advance(61)
-    sealing.sweep()  # its claim lapsed with the count used up: dead-lettered into dlq, as stored
+    sealing.sweep()  # released with the count used up: dead-lettered into dlq, as stored
 
     dead, _, _ = sealing.dead_letters(P, "dlq", 10)
     assert [m.body for m in dead] == [{"card": SECRET}]
+    assert [f["error"] for f in dead[0].failures] == [f"declined {REASON}"]
     result, _ = sealing.redrive(P, "dlq", RedriveRequest(limit=10))
     assert result.redriven == 1
     listed, _ = sealing.list_messages(P, "vault", client_id="other", marker=None, limit=10, echo=True,
@@ -141,6 +147,8 @@ def test_no_body_of_an_encrypted_queue_lies_in_plaintext_in_the_store(sealing, d
     held_by_the_store = raw_store(driver_uri)
     assert CONTROL.encode() in held_by_the_store
     assert SECRET.encode() not in held_by_the_store
+    assert REASON.encode() not in held_by_the_store
+    assert b"CardError" in held_by_the_store  # the error type is stored in plaintext (docs/api.rst)
     assert json.dumps("zaqar_lite:encrypted").encode()[1:-1] in held_by_the_store
 
 
@@ -155,3 +163,22 @@ def test_a_pop_that_meets_a_body_it_cannot_decrypt_puts_back_everything_it_took(
     back, _ = sealing.list_messages(P, "vault", client_id="other", marker=None, limit=10, echo=True,
                                     include_claimed=True, include_delayed=True)
     assert [(m.id, m.body) for m in back] == [(ids[0], SECRET), (ids[1], {"n": 2})]
+
+
+def test_a_claim_that_meets_a_body_it_cannot_decrypt_changes_nothing(sealing, driver, clock):
+    sealing.create_queue(P, "dlq", {})
+    sealing.create_queue(P, "vault", {"_enable_encrypt_messages": True, "_max_claim_count": 1,
+                                      "_dead_letter_queue": "dlq", "_retry_backoff": {"base": 30}})
+    ids = post(sealing, "vault", SECRET, {"n": 2})
+    keyless = Messaging(driver, load_settings(None, storage_uri="sqlite:///unused.db"), clock)
+    with pytest.raises(errors.MessageUnreadable) as raised:
+        keyless.claim(P, "vault", limit=5, ttl=60, grace=60)
+    assert raised.value.unreadable == ids
+    stats, _ = sealing.queue_stats(P, "vault")
+    assert (stats.free, stats.claimed, stats.delayed) == (2, 0, 0)
+    clock.advance(61)
+    sealing.sweep()  # the claim no consumer saw used no count: nothing is dead-lettered
+    dead, _, _ = sealing.dead_letters(P, "dlq", 10)
+    assert dead == []
+    _, claimed, _ = sealing.claim(P, "vault", limit=5, ttl=60, grace=60)
+    assert [(m.id, m.body, m.claim_count) for m in claimed] == [(ids[0], SECRET, 1), (ids[1], {"n": 2}, 1)]

@@ -25,8 +25,9 @@ MAPPING: dict[type[errors.ZaqarLiteError], tuple[str, str]] = {
     errors.InvalidClaim: (falcon.HTTP_400, "Invalid claim"),
     errors.MessageNotClaimed: (falcon.HTTP_400, "Message is not claimed"),
     errors.StorageUnavailable: (falcon.HTTP_503, UNAVAILABLE),
-    errors.MessageUnreadable: (falcon.HTTP_500, "Message cannot be decrypted"),
-    errors.EncryptionUnavailable: (falcon.HTTP_500, "Encryption is not configured"),
+    # the server's keys, not the request, are at fault, and an operator can mend them: 503, no Retry-After
+    errors.MessageUnreadable: (falcon.HTTP_503, "Message cannot be decrypted"),
+    errors.EncryptionUnavailable: (falcon.HTTP_503, "Encryption is not configured"),
     errors.Unauthorized: (falcon.HTTP_401, "Unauthorized"),
     errors.Forbidden: (falcon.HTTP_403, "Forbidden"),
 }

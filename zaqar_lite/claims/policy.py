@@ -350,6 +350,16 @@ def renewed_claim(claim_id: str, now: float, ttl: int, grace: int) -> Claim:
     return Claim(claim_id, ttl, grace, created=now, expires=now + ttl)
 
 
+def claim_undone(message: Message, now: float) -> Message:
+    """Return a message taken by a claim that could not be handed out: visible at once, its count as before.
+
+    The claim never reached a consumer (its bodies could not be opened), so it
+    is no attempt: the count it added is taken back and no retry wait starts.
+    """
+    return dataclasses.replace(message, claim_expires=now, delay_until=0.0,
+                               claim_count=max(0, message.claim_count - 1))
+
+
 def claim_renewed(message: Message, now: float, ttl: int, grace: int) -> Message:
     """Return a message whose claim is renewed at ``now``: new claim end and expiry; its wait moves along."""
     return dataclasses.replace(

@@ -29,11 +29,12 @@ import time
 from collections.abc import Callable
 
 from zaqar_lite import errors, metrics
-from zaqar_lite.claims import retry
+from zaqar_lite.claims import encryption, retry
 from zaqar_lite.clock import Clock
 from zaqar_lite.models import Message
 from zaqar_lite.notify.lease import Lease, LeaseLost
 from zaqar_lite.notify.state import Delivery, Subscription
+from zaqar_lite.notify.subscriptions import with_token
 from zaqar_lite.notify.transports import Transports
 from zaqar_lite.storage.base import Storage
 
@@ -72,8 +73,10 @@ class Courier:
     """Delivers one subscription's pending messages while holding its lease."""
 
     def __init__(self, storage: Storage, transports: Transports, clock: Clock, stopping: threading.Event,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 keyring: encryption.Keyring | None = None) -> None:
         self.storage = storage
+        self.keyring = keyring or encryption.Keyring()
         self.transports = transports
         self.clock = clock
         self.stopping = stopping
@@ -147,7 +150,17 @@ class Courier:
 
     def _deliver(self, project: str, subscription: Subscription, lease: Lease, message: Message,
                  policy: retry.RetryPolicy) -> bool:
-        """Make one attempt; return whether it was acknowledged (its outcome is then recorded)."""
+        """Make one attempt; return whether it was acknowledged (its outcome is then recorded).
+
+        A sealed token that cannot be opened (its key is gone) is a failed
+        attempt, as an undecryptable body is: delivery waits, then is suspended.
+        """
+        try:
+            subscription = with_token(project, subscription, self.keyring)
+        except encryption.Unopenable as exc:
+            self._record_failure(project, subscription, lease, message, policy,
+                                 f"the subscription's token cannot be decrypted: {exc}", self.clock())
+            return False
         transport = self.transports.for_subscriber(subscription.subscriber)
         lease.ensure(transport.attempt_seconds + 1)
         outcome = transport.send(subscription, message)

@@ -62,6 +62,10 @@ class Subscription:
     ``auth_token`` is the ``X-Auth-Token`` a ``trust+http(s)`` subscription was
     created (or last given its subscriber) with, sent along with its webhooks;
     None in ``noauth`` mode and for other subscribers. The API never shows it.
+    On a server with ``[encryption] keys`` it is stored sealed instead, as
+    ``sealed_auth_token`` (an envelope of :mod:`zaqar_lite.claims.encryption`,
+    bound to the project, queue and id), and ``auth_token`` is None; the
+    notifier opens it for each attempt.
     """
 
     id: str
@@ -73,6 +77,7 @@ class Subscription:
     expires: float
     confirmed: bool = False
     auth_token: str | None = None
+    sealed_auth_token: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims import encryption, topics
 from zaqar_lite.claims import pools as pool_rules
-from zaqar_lite.claims import topics
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify import options as checks
@@ -75,6 +75,15 @@ class Subscriptions:
         self.limits = settings.limits
         self.clock = clock
         self.ids = ids
+        self.keyring = encryption.Keyring.from_setting(settings.encryption_keys)
+
+    def _stored_token(self, project: str, queue: str, subscription_id: str,
+                      token: str | None) -> dict[str, Any]:
+        """Return the token fields of a subscription as stored: sealed when there is a key to seal with."""
+        if token is None or not self.keyring.can_seal:
+            return {"auth_token": token, "sealed_auth_token": None}
+        sealed = encryption.seal_token(token, self.keyring, project, queue, subscription_id)
+        return {"auth_token": None, "sealed_auth_token": sealed}
 
     # -- create ---------------------------------------------------------------
 
@@ -162,7 +171,8 @@ class Subscriptions:
             pass  # finishing a creation that wrote it before stopping
         subscription = Subscription(id=subscription_id, queue=queue, subscriber=fields["subscriber"],
                                     ttl=fields["ttl"], options=fields["options"], created=now,
-                                    expires=now + fields["ttl"], auth_token=fields["auth_token"])
+                                    expires=now + fields["ttl"], **self._stored_token(
+                                        project, queue, subscription_id, fields["auth_token"]))
         try:
             self.storage.put_record(project, state.SUBSCRIPTION, subscription.key,
                                     subscription.to_record(), None)
@@ -232,7 +242,8 @@ class Subscriptions:
         new_url = changes.get("subscriber", subscription.subscriber)
         checks.for_subscriber(new_url, changes.get("options", subscription.options))
         if "subscriber" in changes:
-            changes["auth_token"] = auth_token if webhook.is_trust(new_url) else None
+            changes.update(self._stored_token(project, queue, subscription_id,
+                                              auth_token if webhook.is_trust(new_url) else None))
         if new_url != subscription.subscriber:
             self._check_fan_out(project, queue, new_url)
             self._claim_subscriber(project, queue, subscription_id, new_url, now)
@@ -350,6 +361,19 @@ def project_subscriptions(storage: Storage, project: str, queue: str | None = No
         if len(batch) < PAGE:
             return
         marker = batch[-1].key
+
+
+def with_token(project: str, subscription: Subscription, keyring: encryption.Keyring) -> Subscription:
+    """Return a subscription as delivery uses it: its sealed token opened into ``auth_token``.
+
+    Raises:
+        Unopenable: the token was sealed with a key the keyring does not hold (or altered).
+    """
+    if subscription.sealed_auth_token is None:
+        return subscription
+    token = encryption.open_token(subscription.sealed_auth_token, keyring, project, subscription.queue,
+                                  subscription.id)
+    return dataclasses.replace(subscription, auth_token=token, sealed_auth_token=None)
 
 
 def remove_subscription(storage: Storage, project: str, subscription: Subscription) -> None:

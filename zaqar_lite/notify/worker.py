@@ -31,6 +31,7 @@ import uuid
 import requests
 
 from zaqar_lite import errors, metrics
+from zaqar_lite.claims.encryption import Keyring
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import Record
@@ -66,6 +67,7 @@ class Notifier:
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  notifier_id: str | None = None) -> None:
         self.storage = encrypted(storage, settings)  # deliveries carry bodies in plaintext
+        self.keyring = Keyring.from_setting(settings.encryption_keys)  # and trust tokens
         self.settings = settings
         self.config = settings.notifier
         self.clock = clock
@@ -215,7 +217,8 @@ class Notifier:
                 self._held.pop(slot, None)
                 return
             self._held[slot] = lease
-            courier = Courier(self.storage, self._thread_transports(), self.clock, self.stopping)
+            courier = Courier(self.storage, self._thread_transports(), self.clock, self.stopping,
+                              keyring=self.keyring)
             pause = courier.run(project, subscription, lease)
             # Hand a subscription hashing gives to another notifier back after each slice,
             # so that notifiers started later (or seen late) get their share under load.

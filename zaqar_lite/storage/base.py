@@ -242,11 +242,17 @@ class Storage(QueueStore, RedriveTaskStore):
         """
 
     @abc.abstractmethod
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
         """Release a claim: its messages become visible at once, or after their wait. Absent claims are fine.
 
         Each message held becomes :func:`zaqar_lite.claims.policy.claim_released`
         (the wait its claim fixed, under the queue's ``_retry_backoff``, starts now).
+        With ``undo`` the claim is taken back instead, as if it had not been
+        made (its messages could not be handed out): each message held becomes
+        :func:`zaqar_lite.claims.policy.claim_undone`, visible at once with the
+        claim count it had before. Atomic per message: only a message the
+        claim still holds changes; the claim record is removed.
         """
 
     @abc.abstractmethod

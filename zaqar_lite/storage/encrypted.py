@@ -22,8 +22,12 @@ the codec of :mod:`zaqar_lite.claims.encryption` is applied:
 
 A message that cannot be opened (its key is gone, its ciphertext altered)
 fails the whole answer with :class:`~zaqar_lite.errors.MessageUnreadable`,
-never a wrong body. A pop that meets one puts every message it took back
-into the queue first (same ids, at the end of the queue), so nothing is lost.
+never a wrong body, and the request changes nothing. A claim that meets one
+is undone before the error leaves (``release_claim(..., undo=True)``: its
+messages visible at once, their claim counts as before), so no count is used
+up by a claim no consumer saw; a pop that meets one puts every message it
+took back into the queue first (same ids, at the end of the queue), so
+nothing is lost.
 """
 
 from __future__ import annotations
@@ -97,27 +101,37 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
     # -- the way out ----------------------------------------------------------
 
     def _opened(self, project: str, queue: str, messages: list[Message]) -> list[Message]:
-        """Return messages with their bodies opened, or raise MessageUnreadable naming the first unopened."""
-        if not any(encryption.is_envelope(message.body) for message in messages):
+        """Return messages with bodies and reasons opened, or raise MessageUnreadable naming the first."""
+        if not any(_holds_sealed(message) for message in messages):
             return messages  # nothing sealed (every answer of a queue that does not encrypt): as read
         opened: list[Message] = []
         failures: list[tuple[str, str]] = []
         for message in messages:
-            if not encryption.is_envelope(message.body):
+            if not _holds_sealed(message):
                 opened.append(message)
                 continue
             try:
-                body = encryption.open_body(message.body, self.keyring, project, message.id)
+                opened.append(self._opened_message(project, message))
             except encryption.Unopenable as exc:
                 failures.append((message.id, str(exc)))
-                continue
-            opened.append(dataclasses.replace(message, body=body))
         if failures:
             LOG.error("%s/%s: %d message(s) cannot be decrypted, the first %s: %s",
                       project, queue, len(failures), failures[0][0], failures[0][1])
             raise errors.MessageUnreadable(queue, failures[0][0], failures[0][1], stored=list(messages),
                                            unreadable=[message_id for message_id, _ in failures])
         return opened
+
+    def _opened_message(self, project: str, message: Message) -> Message:
+        """Return one message with its body and its failure reasons opened.
+
+        Raises:
+            Unopenable: one of them cannot be.
+        """
+        body = encryption.open_body(message.body, self.keyring, project, message.id)
+        history = [
+            {**entry, "error": encryption.open_reason(entry["error"], self.keyring, project, message.id)}
+            if encryption.is_sealed_text(entry.get("error")) else entry for entry in message.failures]
+        return dataclasses.replace(message, body=body, failures=history)
 
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
                       include_claimed: bool, include_delayed: bool,
@@ -140,15 +154,29 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
             self.inner.post_messages(project, queue, kept, now)
             raise
 
-    def _opened_claim(self, project: str, queue: str, result: ClaimResult) -> ClaimResult:
-        opened = self._opened(project, queue, result.claimed)
+    def _opened_claim(self, project: str, queue: str, result: ClaimResult,
+                      request: ClaimRequest) -> ClaimResult:
+        try:
+            opened = self._opened(project, queue, result.claimed)
+        except errors.MessageUnreadable:
+            # no consumer sees the claim: take it back, counts restored, so that it changes nothing
+            # (a store cannot open bodies inside its atomic claim: Redis claims in one Lua script)
+            self.inner.release_claim(project, queue, request.claim_id, request.now, undo=True)
+            raise
         return result if opened is result.claimed else dataclasses.replace(result, claimed=opened)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
-        return self._opened_claim(project, queue, self.inner.claim_messages(project, queue, request))
+        return self._opened_claim(project, queue, self.inner.claim_messages(project, queue, request), request)
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
-        return self._opened_claim(project, queue, self.inner.claim_planned(project, queue, plan))
+        made: list[ClaimRequest] = []
+
+        def planned(metadata: Mapping[str, Any] | None) -> ClaimRequest:
+            made.append(plan(metadata))
+            return made[-1]
+
+        result = self.inner.claim_planned(project, queue, planned)
+        return self._opened_claim(project, queue, result, made[-1]) if made else result
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
         claim, messages = self.inner.get_claim(project, queue, claim_id, now)
@@ -161,9 +189,11 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
         if not self.keyring.keys:  # nothing was opened on the way out: every body is as stored
             return self.inner.move_messages(project, queue, moves, target_queue, now)
         ids = [mv.read.id for mv in moves]
-        stored = {m.id: m.body for m in self.inner.get_messages(project, queue, ids, now)}
-        as_stored = [Move(dataclasses.replace(mv.read, body=stored[mv.read.id]),
-                          dataclasses.replace(mv.moved, body=stored[mv.read.id]))
+        stored = {m.id: m for m in self.inner.get_messages(project, queue, ids, now)}
+        as_stored = [Move(dataclasses.replace(mv.read, body=stored[mv.read.id].body,
+                                              failures=stored[mv.read.id].failures),
+                          dataclasses.replace(mv.moved, body=stored[mv.read.id].body,
+                                              failures=stored[mv.read.id].failures))
                      for mv in moves if mv.read.id in stored]
         return self.inner.move_messages(project, queue, as_stored, target_queue, now)
 
@@ -190,12 +220,20 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
     def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
         self.inner.renew_claim(project, queue, claim_id, now, ttl, grace)
 
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        self.inner.release_claim(project, queue, claim_id, now)
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
+        self.inner.release_claim(project, queue, claim_id, now, undo=undo)
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
                         delay: float | None = None) -> None:
+        """Release as the driver does; a reason given on a queue that encrypts is stored sealed."""
+        reason = failure.get("error") if failure is not None else None
+        if failure is not None and isinstance(reason, str) and reason:
+            encryption.check_not_sealed_text(reason, "error")
+            if self.keyring.can_seal and meta.encrypts(self.inner.get_queue_metadata(project, queue)):
+                sealed = encryption.seal_reason(reason, self.keyring, project, message_id)
+                failure = {**failure, "error": sealed}
         self.inner.release_message(project, queue, message_id, claim_id, now, failure, history_limit, delay)
 
     def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
@@ -236,6 +274,12 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
 
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         return self.inner.all_queues()
+
+
+def _holds_sealed(message: Message) -> bool:
+    """Return whether a stored message holds anything sealed: its body or a failure reason."""
+    return encryption.is_envelope(message.body) or any(
+        encryption.is_sealed_text(entry.get("error")) for entry in message.failures)
 
 
 def encrypted(storage: Storage, settings: Settings) -> Storage:

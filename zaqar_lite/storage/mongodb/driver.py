@@ -247,18 +247,21 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
 
     def _write_claim_ends(self, project: str, queue: str, read: Sequence[Message],
                           changed: Sequence[Message]) -> None:
-        """Store the claim end, expiry and delay of messages, each guarded by the state read."""
+        """Store the claim end, expiry, delay and count of messages, each guarded by the state read."""
         ops = [UpdateOne(unchanged(project, queue, old), {"$set": {
             "claim_expires": m.claim_expires, "expires": m.expires, "purge_at": purge_at(m.expires),
-            "delay_until": m.delay_until}}, hint=BY_ID) for m, old in zip(changed, read, strict=True)]
+            "delay_until": m.delay_until, "claim_count": m.claim_count}}, hint=BY_ID)
+            for m, old in zip(changed, read, strict=True)]
         if ops:
             self._messages.bulk_write(ops, ordered=False)
 
     @translated
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        held = self._held(project, queue, claim_id, now)
-        waiting = [m for m in held if m.delay_until]  # a _retry_backoff wait starts now
-        self._write_claim_ends(project, queue, waiting, [policy.claim_released(m, now) for m in waiting])
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
+        ended = policy.claim_undone if undo else policy.claim_released
+        # written one by one: an undone count, or a _retry_backoff wait that starts now
+        changed = [m for m in self._held(project, queue, claim_id, now) if undo or m.delay_until]
+        self._write_claim_ends(project, queue, changed, [ended(m, now) for m in changed])
         self._messages.update_many({"claim_id": claim_id, "project": project, "queue": queue,
                                     "claim_expires": {"$gt": now}}, {"$set": {"claim_expires": now}},
                                    hint=BY_CLAIM)

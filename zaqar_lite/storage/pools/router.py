@@ -192,9 +192,10 @@ class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
         """Renew in the queue's pool."""
         self._store(project, queue).renew_claim(project, queue, claim_id, now, ttl, grace)
 
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        """Release in the queue's pool."""
-        self._store(project, queue).release_claim(project, queue, claim_id, now)
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
+        """Release (or undo) in the queue's pool."""
+        self._store(project, queue).release_claim(project, queue, claim_id, now, undo=undo)
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,

@@ -230,8 +230,9 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
         if not done:
             raise errors.ClaimDoesNotExist(claim_id, queue)
 
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
-        self._run("release_claim", project, queue, [stamp(now), claim_id, queue])
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
+        self._run("release_claim", project, queue, [stamp(now), claim_id, queue, "1" if undo else ""])
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,

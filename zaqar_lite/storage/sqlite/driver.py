@@ -290,17 +290,22 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     @staticmethod
     def _write_claim_ends(db: sqlite3.Connection, read: Sequence[Message],
                           changed: Sequence[Message]) -> None:
-        """Store the claim end, expiry and (only where it changed: it is indexed) delay of messages."""
+        """Store the claim end, expiry and (only where they changed: indexed) delay and count of messages."""
         db.executemany("UPDATE messages SET claim_expires=?, expires=? WHERE id=?",
                        [(m.claim_expires, m.expires, m.id) for m in changed])
         db.executemany("UPDATE messages SET delay_until=? WHERE id=?",
                        [(m.delay_until, m.id) for m, old in zip(changed, read, strict=True)
                         if m.delay_until != old.delay_until])
+        db.executemany("UPDATE messages SET claim_count=? WHERE id=?",
+                       [(m.claim_count, m.id) for m, old in zip(changed, read, strict=True)
+                        if m.claim_count != old.claim_count])
 
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
+        ended = policy.claim_undone if undo else policy.claim_released
         with self.transaction() as db:
             held = self._held(db, project, queue, claim_id, now)
-            self._write_claim_ends(db, held, [policy.claim_released(m, now) for m in held])
+            self._write_claim_ends(db, held, [ended(m, now) for m in held])
             db.execute("DELETE FROM claims WHERE id=? AND project=? AND queue=?", (claim_id, project, queue))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,

@@ -219,13 +219,14 @@ class SwiftStorage(SettledClaims, PlannedStorage):
         self._write_claim(container, queue, {**record, "ttl": renewed.ttl, "grace": renewed.grace,
                                              "created": renewed.created, "expires": renewed.expires})
 
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float) -> None:
+    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
+                      undo: bool = False) -> None:
         container = self._container(project)
         record = self.objects.read_json(container, layout.claim_object(queue, claim_id))
+        ended = policy.claim_undone if undo else policy.claim_released
         if record is not None:
             held = self._held(container, record, now)
-            self.objects.map(lambda item: self._store(
-                container, item[0], policy.claim_released(item[1], now)), held)
+            self.objects.map(lambda item: self._store(container, item[0], ended(item[1], now)), held)
             self.objects.delete(container, layout.claim_object(queue, claim_id))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
