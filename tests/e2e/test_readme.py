@@ -67,9 +67,12 @@ def not_executed(example: readme.Example) -> str | None:
 
 @pytest.fixture(scope="module")
 def quick_start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """The quick start's server: the real gunicorn on SQLite, on a free loopback port."""
+    """The quick start's server: the real gunicorn on SQLite, on a free loopback port, admin routes on."""
     directory = tmp_path_factory.mktemp("readme")
-    server = start_server(SQLITE.uri(directory), directory)
+    # as the README asks before its queue templates: the admin routes on, for a trusted noauth server
+    config = directory / "zaqar-lite.conf"
+    config.write_text("[auth]\nnoauth_admin_routes = true\n")
+    server = start_server(SQLITE.uri(directory), directory, extra_args=["--config", str(config)])
     try:
         yield server
     finally:
