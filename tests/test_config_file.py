@@ -51,6 +51,7 @@ SETTINGS_KEYS = {
     "console_enabled": ("console", "enabled"),
     "claim_max_wait": ("claims", "max_wait"),
     "signed_url_secret_key": ("signed_urls", "secret_key"),
+    "signed_url_max_lifetime": ("signed_urls", "max_lifetime"),
     "encryption_keys": ("encryption", "keys"),
 }
 #: a key line of the file, commented out or not
@@ -251,7 +252,8 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "default_page_size, max_queue_name_length, max_project_id_length, min_message_ttl, max_message_ttl, "
      "default_message_ttl, min_claim_ttl, max_claim_ttl, default_claim_ttl, min_claim_grace, "
      "max_claim_grace, default_claim_grace, max_message_delay, max_messages_post_size, max_queue_metadata, "
-     "min_subscription_ttl, default_subscription_ttl, failure_history_length, max_redrive_messages, "
+     "min_subscription_ttl, default_subscription_ttl, max_subscriptions_per_queue, failure_history_length, "
+     "max_redrive_messages, "
      "max_redrive_ids, max_redrive_seconds, max_redrive_rate, redrive_tasks_kept"),
     ("[server]\nWorkers = 4\n",
      "unknown key Workers in [server] (did you mean workers?); its keys are bind, workers, log_level, "

@@ -19,7 +19,7 @@ from email.message import EmailMessage
 import pytest
 import trustme
 
-from tests.notify.conftest import running_notifier, wait_until
+from tests.notify.conftest import ALLOW_LOOPBACK, running_notifier, wait_until
 from tests.notify.smtp_sink import SmtpSink
 from tests.notify.streams import post_numbered
 from tests.storage.conftest import driver, driver_uri, storage_uri  # noqa: F401 - the fixtures, over every store
@@ -36,7 +36,8 @@ TWO_RETRIES = {"retries_with_no_delay": 2, "minimum_delay_retries": 0, "maximum_
 #: retry every second for a minute
 EVERY_SECOND = {"retries_with_no_delay": 0, "minimum_delay_retries": 60, "maximum_delay_retries": 0,
                 "minimum_delay": 1, "maximum_delay": 1}
-FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
+FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2,
+                        allowed_targets=ALLOW_LOOPBACK)
 
 
 @pytest.fixture
