@@ -172,4 +172,5 @@ def sender_allowed(address: str, allowed: Iterable[str]) -> bool:
         return True
     address = address.lower()
     domain = address.rpartition("@")[2]
-    return any(address == entry if "@" in entry else domain == entry.lstrip("@") for entry in entries)
+    return any(domain == entry.lstrip("@") if "@" not in entry.lstrip("@") else address == entry
+               for entry in entries)
