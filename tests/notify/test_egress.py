@@ -273,3 +273,51 @@ def test_allowed_senders_refuse_another_domain(tmp_path):
                                               "options": {"from": "ceo@evil.org"}})
     assert refusal(result) == ("options.from is refused: ceo@evil.org is not among the senders this server "
                                "allows ([smtp] allowed_from).")
+
+
+@pytest.fixture
+def tls_receiver(tmp_path) -> Iterator[tuple[int, str]]:
+    """An HTTPS server on loopback with a certificate for ``localhost``; yields its port and CA file."""
+    import http.server
+    import ssl
+    import threading
+
+    import trustme
+
+    authority = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("localhost").configure_cert(context)
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the signature of the base
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    ca_file = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    try:
+        yield server.server_address[1], str(ca_file)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_https_checks_the_certificate_against_the_url_host_while_connecting_to_the_checked_address(
+        tls_receiver):
+    port, ca_file = tls_receiver
+    with webhook.guarded_session(egress.TargetRule.from_settings(ALLOW_LOOPBACK, [])) as session:
+        session.verify = ca_file
+        assert webhook.post(session, f"https://localhost:{port}/x", b"{}", {}, 2.0) == Outcome(True)
+        wrong_name = webhook.post(session, f"https://127.0.0.1:{port}/x", b"{}", {}, 2.0)
+        assert wrong_name.error is not None and "CERTIFICATE_VERIFY_FAILED" in wrong_name.error
+    with webhook.guarded_session(egress.TargetRule()) as session:
+        session.verify = ca_file
+        assert webhook.post(session, f"https://localhost:{port}/x", b"{}", {}, 2.0) == Outcome(False, REFUSED)

@@ -33,7 +33,7 @@ def storage(tmp_path):
 
 def settings_with(*keys: str) -> Settings:
     fast = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2,
-                        allowed_targets=ALLOW_LOOPBACK)
+                            allowed_targets=ALLOW_LOOPBACK)
     return load_settings(None, storage_uri="sqlite:///unused.db").replace(notifier=fast, encryption_keys=keys)
 
 

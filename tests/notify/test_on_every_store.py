@@ -30,7 +30,7 @@ URL = "http://127.0.0.1:9/hook"
 @pytest.fixture
 def settings_for_store() -> Settings:
     fast = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.1, threads=2,
-                        allowed_targets=ALLOW_LOOPBACK)
+                            allowed_targets=ALLOW_LOOPBACK)
     return load_settings(None, storage_uri="sqlite:///unused.db").replace(notifier=fast)
 
 

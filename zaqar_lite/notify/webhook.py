@@ -132,19 +132,14 @@ class TargetRefused(NewConnectionError):
     """The webhook's host resolved to no address the target rule allows: nothing was connected to."""
 
 
-def _refused_target(exc: BaseException) -> bool:
-    """Return whether a requests error stands for a :class:`TargetRefused` (urllib3 wraps it twice)."""
-    seen: BaseException | None = exc
-    for _ in range(5):
-        if seen is None:
-            return False
-        if isinstance(seen, TargetRefused):
-            return True
-        reason = getattr(seen, "reason", None)
-        seen = reason if isinstance(reason, BaseException) else (seen.args[0] if seen.args and
-                                                                 isinstance(seen.args[0], BaseException)
-                                                                 else seen.__cause__)
-    return False
+def _refused_target(exc: requests.RequestException) -> bool:
+    """Return whether a requests error stands for a :class:`TargetRefused`.
+
+    requests wraps urllib3's ``MaxRetryError``, whose ``reason`` is the error
+    the connection raised.
+    """
+    cause = exc.args[0] if exc.args else None
+    return isinstance(getattr(cause, "reason", None), TargetRefused)
 
 
 def allowed_addresses(host: str, port: int, rule: egress.TargetRule) -> list[tuple[Any, ...]]:
