@@ -113,6 +113,32 @@ def test_the_options_subject_is_used_when_the_uri_has_none(store, sink):
     assert received.mail_from == "no-reply@localhost"
 
 
+def test_a_from_stored_before_the_operator_fixed_the_sender_gives_way_to_from_address(store, sink):
+    Subscriptions(store, settings_for(sink)).create("p", "q", {"subscriber": "mailto:ops@example.com",
+                                                               "options": {"from": "CEO <ceo@example.com>"}})
+    fixed = settings_for(sink, from_address="Queue Robot <robot@example.org>", fixed_from=True)
+    post(store, fixed, "q", [{"n": 0}])
+    with running_notifier(store, fixed):
+        wait_until(lambda: sink.received(), 20, "one mail")
+    [received] = sink.received()
+    assert received.message["From"] == "Queue Robot <robot@example.org>"
+    assert received.mail_from == "robot@example.org"
+
+
+def test_a_from_outside_the_allowed_senders_gives_way_to_from_address(store, sink):
+    Subscriptions(store, settings_for(sink)).create("p", "q", {"subscriber": "mailto:ops@example.com",
+                                                               "options": {"from": "ceo@evil.org"}})
+    Subscriptions(store, settings_for(sink)).create("p", "q", {"subscriber": "mailto:dev@example.com",
+                                                               "options": {"from": "Ops <ops@example.com>"}})
+    restricted = settings_for(sink, allowed_from="example.com")
+    post(store, restricted, "q", [{"n": 0}])
+    with running_notifier(store, restricted):
+        wait_until(lambda: len(sink.received()) == 2, 20, "two mails")
+    senders = {r.rcpt_tos[0]: r.message["From"] for r in sink.received()}
+    assert senders == {"ops@example.com": "zaqar-lite <no-reply@localhost>",
+                       "dev@example.com": "Ops <ops@example.com>"}
+
+
 @pytest.mark.slow
 def test_mails_arrive_in_post_order_on_every_store(driver, sink):  # noqa: F811
     count = 5 if driver.name == "swift" else 30
