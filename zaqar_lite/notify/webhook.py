@@ -210,10 +210,11 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
 
 
 def guarded_session(rule: egress.TargetRule) -> requests.Session:
-    """Return the session webhooks are sent with: guarded connections, no proxy from the environment.
+    """Return the session webhooks are sent with: guarded connections, nothing from the environment.
 
     A proxy would make the request on the notifier's behalf to an address the
-    rule never sees, so webhooks go straight to their target.
+    rule never sees, so webhooks go straight to their target; nor are the
+    operator's ``~/.netrc`` credentials offered to a tenant's host.
     """
     session = requests.Session()
     session.trust_env = False
