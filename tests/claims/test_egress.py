@@ -64,7 +64,8 @@ def test_the_operators_denied_networks_win_over_public_and_allowed():
 
 @pytest.mark.parametrize(("host", "expected"), [
     ("127.0.0.1", "127.0.0.1"), ("127.1", "127.0.0.1"), ("2130706433", "127.0.0.1"),
-    ("0x7f000001", "127.0.0.1"), ("0177.0.0.1", "127.0.0.1"), ("::1", "::1"), ("[::1]", "::1"),
+    ("0x7f000001", "127.0.0.1"), ("0177.0.0.1", "127.0.0.1"), ("127.0.0.1.", "127.0.0.1"),
+    ("::1", "::1"), ("[::1]", "::1"),
     ("fe80::1%eth0", "fe80::1"), ("example.com", None), ("10.example.com", None), ("1e100.net", None),
 ])
 def test_a_host_is_an_address_literal_in_every_form_a_resolver_reads(host, expected):

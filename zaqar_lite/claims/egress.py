@@ -92,8 +92,8 @@ class TargetRule:
 
 
 def host_address(host: str) -> Address | None:
-    """Return the address a URL host names literally, or None for a name."""
-    text = host.strip("[]")
+    """Return the address a URL host names literally (a final dot allowed), or None for a name."""
+    text = host.strip("[]").rstrip(".")
     try:
         return ipaddress.ip_address(text.partition("%")[0])
     except ValueError:
