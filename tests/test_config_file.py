@@ -52,6 +52,7 @@ SETTINGS_KEYS = {
     "console_enabled": ("console", "enabled"),
     "claim_max_wait": ("claims", "max_wait"),
     "signed_url_secret_key": ("signed_urls", "secret_key"),
+    "signed_url_max_lifetime": ("signed_urls", "max_lifetime"),
     "encryption_keys": ("encryption", "keys"),
 }
 #: a key line of the file, commented out or not
@@ -252,8 +253,8 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "default_page_size, max_queue_name_length, max_project_id_length, min_message_ttl, max_message_ttl, "
      "default_message_ttl, min_claim_ttl, max_claim_ttl, default_claim_ttl, min_claim_grace, "
      "max_claim_grace, default_claim_grace, max_message_delay, max_messages_post_size, max_queue_metadata, "
-     "min_subscription_ttl, default_subscription_ttl, failure_history_length, max_redrive_messages, "
-     "max_redrive_ids, max_redrive_seconds, max_redrive_rate, redrive_tasks_kept, "
+     "min_subscription_ttl, default_subscription_ttl, max_subscriptions_per_queue, failure_history_length, "
+     "max_redrive_messages, max_redrive_ids, max_redrive_seconds, max_redrive_rate, redrive_tasks_kept, "
      "max_redrive_tasks_per_page"),
     ("[server]\nWorkers = 4\n",
      "unknown key Workers in [server] (did you mean workers?); its keys are bind, workers, log_level, "
@@ -409,6 +410,43 @@ def test_the_metrics_settings_come_from_the_file_or_the_environment(tmp_path, mo
 def test_a_bad_metrics_setting_is_refused_naming_it(tmp_path, key, value, message):
     conf = tmp_path / "z.conf"
     conf.write_text(f"[metrics]\n{key} = {value}\n")
+    with pytest.raises(ValueError) as refused:
+        load_settings(conf)
+    assert str(refused.value) == f"{conf}: {message}"
+
+
+def test_the_egress_settings_come_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    conf = tmp_path / "z.conf"
+    conf.write_text("[notifier]\nallowed_targets = 10.20.0.0/16, ::1\ndenied_targets = 10.20.9.0/24\n"
+                    "[smtp]\nfixed_from = true\nallowed_from = example.com, ops@example.org\n"
+                    "[signed_urls]\nmax_lifetime = 3600\n[limits]\nmax_subscriptions_per_queue = 5\n")
+    settings = load_settings(conf)
+    assert settings.notifier.allowed_targets == ("10.20.0.0/16", "::1")
+    assert settings.notifier.denied_targets == ("10.20.9.0/24",)
+    assert (settings.smtp.fixed_from, settings.smtp.allowed_from) == (True, "example.com, ops@example.org")
+    assert settings.signed_url_max_lifetime == 3600
+    assert settings.limits.max_subscriptions_per_queue == 5
+    monkeypatch.setenv("ZAQAR_LITE_NOTIFIER_ALLOWED_TARGETS", "127.0.0.0/8")
+    assert load_settings(conf).notifier.allowed_targets == ("127.0.0.0/8",)
+
+
+@pytest.mark.parametrize("section, key, value, message", [
+    ("notifier", "allowed_targets", "10.0.0.0/33",
+     "[notifier] allowed_targets must be networks such as 10.1.0.0/16, 127.0.0.1 or fd00::/8, "
+     "got '10.0.0.0/33'"),
+    ("notifier", "denied_targets", "intranet",
+     "[notifier] denied_targets must be networks such as 203.0.113.0/24 or 2001:db8::/32, got 'intranet'"),
+    ("smtp", "allowed_from", "Ops <ops@example.com>",
+     "[smtp] allowed_from must be mail addresses and domains separated by commas (ops@example.com, "
+     "example.org), got 'Ops <ops@example.com>'"),
+    ("signed_urls", "max_lifetime", "0",
+     "[signed_urls] max_lifetime must be a whole number of at least 1, got '0'"),
+    ("limits", "max_subscriptions_per_queue", "0",
+     "[limits] max_subscriptions_per_queue must be a whole number of at least 1, got '0'"),
+])
+def test_a_bad_egress_setting_is_refused_naming_it(tmp_path, section, key, value, message):
+    conf = tmp_path / "z.conf"
+    conf.write_text(f"[{section}]\n{key} = {value}\n")
     with pytest.raises(ValueError) as refused:
         load_settings(conf)
     assert str(refused.value) == f"{conf}: {message}"

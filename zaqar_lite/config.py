@@ -25,6 +25,7 @@ import dataclasses
 import difflib
 import email.utils
 import importlib.util
+import ipaddress
 import json
 import os
 import re
@@ -134,6 +135,26 @@ def _mail_address(value: str) -> bool:
     return "@" in email.utils.parseaddr(value)[1]
 
 
+def _networks(entries: tuple[str, ...]) -> bool:
+    try:
+        for entry in entries:
+            ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _senders(value: str) -> bool:
+    """A list of ``name@domain`` addresses and ``domain`` names (blank: none)."""
+    if not value.strip():
+        return True
+    for entry in (entry.strip() for entry in value.split(",")):
+        local, _, domain = entry.rpartition("@")
+        if not domain or "@" in local or any(c.isspace() or c in "<>," for c in entry):
+            return False
+    return True
+
+
 #: the id of a message encryption key: what each ciphertext names its key by
 ENCRYPTION_KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: bytes of an AES-256 key
@@ -199,6 +220,8 @@ class Limits:
     max_queue_metadata: int = _positive(65536)
     min_subscription_ttl: int = _positive(60)
     default_subscription_ttl: int = _positive(3600)
+    #: most live subscriptions one queue (or topic) may have: a post fans out to at most this many
+    max_subscriptions_per_queue: int = _positive(100)
     failure_history_length: int = _positive(10)
     max_redrive_messages: int = _positive(1000)
     max_redrive_ids: int = _positive(1000)
@@ -232,6 +255,12 @@ class NotifierSettings:
     threads: int = _positive(4)
     #: notifier processes ``zaqar-lite notifier`` starts when --workers is not given
     workers: int = _positive(1)
+    #: networks webhooks may go to although not public (loopback, private, link-local ...)
+    allowed_targets: tuple[str, ...] = setting((), check=_networks,
+                                               words="networks such as 10.1.0.0/16, 127.0.0.1 or fd00::/8")
+    #: networks webhooks may never go to, even when public or allowed above
+    denied_targets: tuple[str, ...] = setting((), check=_networks,
+                                              words="networks such as 203.0.113.0/24 or 2001:db8::/32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,6 +281,12 @@ class SmtpSettings:
     #: the ``From`` of a mail whose subscription has no ``from`` option
     from_address: str = setting("zaqar-lite <no-reply@localhost>", check=_mail_address,
                                 words="a mail address such as 'Name <name@example.com>'")
+    #: every mail is From ``from_address``; a subscription's ``from`` option is refused
+    fixed_from: bool = False
+    #: the ``from`` options allowed, comma separated: addresses and domains ("": any)
+    allowed_from: str = setting("", check=_senders,
+                                words="mail addresses and domains separated by commas (ops@example.com, "
+                                      "example.org)")
 
 
 #: ``[server] worker_class`` -> the gunicorn worker class it runs (gevent: see
@@ -355,6 +390,8 @@ class Settings:
     tokens: Mapping[str, tuple[str, str]] = setting(factory=dict, section="tokens")
     #: the key pre-signed URLs are signed with (``[signed_urls] secret_key``; "": no signed URLs)
     signed_url_secret_key: str = setting("", section="signed_urls", key="secret_key", secret=True)
+    #: the longest a signed URL may be valid, in seconds from its signing (``[signed_urls] max_lifetime``)
+    signed_url_max_lifetime: int = setting(604800, section="signed_urls", key="max_lifetime", minimum=1)
     #: keys that encrypt message bodies at rest, ``ID:BASE64`` each: the first encrypts, all decrypt
     encryption_keys: tuple[str, ...] = setting(
         (), section="encryption", key="keys", secret=True, check=_encryption_keys,

@@ -83,7 +83,7 @@ QUEUE_ROUTES = [
 def test_every_queue_route_refuses_a_bad_queue_name_first(client, method, suffix, name):
     result = client.simulate_request(method, f"/v2/queues/{name}{suffix}",
                                      params={"ids": "m1", "claim_id": "c1"},
-                                     json={"messages": [{"body": 1}], "subscriber": "http://127.0.0.1:9/"})
+                                     json={"messages": [{"body": 1}], "subscriber": "http://hooks.example.com:9/"})
     body = assert_error(result, 400, "Invalid API request")
     assert body["description"] == QUEUE_NAME_RULE
     assert client.simulate_get("/v2/queues").json["queues"] == []

@@ -299,11 +299,11 @@ def test_a_redrive_destination_in_another_pool_is_refused_naming_both(two_pools)
 
 def test_a_fan_out_subscriber_in_another_pool_is_refused_naming_both(two_pools):
     assert two_pools.simulate_put("/v2/queues/copies", json={"_flavor": "cold"}).status_code == 201
-    body = {"subscriber": "trust+http://127.0.0.1:8888/v2/queues/copies/messages", "ttl": 3600}
+    body = {"subscriber": "trust+http://zaqar.example.com:8888/v2/queues/copies/messages", "ttl": 3600}
     result = two_pools.simulate_post("/v2/queues/orders/subscriptions", json=body)
     assert assert_error(result, 400)["description"].startswith(
         "The fan-out subscriber's queue copies is in pool west, but queue orders is in pool east")
-    same = {"subscriber": "trust+http://127.0.0.1:8888/v2/queues/fresh/messages", "ttl": 3600}
+    same = {"subscriber": "trust+http://zaqar.example.com:8888/v2/queues/fresh/messages", "ttl": 3600}
     assert two_pools.simulate_post("/v2/queues/orders/subscriptions", json=same).status_code == 201
 
 

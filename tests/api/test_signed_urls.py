@@ -14,14 +14,18 @@ from tests.api.helpers import assert_error, headers, post
 KEY = "s3cret"
 CLIENT_ID = "0d3c5b7e-6f3a-4c1e-9d1b-2f4a6e8c0b1d"
 TOKENS = {"tok-a": ("project-a", "member"), "tok-admin": ("project-a", "admin")}
-#: '/v2/queues/q1/messages\nGET\nproject-a\n2100-01-02T00:00:00'
-MESSAGES_GET = "20fdd07a08b2a3559fe2b23d29dbc39b061c36a54df102e240e57112bc2b7913"
-#: '/v2/queues/q1/messages\nGET,POST\nproject-a\n2100-01-02T00:00:00'
-MESSAGES_GET_POST = "7c5f3fa1e820bc7f21a3954cb47dd1a577f26ca29543200b7a2a255662fc4845"
-#: '/v2/queues/q1/claims,/v2/queues/q1/messages\nGET,POST\nproject-a\n2100-01-02T00:00:00'
-CLAIMS_MESSAGES_GET_POST = "ddc99b4669e3e0bed16445a9fb0b59b0e5ed0cd047e91003c5e2ba66909ddea5"
-#: '/v2/queues/q1/messages\nGET\nproject-a\n2100-05-31T17:00:17'
-MESSAGES_GET_MAY = "febab9c8d4338f2720e34371ea24ea48651818adf8cd03f957b0f3f3dd1f072e"
+#: 'zaqar-lite signed URL grant v2\n{"expires":"2100-01-02T00:00:00","methods":["GET"],'
+#: '"paths":["/v2/queues/q1/messages"],"project":"project-a"}' (a real newline after v2)
+MESSAGES_GET = "6e19c61228a50f3fa522584b38f62a8e4759625cdd1bcbd5e6effc8a7d51c261"
+#: 'zaqar-lite signed URL grant v2\n{"expires":"2100-01-02T00:00:00","methods":["GET","POST"],'
+#: '"paths":["/v2/queues/q1/messages"],"project":"project-a"}'
+MESSAGES_GET_POST = "c1be905d29294f1ed64b28330755983abb002c5556405d2aedc23dbed87fd370"
+#: 'zaqar-lite signed URL grant v2\n{"expires":"2100-01-02T00:00:00","methods":["GET","POST"],'
+#: '"paths":["/v2/queues/q1/claims","/v2/queues/q1/messages"],"project":"project-a"}'
+CLAIMS_MESSAGES_GET_POST = "e0d138916b33ab07598868ce2ad83e6e592b6bd5c7d1d6bee86912e708190dbf"
+#: 'zaqar-lite signed URL grant v2\n{"expires":"2100-01-05T17:00:17","methods":["GET"],'
+#: '"paths":["/v2/queues/q1/messages"],"project":"project-a"}'
+MESSAGES_GET_JAN_5 = "adbb90b53555ac994cd30bb2e58e1b1148ae732599e4fca68f276c22c3bc6ead"
 
 
 @pytest.fixture
@@ -78,9 +82,9 @@ def test_a_share_answers_zaqars_body_with_full_sorted_paths(keyed):
 
 @pytest.mark.store_independent
 def test_a_share_takes_an_expiry_with_a_zone_and_answers_it_in_utc(keyed):
-    result = keyed.simulate_post("/v2/queues/q1/share", json={"expires": "2100-05-31T19:00:17+02:00"})
+    result = keyed.simulate_post("/v2/queues/q1/share", json={"expires": "2100-01-05T19:00:17+02:00"})
     assert result.status_code == 200
-    assert (result.json["expires"], result.json["signature"]) == ("2100-05-31T17:00:17", MESSAGES_GET_MAY)
+    assert (result.json["expires"], result.json["signature"]) == ("2100-01-05T17:00:17", MESSAGES_GET_JAN_5)
 
 
 @pytest.mark.store_independent
@@ -289,3 +293,49 @@ def test_a_valid_token_does_not_widen_a_signed_request(token_outsider):
     result = token_outsider.simulate_get("/v2/queues/q1/stats",
                                          headers={**signed_headers(GET_POST), "X-Auth-Token": "tok-admin"})
     assert_error(result, 403)
+
+
+# -- forgery and lifetime ------------------------------------------------------------------
+
+
+@pytest.mark.store_independent
+def test_a_url_signed_for_a_project_holding_backslash_n_does_not_open_the_project_after_it(make_client):
+    attacker = make_client(headers("J\\nvictim"), signed_url_secret_key=KEY)
+    share = attacker.simulate_post("/v2/queues/q1/share").json
+    assert share["project"] == "J\\nvictim"
+    victim = make_client(headers("victim"), signed_url_secret_key=KEY)
+    post(victim, "q1", [{"body": "secret", "ttl": 300}])
+    forged = {**signed_headers(share, project="victim"), "URL-Methods": "GET\\nJ"}
+    outsider = make_client({"Client-ID": CLIENT_ID}, signed_url_secret_key=KEY)
+    result = outsider.simulate_get("/v2/queues/q1/messages", headers=forged)
+    assert_error(result, 403)
+    assert b"secret" not in result.content
+
+
+@pytest.mark.store_independent
+def test_a_signed_request_naming_a_path_no_url_is_signed_for_is_403(outsider):
+    sent = {**signed_headers(GET_POST), "URL-Paths": "/v2/queues/q1/messages,/v2/health"}
+    body = assert_error(outsider.simulate_get("/v2/queues/q1/messages", headers=sent), 403)
+    assert body["description"].startswith("URL-Paths may hold only paths /v2/queues/QUEUE/RESOURCE")
+
+
+@pytest.mark.store_independent
+def test_a_share_until_9999_is_400_naming_the_longest_lifetime(keyed):
+    result = keyed.simulate_post("/v2/queues/q1/share", json={"expires": "9999-12-31T23:59:59"})
+    body = assert_error(result, 400)
+    assert body["description"] == (
+        "expires may be at most 604800 seconds from now (2100-01-08T00:00:00), the longest a signed URL is "
+        "valid on this server ([signed_urls] max_lifetime).")
+
+
+@pytest.mark.store_independent
+def test_the_longest_lifetime_is_the_operators_and_a_lower_one_refuses_urls_already_signed(make_client):
+    long_lived = make_client(headers("project-a"), signed_url_secret_key=KEY,
+                             signed_url_max_lifetime=30 * 86400)
+    share = long_lived.simulate_post("/v2/queues/q1/share", json={"expires": "2100-01-20T00:00:00"})
+    assert share.status_code == 200
+    strict = make_client({"Client-ID": CLIENT_ID}, signed_url_secret_key=KEY)
+    result = strict.simulate_get("/v2/queues/q1/messages", headers=signed_headers(share.json))
+    body = assert_error(result, 403)
+    assert body["description"].startswith("The signed URL is valid until 2100-01-20T00:00:00Z, more than the "
+                                          "604800 seconds")

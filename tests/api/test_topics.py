@@ -13,7 +13,7 @@ from zaqar_lite.notify import state
 #: what Zaqar 23 shows for a topic without metadata, key for key
 TOPIC_DEFAULTS = {"_max_messages_post_size": 262144, "_default_message_ttl": 3600,
                   "_default_message_delay": 0}
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "http://hooks.example.com:9/hook"
 
 
 def patch(client, topic, operations, content_type=JSON_PATCH):
@@ -60,7 +60,7 @@ def test_a_topic_and_a_queue_of_the_same_name_never_meet(client):
     post_to_topic(client, "same", "to the topic")
     post(client, "same", "to the queue", "and again")
     queue_sub = client.simulate_post("/v2/queues/same/subscriptions", json={"subscriber": HOOK})
-    topic_sub = subscribe(client, "same", "http://127.0.0.1:9/other")
+    topic_sub = subscribe(client, "same", "http://hooks.example.com:9/other")
     assert client.simulate_get("/v2/queues/same/stats").json["messages"]["total"] == 2
     assert client.simulate_get("/v2/topics/same/stats").json["messages"]["total"] == 1
     assert client.simulate_get("/v2/queues/same").json["colour"] == "queue"

@@ -1,8 +1,9 @@
 """The pre-signed URL rule, with literal cases.
 
-Every expected signature below was computed apart from zaqar_lite, as Zaqar's
-``zaqar/common/urls.py`` does it: ``hmac.new(key, text, hashlib.sha256).hexdigest()``
-over the text written here, whose separators are the two characters ``\\n``.
+Every expected signature below was computed apart from zaqar_lite:
+``hmac.new(key, text, hashlib.sha256).hexdigest()`` over the text written beside
+it, the line ``zaqar-lite signed URL grant v2`` and the grant as compact JSON with
+sorted keys.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from zaqar_lite.errors import Forbidden, ValidationFailed
 
 NOW = 4_102_444_800.0  # 2100-01-01T00:00:00Z
 KEY = "s3cret"
-#: key s3cret, text '/v2/queues/q1/messages\nGET,POST\nproject-a\n2100-01-02T00:00:00'
-MESSAGES_GET_POST = "7c5f3fa1e820bc7f21a3954cb47dd1a577f26ca29543200b7a2a255662fc4845"
+#: key s3cret, text 'zaqar-lite signed URL grant v2\n{"expires":"2100-01-02T00:00:00",'
+#: '"methods":["GET","POST"],"paths":["/v2/queues/q1/messages"],"project":"project-a"}'
+MESSAGES_GET_POST = "c1be905d29294f1ed64b28330755983abb002c5556405d2aedc23dbed87fd370"
+#: a week, the default [signed_urls] max_lifetime
+WEEK = 604800
 
 
 def signed(**changes: object) -> SignedRequest:
@@ -32,22 +36,39 @@ def signed(**changes: object) -> SignedRequest:
 # -- the canonical text and the signature -------------------------------------------
 
 
-def test_the_canonical_text_separates_fields_with_a_backslash_and_n_as_zaqar():
+def test_the_canonical_text_is_a_version_line_and_compact_sorted_json():
     grant = Grant(paths=("/v2/queues/q1/claims", "/v2/queues/q1/messages"), methods=("GET", "POST"),
                   project="project-a", expires="2100-01-02T00:00:00")
     assert signed_urls.canonical_text(grant) == (
-        b"/v2/queues/q1/claims,/v2/queues/q1/messages\\nGET,POST\\nproject-a\\n2100-01-02T00:00:00")
+        b'zaqar-lite signed URL grant v2\n{"expires":"2100-01-02T00:00:00","methods":["GET","POST"],'
+        b'"paths":["/v2/queues/q1/claims","/v2/queues/q1/messages"],"project":"project-a"}')
+
+
+def test_the_canonical_text_escapes_what_a_field_holds():
+    grant = Grant(paths=("/v2/queues/q1/messages",), methods=("GET",), project='J\\n"é',
+                  expires="2100-01-02T00:00:00")
+    assert signed_urls.canonical_text(grant) == (
+        b'zaqar-lite signed URL grant v2\n{"expires":"2100-01-02T00:00:00","methods":["GET"],'
+        b'"paths":["/v2/queues/q1/messages"],"project":"J\\\\n\\"\\u00e9"}')
+
+
+def test_a_project_holding_a_separator_signs_another_text_than_its_tail_with_more_methods():
+    # Zaqar's text of both grants is '/v2/queues/q1/messages\\nGET\\nJ\\nvictim\\n2100-01-02T00:00:00'
+    minted = Grant(("/v2/queues/q1/messages",), ("GET",), "J\\nvictim", "2100-01-02T00:00:00")
+    forged = Grant(("/v2/queues/q1/messages",), ("GET", "\\nJ"), "victim", "2100-01-02T00:00:00")
+    assert signed_urls.canonical_text(minted) != signed_urls.canonical_text(forged)
+    assert signed_urls.sign(KEY, minted) != signed_urls.sign(KEY, forged)
 
 
 @pytest.mark.parametrize(("key", "grant", "expected"), [
     ("test", Grant(("/v2/queues/shared/messages",), ("POST",), "my-project", "2100-01-02T00:00:00"),
-     "16a3f04f17b661913c2748f453cedad9a938c1cf9a60add302ac20a243b7ef58"),
+     "b1cf37bc3ea69a8f33a3dc88786fa7085465e39dcd78b9737995f7399d0a1ccc"),
     ("s3cret", Grant(("/v2/queues/q1/claims", "/v2/queues/q1/messages"), ("GET", "POST"), "project-a",
                      "2100-01-02T00:00:00"),
-     "ddc99b4669e3e0bed16445a9fb0b59b0e5ed0cd047e91003c5e2ba66909ddea5"),
+     "e0d138916b33ab07598868ce2ad83e6e592b6bd5c7d1d6bee86912e708190dbf"),
     ("s3cret", Grant(("/v2/queues/q1/messages",), ("GET",), "project-a", "2100-05-31T17:00:17"),
-     "febab9c8d4338f2720e34371ea24ea48651818adf8cd03f957b0f3f3dd1f072e"),
-], ids=["zaqar-test-case", "two-paths-two-methods", "odd-time"])
+     "5441c4b49435d148ea2a143eaf0a0efc63985963159a6d4b5afe9191cb84433e"),
+], ids=["one-path-one-method", "two-paths-two-methods", "odd-time"])
 def test_a_grant_is_signed_with_hmac_sha256_in_hex(key, grant, expected):
     assert signed_urls.sign(key, grant) == expected
 
@@ -207,3 +228,63 @@ def test_without_a_key_every_signed_request_is_forbidden_saying_why():
     with pytest.raises(Forbidden, match=r"^Signed URLs are not enabled on this server: its operator has not "
                                         r"set \[signed_urls\] secret_key\.$"):
         signed_urls.authorise("", signed(), "project-a")
+
+
+# -- what a grant may name, and for how long ----------------------------------------------
+
+
+def test_a_signature_minted_for_a_project_holding_a_separator_does_not_open_its_tail():
+    minted = signed_urls.sign(KEY, Grant(("/v2/queues/q1/messages",), ("GET",), "J\\nvictim",
+                                         "2100-01-02T00:00:00"))
+    with pytest.raises(Forbidden):
+        signed_urls.authorise(KEY, signed(signature=minted, methods="GET\\nJ"), "victim")
+
+
+@pytest.mark.parametrize("methods", ["GET\\nJ", "GET,get", "GET,FETCH", "GET,PO ST"],
+                         ids=["backslash-n", "lower-case", "unknown", "blank-inside"])
+def test_a_grant_naming_a_method_no_url_is_signed_for_is_forbidden_even_when_signed(methods):
+    grant = Grant(("/v2/queues/q1/messages",), tuple(sorted(m.strip() for m in methods.split(","))),
+                  "project-a", "2100-01-02T00:00:00")
+    request = signed(signature=signed_urls.sign(KEY, grant), methods=methods)
+    with pytest.raises(Forbidden, match=r"^URL-Methods may hold only DELETE, GET, HEAD, OPTIONS, PATCH, "
+                                        r"POST, PUT; '.*' is not one of them\.$"):
+        signed_urls.authorise(KEY, request, "project-a")
+
+
+@pytest.mark.parametrize("paths", ["/v2/queues/q1/messages\\nGET", "/v2/queues/q1/stats", "/v2/health",
+                                   "/v2/queues/q1", "/v2/queues/../messages", "/v2/queues/q 1/messages",
+                                   "/v2/queues/q1/messages/"],
+                         ids=["backslash-n", "stats", "health", "queue", "dot-dot", "blank", "slash"])
+def test_a_grant_naming_a_path_no_url_is_signed_for_is_forbidden_even_when_signed(paths):
+    grant = Grant((paths,), ("GET",), "project-a", "2100-01-02T00:00:00")
+    request = signed(signature=signed_urls.sign(KEY, grant), methods="GET", paths=paths, path=paths)
+    with pytest.raises(Forbidden, match=r"^URL-Paths may hold only paths /v2/queues/QUEUE/RESOURCE with "
+                                        r"RESOURCE one of claims, messages, subscriptions; "):
+        signed_urls.authorise(KEY, request, "project-a")
+
+
+def test_a_share_may_expire_at_most_max_lifetime_from_now():
+    grant = signed_urls.grant_for_share("q1", "p", NOW, expires="2100-01-08T00:00:00", max_lifetime=WEEK)
+    assert grant.expires == "2100-01-08T00:00:00"
+    with pytest.raises(ValidationFailed, match=r"^expires may be at most 604800 seconds from now "
+                                               r"\(2100-01-08T00:00:00\), the longest a signed URL is valid "
+                                               r"on this server \(\[signed_urls\] max_lifetime\)\.$"):
+        signed_urls.grant_for_share("q1", "p", NOW, expires="2100-01-08T00:00:01", max_lifetime=WEEK)
+
+
+def test_a_share_until_9999_is_refused():
+    with pytest.raises(ValidationFailed, match=r"^expires may be at most 604800 seconds from now"):
+        signed_urls.grant_for_share("q1", "p", NOW, expires="9999-12-31T23:59:59", max_lifetime=WEEK)
+
+
+def test_a_share_without_expires_lasts_max_lifetime_when_shorter_than_a_day():
+    grant = signed_urls.grant_for_share("q1", "p", NOW, max_lifetime=3600)
+    assert grant.expires == "2100-01-01T01:00:00"
+
+
+def test_a_signed_request_valid_longer_than_max_lifetime_from_now_is_forbidden():
+    with pytest.raises(Forbidden, match=r"^The signed URL is valid until 2100-01-02T00:00:00Z, more than "
+                                        r"the 3600 seconds this server allows \(\[signed_urls\] "
+                                        r"max_lifetime\)\.$"):
+        signed_urls.authorise(KEY, signed(), "project-a", 3600)
+    signed_urls.authorise(KEY, signed(at=NOW + 86400 - 3600), "project-a", 3600)

@@ -58,6 +58,14 @@ INEXPRESSIBLE_REFUSALS = [
     # a share's expiry must exist and lie in the future (docs/api.rst, "Pre-signed URLs")
     ("Invalid API request", re.compile(r"^expires names no existing date and time")),
     ("Invalid API request", re.compile(r"^expires must be later than now")),
+    # ... and lie within the operator's [signed_urls] max_lifetime from now
+    ("Invalid API request", re.compile(r"^expires may be at most \d+ seconds from now")),
+    # a webhook's host must be an address the operator lets webhooks reach (docs/api.rst, "What a
+    # subscription may make the server send"); post_headers framing headers and control characters,
+    # and a from the operator does not allow, are stated in words only
+    ("Invalid API request", re.compile(r"^subscriber is refused: the subscriber's address is not one")),
+    ("Invalid API request", re.compile(r"^options\.post_headers: (\S+ is set by the server|the value of )")),
+    ("Invalid API request", re.compile(r"^options\.from is refused: ")),
     # SPEC 1.4: the claim rules of a message DELETE or release depend on the message's state
     ("Invalid claim", re.compile(r".")),
     ("Message is not claimed", re.compile(r".")),

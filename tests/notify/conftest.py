@@ -29,11 +29,14 @@ from tests.e2e.harness import (
 )
 from tests.notify.receiver import Receiver
 from tests.storage.conftest import storage_uri as driver_uri
-from zaqar_lite.config import Settings
+from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify.worker import Notifier
 from zaqar_lite.storage import Storage, open_storage
 
 LOOPBACK = "127.0.0.1,localhost"
+#: ``[notifier] allowed_targets`` of these suites: their receivers listen on loopback, which the
+#: default target rule refuses
+ALLOW_LOOPBACK = ("127.0.0.0/8", "::1")
 #: short leases and timeouts, so that takeovers and retries happen within seconds
 NOTIFIER_ENV = {
     "ZAQAR_LITE_NOTIFIER_LEASE_SECONDS": "4",
@@ -88,6 +91,13 @@ class NotifierProcesses:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+@pytest.fixture
+def settings(store_uri: str) -> Settings:
+    """Default settings on a fresh store, with webhooks to loopback allowed (the receivers are there)."""
+    return load_settings(None, storage_uri=store_uri).replace(
+        notifier=NotifierSettings(allowed_targets=ALLOW_LOOPBACK))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.notify.conftest import running_notifier, wait_until
+from tests.notify.conftest import ALLOW_LOOPBACK, running_notifier, wait_until
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
 from zaqar_lite.notify.state import Delivery
@@ -32,7 +32,8 @@ def storage(tmp_path):
 
 
 def settings_with(*keys: str) -> Settings:
-    fast = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
+    fast = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2,
+                            allowed_targets=ALLOW_LOOPBACK)
     return load_settings(None, storage_uri="sqlite:///unused.db").replace(notifier=fast, encryption_keys=keys)
 
 

@@ -19,7 +19,7 @@ from email.message import EmailMessage
 import pytest
 import trustme
 
-from tests.notify.conftest import running_notifier, wait_until
+from tests.notify.conftest import ALLOW_LOOPBACK, running_notifier, wait_until
 from tests.notify.smtp_sink import SmtpSink
 from tests.notify.streams import post_numbered
 from tests.storage.conftest import driver, driver_uri, storage_uri  # noqa: F401 - the fixtures, over every store
@@ -36,7 +36,8 @@ TWO_RETRIES = {"retries_with_no_delay": 2, "minimum_delay_retries": 0, "maximum_
 #: retry every second for a minute
 EVERY_SECOND = {"retries_with_no_delay": 0, "minimum_delay_retries": 60, "maximum_delay_retries": 0,
                 "minimum_delay": 1, "maximum_delay": 1}
-FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
+FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2,
+                        allowed_targets=ALLOW_LOOPBACK)
 
 
 @pytest.fixture
@@ -110,6 +111,32 @@ def test_the_options_subject_is_used_when_the_uri_has_none(store, sink):
     assert received.message["Subject"] == "Queue q"
     assert received.message["From"] == "zaqar-lite <no-reply@localhost>"
     assert received.mail_from == "no-reply@localhost"
+
+
+def test_a_from_stored_before_the_operator_fixed_the_sender_gives_way_to_from_address(store, sink):
+    Subscriptions(store, settings_for(sink)).create("p", "q", {"subscriber": "mailto:ops@example.com",
+                                                               "options": {"from": "CEO <ceo@example.com>"}})
+    fixed = settings_for(sink, from_address="Queue Robot <robot@example.org>", fixed_from=True)
+    post(store, fixed, "q", [{"n": 0}])
+    with running_notifier(store, fixed):
+        wait_until(lambda: sink.received(), 20, "one mail")
+    [received] = sink.received()
+    assert received.message["From"] == "Queue Robot <robot@example.org>"
+    assert received.mail_from == "robot@example.org"
+
+
+def test_a_from_outside_the_allowed_senders_gives_way_to_from_address(store, sink):
+    Subscriptions(store, settings_for(sink)).create("p", "q", {"subscriber": "mailto:ops@example.com",
+                                                               "options": {"from": "ceo@evil.org"}})
+    Subscriptions(store, settings_for(sink)).create("p", "q", {"subscriber": "mailto:dev@example.com",
+                                                               "options": {"from": "Ops <ops@example.com>"}})
+    restricted = settings_for(sink, allowed_from="example.com")
+    post(store, restricted, "q", [{"n": 0}])
+    with running_notifier(store, restricted):
+        wait_until(lambda: len(sink.received()) == 2, 20, "two mails")
+    senders = {r.rcpt_tos[0]: r.message["From"] for r in sink.received()}
+    assert senders == {"ops@example.com": "zaqar-lite <no-reply@localhost>",
+                       "dev@example.com": "Ops <ops@example.com>"}
 
 
 @pytest.mark.slow

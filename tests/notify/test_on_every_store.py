@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.notify.conftest import PATIENT, wait_until
+from tests.notify.conftest import ALLOW_LOOPBACK, PATIENT, wait_until
 from tests.notify.receiver import Receiver
 from tests.notify.streams import acknowledged_numbers, check_stream
 from tests.storage.conftest import driver, driver_uri  # noqa: F401 - the fixtures, parametrised over every store
@@ -29,7 +29,8 @@ URL = "http://127.0.0.1:9/hook"
 
 @pytest.fixture
 def settings_for_store() -> Settings:
-    fast = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.1, threads=2)
+    fast = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.1, threads=2,
+                            allowed_targets=ALLOW_LOOPBACK)
     return load_settings(None, storage_uri="sqlite:///unused.db").replace(notifier=fast)
 
 

@@ -8,6 +8,7 @@ import uuid
 import falcon.testing
 import pytest
 
+from tests.notify.conftest import ALLOW_LOOPBACK
 from zaqar_lite.api.app import create_app
 from zaqar_lite.config import NotifierSettings, load_settings
 from zaqar_lite.notify import state
@@ -20,8 +21,10 @@ BASE = "/v2/queues/orders/subscriptions"
 
 @pytest.fixture
 def settings(tmp_path):
-    """Default settings on a fresh SQLite file that skips the fsync of each commit (speed only)."""
-    return load_settings(None, storage_uri=f"sqlite:///{tmp_path}/zaqar.db?synchronous=normal")
+    """Default settings on a fresh SQLite file that skips the fsync of each commit (speed only),
+    with webhooks to loopback allowed."""
+    return load_settings(None, storage_uri=f"sqlite:///{tmp_path}/zaqar.db?synchronous=normal").replace(
+        notifier=NotifierSettings(allowed_targets=ALLOW_LOOPBACK))
 
 
 def create(client, subscriber: str = URL, queue: str = "orders", **fields) -> str:
@@ -356,7 +359,8 @@ def test_a_bad_queue_name_is_a_400(client):
 
 
 def test_the_https_only_switch_refuses_plain_http_subscribers(settings, clock):
-    strict = settings.replace(notifier=NotifierSettings(subscriber_schemes=("https",)))
+    strict = settings.replace(notifier=NotifierSettings(subscriber_schemes=("https",),
+                                                        allowed_targets=ALLOW_LOOPBACK))
     client = falcon.testing.TestClient(create_app(strict, clock=clock),
                                        headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": "p"})
     assert_400_naming(client.simulate_post(BASE, json={"subscriber": URL}), "https")

@@ -13,14 +13,15 @@ import uuid
 import falcon.testing
 import pytest
 
-from tests.notify.conftest import running_notifier, wait_until
+from tests.notify.conftest import ALLOW_LOOPBACK, running_notifier, wait_until
 from zaqar_lite.api.app import create_app
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
 from zaqar_lite.notify.state import Delivery
 from zaqar_lite.storage import Storage
 
-FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2)
+FAST = NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=2,
+                        allowed_targets=ALLOW_LOOPBACK)
 TOKENS = {"tok-creator": ("p", "member"), "tok-other": ("p", "admin")}
 
 

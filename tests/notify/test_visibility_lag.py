@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.notify.conftest import wait_until
+from tests.notify.conftest import ALLOW_LOOPBACK, wait_until
 from tests.notify.receiver import Receiver
 from tests.notify.streams import number
 from zaqar_lite.config import NotifierSettings, load_settings
@@ -17,7 +17,8 @@ from zaqar_lite.storage import open_storage
 
 def test_messages_younger_than_the_lag_wait_and_then_go_in_order(tmp_path):
     settings = load_settings(None, storage_uri=f"sqlite:///{tmp_path}/lag.db").replace(
-        notifier=NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=1))
+        notifier=NotifierSettings(lease_seconds=4.0, request_timeout=1.0, poll_interval=0.05, threads=1,
+                                  allowed_targets=ALLOW_LOOPBACK))
     storage = open_storage(settings.storage_uri)
     storage.visibility_lag = 1.5  # type: ignore[attr-defined]
     notifier = Notifier(storage, settings)

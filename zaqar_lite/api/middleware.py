@@ -78,7 +78,7 @@ def credentials(settings: Settings, token: str | None, project: str | None,
         if settings.auth_strategy == "keystone":  # keystonemiddleware strips X-Project-Id
             project = (identity or {}).get(keystone.NAMED_PROJECT)
         named = inputs.project_id(project, settings.limits)
-        signed_urls.authorise(settings.signed_url_secret_key, signed, named)
+        signed_urls.authorise(settings.signed_url_secret_key, signed, named, settings.signed_url_max_lifetime)
         return named, "member"
     if settings.auth_strategy == "keystone":
         return keystone.credentials(identity or {}, project)

@@ -25,7 +25,8 @@ class QueueShare(Resource):
             raise Forbidden(signed_urls.DISABLED)
         document, _ = read_json(req, schemas.SHARE_BODY_SIZE)
         grant = signed_urls.grant_for_share(queue, req.context.project, self.messaging.clock(),
-                                            **schemas.share_request(document))
+                                            **schemas.share_request(document),
+                                            max_lifetime=self.settings.signed_url_max_lifetime)
         resp.media = {
             "signature": signed_urls.sign(key, grant),
             "expires": grant.expires,

@@ -1,13 +1,18 @@
 """Pre-signed URLs (Zaqar's ``POST /v2/queues/{queue}/share``): what a signature grants and how it is checked.
 
 A grant names full paths, HTTP methods, a project and an expiry time; its
-signature is the hex HMAC-SHA256, under the server's secret key, of Zaqar's
-canonical text of the grant (:func:`canonical_text`), so a URL signed by a
-Zaqar server with the same key is honoured here, and the other way round. A
-request that carries the signature in ``URL-Signature`` (with the grant in
-``URL-Expires``, ``URL-Methods``, ``URL-Paths`` and the project in
-``X-Project-ID``) may use exactly those methods on those paths and the
-resources under them, until the expiry time.
+signature is the hex HMAC-SHA256, under the server's secret key, of an
+unambiguous encoding of the grant (:func:`canonical_text`: a version line and
+canonical JSON), so that no two grants are signed over the same bytes. Zaqar
+signs ``paths\nmethods\nproject\nexpires`` (``\n`` being two characters),
+where a project named ``J\nvictim`` signs the same text as the project
+``victim`` with ``\nJ`` added to its methods: zaqar-lite does not honour URLs
+signed that way. A request that carries the signature in ``URL-Signature``
+(with the grant in ``URL-Expires``, ``URL-Methods``, ``URL-Paths`` and the
+project in ``X-Project-ID``) may use exactly those methods on those paths and
+the resources under them, until the expiry time; its methods must be HTTP
+methods a URL can be signed for, its paths paths of a queue's shareable
+resources, and its expiry no further than the server's longest lifetime.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -36,6 +42,11 @@ EXPIRES_FORMAT = "%Y-%m-%dT%H:%M:%S"
 EXPIRES_PATTERN = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(Z|[+-]\d{2}(?::?\d{2})?)?")
 EXPIRES_EXAMPLE = "2016-01-01T00:00:00"
+#: a path a URL can be signed for: a queue's shareable resource
+SIGNED_PATH = re.compile(r"/v2/queues/([A-Za-z0-9_.-]+)/(" + "|".join(SHAREABLE_PATHS) + ")")
+#: the first line of the signed text: names the encoding, so that no other text signed with the key
+#: (a Zaqar URL's) can be taken for a grant
+ENCODING_LINE = b"zaqar-lite signed URL grant v2\n"
 DISABLED = ("Signed URLs are not enabled on this server: its operator has not set "
             "[signed_urls] secret_key.")
 
@@ -66,15 +77,15 @@ class SignedRequest:
 
 
 def canonical_text(grant: Grant) -> bytes:
-    r"""Return the text a grant's signature is computed over: Zaqar's form.
+    """Return the bytes a grant's signature is computed over: one for each grant, and no other's.
 
-    Paths joined by commas, methods joined by commas, the project and the
-    expiry time, separated by the two characters ``\`` and ``n`` (Zaqar writes
-    its template as a raw string, so the separator is not a newline; a
-    signature interoperates only if the text is the same byte for byte).
+    :data:`ENCODING_LINE`, then the grant as JSON with sorted keys, no blanks
+    and every non-ASCII character escaped (JSON quotes and escapes each string,
+    so a field cannot end early or spill into the next, whatever it holds).
     """
-    fields = (",".join(grant.paths), ",".join(grant.methods), grant.project, grant.expires)
-    return "\\n".join(fields).encode("utf-8")
+    fields = {"expires": grant.expires, "methods": list(grant.methods), "paths": list(grant.paths),
+              "project": grant.project}
+    return ENCODING_LINE + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
 def sign(key: str, grant: Grant) -> str:
@@ -111,7 +122,8 @@ def _zone(suffix: str | None) -> timezone:
 
 
 def grant_for_share(queue: str, project: str, now: float, paths: Sequence[str] | None = None,
-                    methods: Sequence[str] | None = None, expires: str | None = None) -> Grant:
+                    methods: Sequence[str] | None = None, expires: str | None = None,
+                    max_lifetime: float = float("inf")) -> Grant:
     """Return the grant a share of a queue makes, Zaqar's defaults filled in.
 
     Args:
@@ -120,10 +132,14 @@ def grant_for_share(queue: str, project: str, now: float, paths: Sequence[str] |
         now: POSIX seconds.
         paths: some of :data:`SHAREABLE_PATHS` (default ``messages``).
         methods: some of :data:`SHAREABLE_METHODS` (default ``GET``).
-        expires: an ISO 8601 time later than ``now`` (default one day from now).
+        expires: an ISO 8601 time later than ``now`` (default one day from now, or
+            ``max_lifetime`` if that is shorter).
+        max_lifetime: the most seconds after ``now`` the grant may expire
+            (``[signed_urls] max_lifetime``).
 
     Raises:
-        ValidationFailed: a path or method outside its set, or an expiry not in the future.
+        ValidationFailed: a path or method outside its set, or an expiry not in
+            the future or further than ``max_lifetime``.
     """
     unknown = sorted(set(paths or ()) - set(SHAREABLE_PATHS))
     if unknown:
@@ -134,12 +150,17 @@ def grant_for_share(queue: str, project: str, now: float, paths: Sequence[str] |
         raise ValidationFailed(f"methods may hold only {', '.join(SHAREABLE_METHODS)} (in capitals); "
                                f"{', '.join(unknown)} is not one of them.")
     if expires is None:
-        moment = (datetime.fromtimestamp(now, UTC) + DEFAULT_LIFETIME).replace(microsecond=0)
+        lifetime = min(DEFAULT_LIFETIME.total_seconds(), max_lifetime)
+        moment = datetime.fromtimestamp(int(now + lifetime), UTC)
     else:
         moment = parse_expires(expires, "expires")
         if moment.timestamp() <= now:
             raise ValidationFailed(f"expires must be later than now ({_written(now)}); "
                                    "a signed URL that has already expired grants nothing.")
+        if moment.timestamp() - now > max_lifetime:
+            raise ValidationFailed(f"expires may be at most {max_lifetime:g} seconds from now "
+                                   f"({_written(now + max_lifetime)}), the longest a signed URL is valid "
+                                   "on this server ([signed_urls] max_lifetime).")
     return Grant(paths=tuple(sorted(f"/v2/queues/{queue}/{path}" for path in set(paths or DEFAULT_PATHS))),
                  methods=tuple(sorted(set(methods or DEFAULT_METHODS))),
                  project=project, expires=written(moment))
@@ -159,17 +180,19 @@ def _listed(header: str) -> tuple[str, ...]:
     return tuple(sorted(item.strip() for item in header.split(",")))
 
 
-def authorise(key: str, request: SignedRequest, project: str) -> None:
+def authorise(key: str, request: SignedRequest, project: str, max_lifetime: float = float("inf")) -> None:
     """Check that a signed request may do what it asks: the one rule of every signed request.
 
-    The signature must be the grant's (compared in constant time), then the
-    grant must not have expired, must list the request's method and a path
-    that is the request's path or one of its ancestors.
+    The grant must name only methods and paths a URL can be signed for, its
+    signature must be the grant's (compared in constant time), then the grant
+    must not have expired nor expire more than ``max_lifetime`` seconds after
+    the request, and must list the request's method and a path that is the
+    request's path or one of its ancestors.
 
     Raises:
         Forbidden: signed URLs are not enabled, a header is missing or malformed,
-            the signature does not match, the grant expired, or it does not cover
-            the method or the path (the message says which).
+            the signature does not match, the grant expired or lasts too long, or
+            it does not cover the method or the path (the message says which).
     """
     grant = _presented_grant(key, request, project)
     # bytes, so that a header of any characters is compared in constant time too
@@ -180,6 +203,9 @@ def authorise(key: str, request: SignedRequest, project: str) -> None:
                         "another project or by another key.")
     if _timestamp(grant.expires) <= request.at:
         raise Forbidden(f"The signed URL expired at {grant.expires}Z.")
+    if _timestamp(grant.expires) - request.at > max_lifetime:
+        raise Forbidden(f"The signed URL is valid until {grant.expires}Z, more than the {max_lifetime:g} "
+                        "seconds this server allows ([signed_urls] max_lifetime).")
     if request.method not in grant.methods:
         raise Forbidden(f"The signed URL allows {', '.join(grant.methods)}; "
                         f"it does not allow {request.method}.")
@@ -203,8 +229,21 @@ def _presented_grant(key: str, request: SignedRequest, project: str) -> Grant:
         expires = parse_expires(values["URL-Expires"], "URL-Expires")
     except ValidationFailed as exc:
         raise Forbidden(str(exc)) from None
-    return Grant(paths=_listed(values["URL-Paths"]), methods=_listed(values["URL-Methods"]),
-                 project=project, expires=written(expires))
+    methods, paths = _listed(values["URL-Methods"]), _listed(values["URL-Paths"])
+    unknown = [method for method in methods if method not in SHAREABLE_METHODS]
+    if unknown:
+        raise Forbidden(f"URL-Methods may hold only {', '.join(SHAREABLE_METHODS)}; "
+                        f"{unknown[0]!r} is not one of them.")
+    unknown = [path for path in paths if not _signable_path(path)]
+    if unknown:
+        raise Forbidden(f"URL-Paths may hold only paths /v2/queues/QUEUE/RESOURCE with RESOURCE one of "
+                        f"{', '.join(SHAREABLE_PATHS)}; {unknown[0]!r} is not one of them.")
+    return Grant(paths=paths, methods=methods, project=project, expires=written(expires))
+
+
+def _signable_path(path: str) -> bool:
+    found = SIGNED_PATH.fullmatch(path)
+    return found is not None and found.group(1) not in (".", "..")
 
 
 def _timestamp(expires: str) -> float:

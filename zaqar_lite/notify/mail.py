@@ -6,7 +6,9 @@ notification mail as a ``text/plain`` part whose text is the JSON notification
 
 * ``To``: the address of the ``mailto:`` URI (its path);
 * ``From``: the subscription's ``options.from`` (zaqar-lite falls back to
-  ``[smtp] from_address`` where Zaqar would send an empty ``From``);
+  ``[smtp] from_address`` where Zaqar would send an empty ``From``, and uses it
+  whatever the option says when the operator fixed the sender with ``[smtp]
+  fixed_from`` or the option is not in ``[smtp] allowed_from``);
 * ``Subject``: the URI's ``subject`` field (``mailto:ops@example.com?subject=Orders``),
   else ``options.subject``, else empty.
 
@@ -43,6 +45,7 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from typing import Any
 
+from zaqar_lite.claims import egress
 from zaqar_lite.config import SmtpSettings
 from zaqar_lite.notify.outcome import Outcome, failed
 from zaqar_lite.notify.webhook import MESSAGE_ID_HEADER, SUBSCRIPTION_ID_HEADER
@@ -104,6 +107,9 @@ def parse_mailto(uri: str) -> Mailto:
 def _header_text(value: str, what: str) -> str:
     if "\r" in value or "\n" in value:
         raise BadAddress(f"{what} must be one line")
+    refusal = egress.mail_text_refusal(value)
+    if refusal is not None:
+        raise BadAddress(f"{what} is refused: {refusal}")
     if len(value) > MAX_HEADER_LENGTH:
         raise BadAddress(f"{what} may not be longer than {MAX_HEADER_LENGTH} characters")
     return value
@@ -124,13 +130,35 @@ def check_sender(value: str) -> str:
     return value
 
 
-def compose(document: Mapping[str, Any], subscriber: str, options: Mapping[str, Any], default_from: str,
+def sender_refusal(value: str, settings: SmtpSettings) -> str | None:
+    """Return why the operator does not let a subscription send From this address, or None."""
+    if settings.fixed_from:
+        return f"this server sends every mail From {settings.from_address} ([smtp] fixed_from)"
+    address = email.utils.parseaddr(value)[1]
+    if not egress.sender_allowed(address, settings.allowed_from.split(",")):
+        return f"{address} is not among the senders this server allows ([smtp] allowed_from)"
+    return None
+
+
+def sender(options: Mapping[str, Any], settings: SmtpSettings) -> str:
+    """Return the ``From`` of a subscription's mails: its ``from`` option if the operator allows it.
+
+    A ``from`` stored before the operator fixed or restricted senders gives way
+    to ``[smtp] from_address``.
+    """
+    chosen = options.get("from")
+    if not chosen or sender_refusal(chosen, settings) is not None:
+        return settings.from_address
+    return str(chosen)
+
+
+def compose(document: Mapping[str, Any], subscriber: str, options: Mapping[str, Any], sender: str,
             subscription_id: str, message_id: str, now: float) -> EmailMessage:
-    """Return the notification mail of one message (see the module docstring)."""
+    """Return the notification mail of one message from ``sender`` (see the module docstring)."""
     mailto = parse_mailto(subscriber)
     mail = EmailMessage(policy=email.policy.SMTP)
     mail["To"] = mailto.address
-    mail["From"] = options.get("from") or default_from
+    mail["From"] = sender
     mail["Subject"] = mailto.subject if mailto.subject is not None else options.get("subject", "")
     mail["Date"] = email.utils.formatdate(now, localtime=False, usegmt=True)
     mail["Message-ID"] = f"<{message_id}.{subscription_id}@zaqar-lite>"

@@ -21,8 +21,8 @@ import re
 import urllib.parse
 from typing import Any
 
-from zaqar_lite.claims import retry
-from zaqar_lite.config import Limits, NotifierSettings
+from zaqar_lite.claims import egress, retry
+from zaqar_lite.config import Limits, NotifierSettings, SmtpSettings
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.notify import mail, webhook
 
@@ -109,7 +109,21 @@ def _web_url(url: str, value: str, field: str) -> None:
         raise ValidationFailed(f"{field} must be an absolute URL with a host, got {_show(value)}.")
 
 
-def for_subscriber(subscriber_uri: str, value: dict[str, Any]) -> None:
+def target(subscriber_uri: str, settings: NotifierSettings, field: str = "subscriber") -> None:
+    """Check that a webhook subscriber's host is a target this server delivers to (no lookup made).
+
+    An address literal or ``localhost`` is judged here; a name is judged again at
+    each delivery, on the addresses it resolves to (:mod:`zaqar_lite.claims.egress`).
+    """
+    if subscriber_uri.lower().startswith("mailto:"):
+        return
+    host = urllib.parse.urlsplit(webhook.target_url(subscriber_uri)).hostname or ""
+    rule = egress.TargetRule.from_settings(settings.allowed_targets, settings.denied_targets)
+    if not rule.allows_host(host):
+        raise ValidationFailed(f"{field} is refused: {egress.TARGET_REFUSED}.")
+
+
+def for_subscriber(subscriber_uri: str, value: dict[str, Any], smtp: SmtpSettings) -> None:
     """Check the options that apply to this kind of subscriber: ``from`` and ``subject`` of a mailto: one."""
     if not subscriber_uri.lower().startswith("mailto:"):
         return
@@ -122,6 +136,10 @@ def for_subscriber(subscriber_uri: str, value: dict[str, Any]) -> None:
             check(value[key])
         except mail.BadAddress as exc:
             raise ValidationFailed(f"options.{key} is not valid: {exc}.") from None
+    if "from" in value:
+        refusal = mail.sender_refusal(value["from"], smtp)
+        if refusal is not None:
+            raise ValidationFailed(f"options.from is refused: {refusal}.")
 
 
 def ttl(value: Any, limits: Limits, now: float) -> int:
@@ -166,6 +184,9 @@ def _post_headers(headers: Any) -> None:
         if not isinstance(text, str) or "\r" in text or "\n" in text:
             raise ValidationFailed(
                 f"options.post_headers.{name} must be a one-line string, got {_show(text)}.")
+        refusal = egress.header_refusal(name, text)
+        if refusal is not None:
+            raise ValidationFailed(f"options.post_headers: {refusal}.")
 
 
 def _document(document: Any, empty: str) -> dict[str, Any]:
@@ -179,7 +200,8 @@ def _document(document: Any, empty: str) -> dict[str, Any]:
     return document
 
 
-def creation(document: Any, limits: Limits, settings: NotifierSettings, now: float) -> dict[str, Any]:
+def creation(document: Any, limits: Limits, settings: NotifierSettings, smtp: SmtpSettings,
+             now: float) -> dict[str, Any]:
     """Check a subscription POST body; return ``subscriber``, ``ttl`` and ``options`` with defaults."""
     document = _document(document, "subscriber is required: send "
                          '{"subscriber": "https://...", "ttl": seconds, "options": {...}}.')
@@ -190,7 +212,8 @@ def creation(document: Any, limits: Limits, settings: NotifierSettings, now: flo
         "ttl": ttl(document.get("ttl", limits.default_subscription_ttl), limits, now),
         "options": options(document.get("options", {})),
     }
-    for_subscriber(fields["subscriber"], fields["options"])
+    target(fields["subscriber"], settings)
+    for_subscriber(fields["subscriber"], fields["options"], smtp)
     return fields
 
 
@@ -200,6 +223,7 @@ def update(document: Any, limits: Limits, settings: NotifierSettings, now: float
     changes: dict[str, Any] = {}
     if "subscriber" in document:
         changes["subscriber"] = subscriber(document["subscriber"], settings)
+        target(changes["subscriber"], settings)
     if "ttl" in document:
         changes["ttl"] = ttl(document["ttl"], limits, now)
     if "options" in document:

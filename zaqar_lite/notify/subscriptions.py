@@ -52,6 +52,15 @@ class SubscriptionExists(errors.Conflict):
                          f"project + {kind} + subscriber URI.")
 
 
+class TooManySubscriptions(errors.Conflict):
+    """The queue (or topic) already has as many subscriptions as ``[limits] max_subscriptions_per_queue``."""
+
+    def __init__(self, project: str, queue: str, most: int) -> None:
+        kind = topics.source_kind(project)
+        super().__init__(f"The {kind} {queue} already has {most} subscriptions, the most this server "
+                         f"allows ([limits] max_subscriptions_per_queue); delete one to add another.")
+
+
 class NoSuchSubscription(errors.SubscriptionDoesNotExist):
     """No such subscription, or it has expired."""
 
@@ -108,9 +117,10 @@ class Subscriptions:
             already has a confirmed subscription on this queue.
         """
         now = self.clock()
-        fields = checks.creation(document, self.limits, self.settings.notifier, now)
+        fields = checks.creation(document, self.limits, self.settings.notifier, self.settings.smtp, now)
         fields["auth_token"] = auth_token if webhook.is_trust(fields["subscriber"]) else None
         self._check_fan_out(project, queue, fields["subscriber"])
+        self._check_room(project, queue, fields["subscriber"], now)
         self.storage.create_queue(project, queue, {}, now)
         index_key = state.subscriber_key(queue, fields["subscriber"])
         for _ in range(CAS_ATTEMPTS):
@@ -127,6 +137,23 @@ class Subscriptions:
                 subscription_id = existing
             return self._write_new(project, queue, subscription_id, fields, now)
         raise errors.StorageUnavailable("the subscription could not be created; try again")
+
+    def _check_room(self, project: str, queue: str, subscriber: str, now: float) -> None:
+        """Refuse a new subscriber on a queue that has ``max_subscriptions_per_queue`` live ones.
+
+        Creations racing each other may pass the limit by as many as run at once;
+        the limit bounds how far one post fans out, not an exact count.
+        """
+        most = self.limits.max_subscriptions_per_queue
+        live = 0
+        for subscription in project_subscriptions(self.storage, project, queue):
+            if subscription.is_expired(now):
+                continue
+            if subscription.subscriber == subscriber:
+                return  # answered as a duplicate below
+            live += 1
+        if live >= most:
+            raise TooManySubscriptions(project, queue, most)
 
     def _resolve_index(self, project: str, queue: str, index_key: str, url: str,
                        now: float) -> Subscription | str | None:
@@ -240,7 +267,7 @@ class Subscriptions:
         if "options" in changes:
             changes["options"] = checks.unmasked(changes["options"], subscription.options)
         new_url = changes.get("subscriber", subscription.subscriber)
-        checks.for_subscriber(new_url, changes.get("options", subscription.options))
+        checks.for_subscriber(new_url, changes.get("options", subscription.options), self.settings.smtp)
         if "subscriber" in changes:
             changes.update(self._stored_token(project, queue, subscription_id,
                                               auth_token if webhook.is_trust(new_url) else None))

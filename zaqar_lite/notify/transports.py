@@ -69,7 +69,8 @@ class Mail:
         """Send one mail; the SMTP server's acceptance acknowledges it."""
         try:
             composed = mail.compose(webhook.notification(message, subscription.queue),
-                                    subscription.subscriber, subscription.options, self.smtp.from_address,
+                                    subscription.subscriber, subscription.options,
+                                    mail.sender(subscription.options, self.smtp),
                                     subscription.id, message.id, self.clock())
         except ValueError as exc:  # a header email refuses (BadAddress is one too)
             return failed(f"the mail cannot be written: {exc}")

@@ -28,14 +28,13 @@ import socket
 import threading
 import uuid
 
-import requests
-
 from zaqar_lite import errors, metrics
+from zaqar_lite.claims import egress
 from zaqar_lite.claims.encryption import Keyring
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import Record
-from zaqar_lite.notify import state
+from zaqar_lite.notify import state, webhook
 from zaqar_lite.notify.delivery import Courier, Pause
 from zaqar_lite.notify.lease import Lease, LeaseLost
 from zaqar_lite.notify.state import Delivery, Subscription
@@ -77,6 +76,8 @@ class Notifier:
         self._busy: set[tuple[str, str]] = set()
         self._held: dict[tuple[str, str], Lease] = {}
         self._transports = threading.local()
+        self._targets = egress.TargetRule.from_settings(self.config.allowed_targets,
+                                                        self.config.denied_targets)
         self._heartbeat_version: int | None = None
         self._next_heartbeat = 0.0
         self._live: list[str] = [self.id]
@@ -205,7 +206,7 @@ class Notifier:
         """Return this thread's transports (each thread keeps its own HTTP connections)."""
         transports = getattr(self._transports, "transports", None)
         if transports is None:
-            transports = Transports(self.settings, requests.Session(), self.clock)
+            transports = Transports(self.settings, webhook.guarded_session(self._targets), self.clock)
             self._transports.transports = transports
         return transports
 
