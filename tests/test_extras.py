@@ -28,18 +28,20 @@ def run_without(module: str, *args: str, cwd: Path) -> subprocess.CompletedProce
                           text=True, timeout=120, env=env, cwd=cwd)
 
 
-@pytest.mark.parametrize(("module", "uri", "extra"), [
-    ("redis", "redis://127.0.0.1:6379/0", "redis"),
-    ("pymongo", "mongodb://127.0.0.1:27017/zaqar_lite", "mongodb"),
-    ("swiftclient", "swift://test%3Atester:testing@127.0.0.1:8080/auth/v1.0", "swift"),
+@pytest.mark.parametrize(("module", "uri", "shown", "extra"), [
+    ("redis", "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0", "redis"),
+    ("pymongo", "mongodb://127.0.0.1:27017/zaqar_lite", "mongodb://127.0.0.1:27017/zaqar_lite", "mongodb"),
+    ("swiftclient", "swift://test%3Atester:testing@127.0.0.1:8080/auth/v1.0",
+     "swift://test%3Atester:****@127.0.0.1:8080/auth/v1.0", "swift"),
 ])
-def test_serve_on_a_store_whose_extra_is_missing_names_the_extra(tmp_path, module, uri, extra):
+def test_serve_on_a_store_whose_extra_is_missing_names_the_extra_and_masks_the_password(
+        tmp_path, module, uri, shown, extra):
     bind = f"127.0.0.1:{free_port()}"
     result = run_without(module, "serve", "--bind", bind, "--storage", uri, cwd=tmp_path)
 
     assert result.returncode == 1
     scheme = uri.partition(":")[0]
-    assert result.stderr.startswith(f"Error: cannot open storage {uri}: the {scheme} driver needs an extra "
+    assert result.stderr.startswith(f"Error: cannot open storage {shown}: the {scheme} driver needs an extra "
                                     f"dependency: pip install 'zaqar-lite[{extra}]' (")
     assert "Traceback" not in result.stderr
 
