@@ -171,6 +171,8 @@ class Limits:
     """Request limits of SPEC 1.2; every one is configurable in ``[limits]``."""
 
     max_queues_per_page: int = _positive(20)
+    #: queues one project may have (those its posts and subscriptions create included)
+    max_queues_per_project: int = _positive(10000)
     max_messages_per_page: int = _positive(20)
     max_messages_per_claim_or_pop: int = _positive(20)
     max_subscriptions_per_page: int = _positive(20)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims import metadata as queue_rules
 from zaqar_lite.claims import pools as pool_rules
 from zaqar_lite.claims import topics
 from zaqar_lite.clock import Clock, wall_clock
@@ -102,6 +103,9 @@ class Subscriptions:
         fields = checks.creation(document, self.limits, self.settings.notifier, now)
         fields["auth_token"] = auth_token if webhook.is_trust(fields["subscriber"]) else None
         self._check_fan_out(project, queue, fields["subscriber"])
+        if self.storage.get_queue_metadata(project, queue) is None:
+            queue_rules.check_room_for_queue(project, self.storage.count_queues(project),
+                                             self.limits.max_queues_per_project)
         self.storage.create_queue(project, queue, {}, now)
         index_key = state.subscriber_key(queue, fields["subscriber"])
         for _ in range(CAS_ATTEMPTS):
