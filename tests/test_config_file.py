@@ -247,7 +247,8 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
     ("[limits]\nmax_message_ttl = 600\nmax_messages_per_post = 5\n",
      "unknown key max_messages_per_post in [limits] (did you mean max_messages_per_page?); its keys are "
-     "max_queues_per_page, max_queues_per_project, max_messages_per_page, max_messages_per_claim_or_pop, max_subscriptions_per_page, "
+     "max_queues_per_page, max_queues_per_project, max_messages_per_page, max_messages_per_claim_or_pop, "
+     "max_subscriptions_per_page, "
      "default_page_size, max_queue_name_length, max_project_id_length, min_message_ttl, max_message_ttl, "
      "default_message_ttl, min_claim_ttl, max_claim_ttl, default_claim_ttl, min_claim_grace, "
      "max_claim_grace, default_claim_grace, max_message_delay, max_messages_post_size, max_queue_metadata, "
