@@ -45,8 +45,8 @@ def _os_lock_factory() -> Callable[[], Any]:
 
 # prometheus-client takes its lock type from its module's globals when it makes a value
 # class (multiprocess mode: one lock for all values) or a value (otherwise: one each)
-_values.Lock = _os_lock_factory()  # type: ignore[attr-defined]
-_values.ValueClass = _values.get_value_class()
+_values.Lock = _os_lock_factory()  # type: ignore[attr-defined,assignment]
+_values.ValueClass = _values.get_value_class()  # type: ignore[no-untyped-call]
 
 #: the environment variable prometheus-client's multiprocess mode reads
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -237,6 +237,9 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         return self.inner.all_queues()
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        return self.inner.due_queues(now)
+
 
 def encrypted(storage: Storage, settings: Settings) -> Storage:
     """Return the store seen through encryption at rest with the configured keys (once: idempotent)."""
