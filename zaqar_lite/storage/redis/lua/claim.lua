@@ -113,5 +113,6 @@ if #claimed > 0 then
   redis.call('HSET', qp .. 'c:' .. claim_id, 'ttl', ARGV[8], 'grace', ARGV[9], 'created', now_s,
              'expires', claim_expires)
   redis.call('ZADD', Q.claims, claim_expires, claim_id)
+  due_by(Q.meta, claim_expires)
 end
 return {moved, deleted, claimed}

@@ -37,6 +37,7 @@ if ARGV[8] ~= '' then
   values[#values + 1] = 'expires'
   values[#values + 1] = ARGV[8]
   redis.call('ZADD', Q.expires, ARGV[8], id)
+  due_by(Q.meta, ARGV[8])
 end
 if ARGV[9] ~= '' then
   values[#values + 1] = 'delay_until'

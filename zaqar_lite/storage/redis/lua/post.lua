@@ -62,6 +62,7 @@ for base = 7, #ARGV, #fields + 1 do
     redis.call('HSET', key, unpack(values))
     redis.call('ZADD', Q.all, marker, m.id)
     redis.call('ZADD', Q.expires, m.expires, m.id)
+    due_by(Q.meta, m.expires)
     local held = false
     if m.group ~= '' then
       local members = ARGV[2] .. 'g:' .. m.group

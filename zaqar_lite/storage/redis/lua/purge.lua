@@ -30,5 +30,6 @@ redis.call('DEL', Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted, Q.
 if ARGV[4] == '1' then
   redis.call('DEL', Q.meta, Q.marker, qp .. 'dedup', qp .. 'dedup_expires')
   redis.call('ZREM', KEYS[10], ARGV[3])
+  redis.call('ZREM', ns .. 'due', ARGV[3])
 end
 return #ids

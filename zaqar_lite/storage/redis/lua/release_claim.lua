@@ -30,4 +30,5 @@ for _, id in ipairs(redis.call('SMEMBERS', members)) do
 end
 redis.call('DEL', qp .. 'c:' .. claim_id, members)
 redis.call('ZREM', Q.claims, claim_id)
+if released > 0 then due_by(Q.meta, now_s) end  -- its messages' claims may be used up
 return released

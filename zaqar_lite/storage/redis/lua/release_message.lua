@@ -26,6 +26,7 @@ local broken = claim_rule_violation(qp, f[3], f[4], '1', claim_id, now)
 if broken then return broken end
 local delay_until = released_delay_until(f[8], f[4], now, ARGV[12])
 redis.call('HSET', key, 'claim_expires', now_s, 'delay_until', delay_until)
+due_by(Q.meta, now_s)  -- a released message whose claims are used up is the sweep's now
 if ARGV[7] == '1' then
   local entries = {}
   if f[6] then

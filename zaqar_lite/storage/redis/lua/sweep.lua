@@ -77,6 +77,7 @@ for _, claim_id in ipairs(redis.call('ZRANGEBYSCORE', Q.claims, '-inf', now_s)) 
   redis.call('DEL', qp .. 'c:' .. claim_id, qp .. 'cm:' .. claim_id)
 end
 redis.call('ZREMRANGEBYSCORE', Q.claims, '-inf', now_s)
+record_next_due(Q)
 
 local more = 0
 if #expired == batch then more = 1 end
