@@ -15,6 +15,7 @@
 -- {"at","claim_count","error_type","error"} is appended to `failures`
 -- (JSON objects, one a line) and the oldest lines beyond the limit dropped.
 -- Keys written: zl:{P}:m:<id>, zl:{P}:q:Q:{claimed,ready}, zl:{P}:q:Q:cm:<claim>.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, qp, now_s, name, id, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local now = tonumber(now_s)
