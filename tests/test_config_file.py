@@ -249,7 +249,8 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
     ("[limits]\nmax_message_ttl = 600\nmax_messages_per_post = 5\n",
      "unknown key max_messages_per_post in [limits] (did you mean max_messages_per_page?); its keys are "
-     "max_queues_per_page, max_messages_per_page, max_messages_per_claim_or_pop, max_subscriptions_per_page, "
+     "max_queues_per_page, max_queues_per_project, max_messages_per_page, max_messages_per_claim_or_pop, "
+     "max_subscriptions_per_page, "
      "default_page_size, max_queue_name_length, max_project_id_length, min_message_ttl, max_message_ttl, "
      "default_message_ttl, min_claim_ttl, max_claim_ttl, default_claim_ttl, min_claim_grace, "
      "max_claim_grace, default_claim_grace, max_message_delay, max_messages_post_size, max_queue_metadata, "
@@ -258,7 +259,8 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
      "max_redrive_tasks_per_page"),
     ("[server]\nWorkers = 4\n",
      "unknown key Workers in [server] (did you mean workers?); its keys are bind, workers, log_level, "
-     "sweep_interval, worker_class, threads, header_timeout, body_timeout, access_log, redrive_task_lease"),
+     "sweep_interval, worker_class, threads, header_timeout, body_timeout, worker_connections, access_log, "
+     "redrive_task_lease"),
     ("[limits]\nmax_message_ttl = two weeks\n",
      "[limits] max_message_ttl must be a whole number of at least 1, got 'two weeks'"),
     ("[limits]\nmax_message_delay = -5\n",
@@ -313,7 +315,8 @@ def test_a_mistake_in_the_file_is_refused_in_one_line_naming_file_section_and_ke
      "ZAQAR_LITE_SERVER_WORKERS, "
      "ZAQAR_LITE_SERVER_LOG_LEVEL, ZAQAR_LITE_SERVER_SWEEP_INTERVAL, ZAQAR_LITE_SERVER_WORKER_CLASS, "
      "ZAQAR_LITE_SERVER_THREADS, ZAQAR_LITE_SERVER_HEADER_TIMEOUT, ZAQAR_LITE_SERVER_BODY_TIMEOUT, "
-     "ZAQAR_LITE_SERVER_ACCESS_LOG, ZAQAR_LITE_SERVER_REDRIVE_TASK_LEASE"),
+     "ZAQAR_LITE_SERVER_WORKER_CONNECTIONS, ZAQAR_LITE_SERVER_ACCESS_LOG, "
+     "ZAQAR_LITE_SERVER_REDRIVE_TASK_LEASE"),
     ("ZAQAR_LITE_TOKENS_ABC", "ops:admin",
      "environment variable ZAQAR_LITE_TOKENS_ABC names no setting; [tokens] is read from the configuration "
      "file only"),
@@ -365,7 +368,8 @@ def test_every_command_that_reads_the_file_stops_on_a_mistake_with_one_line(tmp_
     assert result.returncode == 1
     assert result.stderr == (f"Error: {conf}: unknown key threds in [server] (did you mean threads?); "
                              "its keys are bind, workers, log_level, sweep_interval, worker_class, threads, "
-                             "header_timeout, body_timeout, access_log, redrive_task_lease\n")
+                             "header_timeout, body_timeout, worker_connections, access_log, "
+                             "redrive_task_lease\n")
     assert result.stdout == ""
 
 

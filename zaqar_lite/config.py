@@ -200,6 +200,8 @@ class Limits:
     """Request limits of SPEC 1.2; every one is configurable in ``[limits]``."""
 
     max_queues_per_page: int = _positive(20)
+    #: queues one project may have (those its posts and subscriptions create included)
+    max_queues_per_project: int = _positive(10000)
     max_messages_per_page: int = _positive(20)
     max_messages_per_claim_or_pop: int = _positive(20)
     max_subscriptions_per_page: int = _positive(20)
@@ -356,6 +358,8 @@ class Settings:
     header_timeout: float = setting(10.0, section="server", key="header_timeout", above=0)
     #: seconds a request's body has to arrive after its headers (gevent only)
     body_timeout: float = setting(30.0, section="server", key="body_timeout", above=0)
+    #: gevent only: connections one worker holds at a time (waiting long polls included)
+    worker_connections: int = setting(10000, section="server", key="worker_connections", minimum=1)
     #: one line per request in the server log (method, path, status, milliseconds, project)
     access_log: bool = setting(True, section="server", key="access_log")
     #: seconds a server holds a redrive task without renewing its lease: how long a task whose

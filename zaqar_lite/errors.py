@@ -153,6 +153,15 @@ class Forbidden(ZaqarLiteError):
     """The credentials do not allow this request (403)."""
 
 
+class QueueLimitReached(Forbidden):
+    """The project has as many queues as ``[limits] max_queues_per_project`` allows (403)."""
+
+    def __init__(self, project: str, limit: int) -> None:
+        super().__init__(
+            f"Project {project} already has {limit} queues, the most the server's "
+            f"max_queues_per_project limit allows. Delete a queue before creating another.")
+
+
 class RedriveTaskDoesNotExist(NotFound):
     """No such redrive task on this queue (404)."""
 

@@ -19,10 +19,12 @@ costs a little memory and no thread: the worker keeps answering everyone else
   kept-alive connections at once could find them all in one worker while the
   others idle. Here the workers publish how many connections each holds (in
   memory shared through the fork, see :class:`zaqar_lite.balance.AcceptBalance`), and a worker
-  holding ``n`` more than the least loaded one accepts only
+  holding ``n`` more than the least loaded one (beyond a slack of a tenth of
+  that one's, ``balance.ACCEPT_SLACK``, so that a burst is accepted at full speed) accepts only
   ``n * balance.ACCEPT_DELAY_STEP`` seconds after it was woken (at most
   ``balance.ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
-  and a busy or stuck one is only passed over, never waited for.
+  and a busy or stuck one is only passed over, never waited for. A worker holds
+  at most ``[server] worker_connections`` connections, and raises its open-file limit to match.
 * **prompt stop**: a stopping worker closes its idle kept-alive connections at
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import resource
 import select
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +68,19 @@ _TIMEOUT_BODY = (b'{"title": "Request timeout", '
 REQUEST_TIMEOUT_ANSWER = (b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
                           b"Content-Type: application/json\r\n"
                           b"Content-Length: %d\r\n\r\n%s" % (len(_TIMEOUT_BODY), _TIMEOUT_BODY))
+
+
+#: files a worker keeps open besides its connections (listening sockets, store, logs, metrics)
+RESERVED_FILES = 256
+
+
+def allow_open_files(wanted: int) -> None:
+    """Raise the soft open-file limit to ``wanted`` (never above the hard limit, never lower it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
 
 
 class BodyTimeout(BaseException):
@@ -195,6 +211,11 @@ class BalancedStreamServer(StreamServer):  # type: ignore[misc]
 
 class Worker(GeventWorker):  # type: ignore[misc]
     """gunicorn's gevent worker with the deadlines and accept balance above."""
+
+    def init_process(self) -> None:
+        """Raise the open-file limit to the connections this worker may hold, then run as gunicorn's."""
+        allow_open_files(self.worker_connections + RESERVED_FILES)
+        super().init_process()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -12,16 +12,42 @@ before the workers fork (:func:`zaqar_lite.server.metrics_directory`), every
 process writes its counts there, and a scrape of any worker adds them all up.
 This module must therefore be imported after that variable is set, which the
 workers do (they import the application after the fork).
+
+Counts are taken under a lock of the operating system, never gevent's: under the
+gevent worker the service runs in threads of gevent's pool (each with a hub of
+its own) while requests count on the main hub, and a gevent lock shared across
+threads loses wake-ups (a greenlet waiting on it is never woken; gevent issues
+1744 and 2013). The lock is held for a few writes to memory, never across a switch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import Counter, Histogram
+from prometheus_client import values as _values
 
 from zaqar_lite.config import NOTIFIER_SCHEMES
 from zaqar_lite.models import QueueStats
+
+
+def _os_lock_factory() -> Callable[[], Any]:
+    """Return the operating system's lock type, even when gevent has patched ``threading``."""
+    if "gevent.monkey" in sys.modules:
+        from gevent import monkey
+
+        return monkey.get_original("_thread", "allocate_lock")  # type: ignore[no-any-return]
+    return threading.Lock
+
+
+# prometheus-client takes its lock type from its module's globals when it makes a value
+# class (multiprocess mode: one lock for all values) or a value (otherwise: one each)
+_values.Lock = _os_lock_factory()  # type: ignore[attr-defined,assignment]
+_values.ValueClass = _values.get_value_class()  # type: ignore[no-untyped-call]
 
 #: the environment variable prometheus-client's multiprocess mode reads
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

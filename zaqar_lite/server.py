@@ -337,6 +337,7 @@ class Server(BaseApplication):  # type: ignore[misc]
             "workers": settings.workers,
             "worker_class": WORKER_CLASSES[settings.worker_class],
             "threads": settings.threads,
+            "worker_connections": settings.worker_connections,
             # gunicorn keeps an idle connection this long; the gevent worker also gives a
             # request's head no longer (gevent_worker.Worker.timeout_ctx)
             "keepalive": max(1, math.ceil(settings.header_timeout)),

@@ -277,10 +277,10 @@ def test_no_spelling_of_metrics_skips_a_required_token(make_client, spelling, st
 def test_a_sweep_skipped_for_an_unreachable_store_is_counted_against_its_driver(client, settings, clock):
     storage = open_storage(settings.storage_uri)
 
-    def down():
+    def down(now):
         raise errors.StorageUnavailable("connection refused")
 
-    storage.all_queues = down
+    storage.due_queues = down
     before = scrape(client)
     sweep_once(Messaging(storage, settings, clock))
     after = scrape(client)

@@ -535,3 +535,34 @@ def test_purge_with_bad_resource_types_is_400_and_removes_nothing(client, body):
 def test_purge_with_an_invalid_json_body_is_400(client):
     post(client, "q1", "a")
     assert_error(client.simulate_post("/v2/queues/q1/purge", body="{resource_types"), 400)
+
+
+def test_a_project_with_max_queues_per_project_queues_is_refused_another_with_403(make_client, settings):
+    import dataclasses
+
+    from tests.api.helpers import headers
+
+    limits = dataclasses.replace(settings.limits, max_queues_per_project=3)
+    tenant = make_client(headers("tenant"), limits=limits)
+    for name in ("q1", "q2"):
+        assert tenant.simulate_put(f"/v2/queues/{name}").status_code == 201
+    message = {"messages": [{"body": {"n": 1}}]}
+    assert tenant.simulate_post("/v2/queues/q3/messages", json=message).status_code == 201  # creates q3
+    for refused in (tenant.simulate_put("/v2/queues/q4"),
+                    tenant.simulate_post("/v2/queues/q4/messages", json=message),
+                    tenant.simulate_post("/v2/queues/q4/subscriptions",
+                                         json={"subscriber": "http://example.com/hook", "ttl": 3600})):
+        error = assert_error(refused, 403, "Queue limit reached")
+        assert "max_queues_per_project" in error["description"]
+        assert "3 queues" in error["description"]
+    assert tenant.simulate_get("/v2/queues/q4/stats").json["messages"]["total"] == 0
+    # an existing queue is still written, and another project has its own room
+    assert tenant.simulate_put("/v2/queues/q1").status_code == 204
+    assert tenant.simulate_post("/v2/queues/q1/messages", json=message).status_code == 201
+    other = make_client(headers("other"), limits=limits)
+    assert other.simulate_put("/v2/queues/q4").status_code == 201
+    # a deleted queue makes room again
+    assert tenant.simulate_delete("/v2/queues/q2").status_code == 204
+    assert tenant.simulate_put("/v2/queues/q4").status_code == 201
+    names = [q["name"] for q in tenant.simulate_get("/v2/queues", params={"limit": 20}).json["queues"]]
+    assert names == ["q1", "q3", "q4"]

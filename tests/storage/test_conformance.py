@@ -518,6 +518,78 @@ def test_sweeper_moves_exhausted_messages_whose_claim_lapsed(messaging, clock):
     assert listed(messaging, include_claimed=True) == []
 
 
+#: drivers that keep each queue's due time (the others' sweep visits every queue)
+KEEP_DUE_TIMES = {"sqlite", "redis", "redis_cluster", "mongodb", "pools"}
+
+
+def swept_queues(messaging, monkeypatch):
+    """Count the queues each sweep asks the store to sweep: return the list they are added to."""
+    swept = []
+    store = messaging.storage
+    sweep_queue = store.sweep_queue
+
+    def counted(project, queue, *args):
+        swept.append(queue)
+        return sweep_queue(project, queue, *args)
+    monkeypatch.setattr(store, "sweep_queue", counted)
+    return swept
+
+
+@pytest.fixture
+def keeps_due_times(driver_uri, request):
+    kind = request.node.callspec.params["driver_uri"]
+    if kind not in KEEP_DUE_TIMES:
+        pytest.skip(f"{kind} keeps no due times: its sweep visits every queue")
+
+
+@pytest.mark.parametrize("idle", [3, 30])
+def test_a_sweep_visits_the_queues_with_something_due_whatever_the_idle_queues(
+        messaging, clock, monkeypatch, keeps_due_times, idle):
+    for n in range(idle):
+        messaging.create_queue(P, f"empty-{n}", {})
+        post(messaging, "young", queue=f"busy-{n}", ttl=3600)
+    post(messaging, "old", queue="expiring", ttl=60)
+    post(messaging, "claimed", queue="claiming", ttl=3600)
+    claim(messaging, queue="claiming", ttl=60)
+    swept = swept_queues(messaging, monkeypatch)
+    messaging.sweep()
+    assert swept == []
+    clock.advance(61)
+    assert messaging.sweep().discarded == 1
+    assert sorted(swept) == ["claiming", "expiring"]
+    swept.clear()
+    messaging.sweep()
+    assert swept == []
+    assert listed(messaging, queue="claiming") != []
+
+
+def test_a_queue_is_due_at_once_after_a_release_or_a_metadata_change(
+        messaging, clock, monkeypatch, keeps_due_times):
+    messaging.create_queue(P, DLQ, {})
+    messaging.create_queue(P, Q, {"_dead_letter_queue": DLQ})
+    first, second, third = post(messaging, 1, 2, 3, ttl=3600)
+    claim_id, _ = claim(messaging, limit=1, ttl=600)
+    claim(messaging, limit=1, ttl=600)
+    swept = swept_queues(messaging, monkeypatch)
+    messaging.sweep()
+    assert swept == []
+    # the first has had its one claim: once released, it is the sweep's at once
+    messaging.update_queue(P, Q, [("add", "_max_claim_count", 1)])
+    messaging.sweep()
+    assert swept == [Q]
+    messaging.release_message(P, Q, first, claim_id, None)
+    assert messaging.sweep().dead_lettered == 1
+    assert swept == [Q, Q]
+    assert listed(messaging, queue=DLQ) == [first]
+    # the second's claim is still running: nothing to do until it ends
+    messaging.sweep()
+    assert swept == [Q, Q]
+    clock.advance(601)
+    assert messaging.sweep().dead_lettered == 1
+    assert listed(messaging, queue=DLQ) == [first, second]
+    assert listed(messaging) == [third]
+
+
 # -- expiry (SPEC 2.4) ----------------------------------------------------------
 
 def test_sweeper_discards_expired_messages_without_dead_letter_on_expiry(messaging, clock):

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from zaqar_lite import errors
-from zaqar_lite.models import ClaimRequest, Message
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 from zaqar_lite.storage.sqlite.driver import SqliteStorage
 from zaqar_lite.storage.sqlite.layout import parse_uri
 
@@ -166,7 +166,7 @@ def test_a_file_of_the_global_marker_layout_is_migrated_on_open_keeping_its_mess
     reopened.post_messages(P, Q, _messages(1, now, prefix="later"), now)
     assert _markers(reopened, P, Q) == [("a3", 3), ("new0", 8), ("new1", 9), ("later0", 10)]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         assert [row[1] for row in db.execute("PRAGMA table_info(messages)")] == LAYOUT_3_COLUMNS
         unique = {row[1]: row[2] for row in db.execute("PRAGMA index_list(messages)")}
     assert unique == {"messages_by_id": 1, "messages_by_queue": 1, "messages_by_visibility": 0,
@@ -233,7 +233,7 @@ def test_a_file_of_layout_1_gains_dedup_ids_groups_and_traces_on_open_keeping_it
         db.execute("INSERT INTO messages (id, project, queue, marker, body, created, expires, client_id)"
                    " VALUES ('old', ?, ?, 1, '\"kept\"', ?, ?, 'c')", (P, Q, now, now + 3600))
     storage = SqliteStorage(f"sqlite:///{path}")
-    assert _layout_columns(path) == (3, LAYOUT_3_COLUMNS, LAYOUT_3_INDEXES)
+    assert _layout_columns(path) == (4, LAYOUT_3_COLUMNS, LAYOUT_3_INDEXES)
     grouped = Message(id="new", body="n", created=now, expires=now + 3600, dedup_id="d-1",
                       dedup_until=now + 300, group="g", trace=TRACE)
     assert storage.post_messages(P, Q, [grouped], now) == ["new"]
@@ -259,7 +259,7 @@ def test_a_file_of_layout_2_gets_the_trace_column_keeping_its_groups_and_dedup_i
             [("g1", P, Q, 1, now, now + 3600, "d-1"), ("g2", P, Q, 2, now, now + 3600, None)])
         db.execute("INSERT INTO dedup VALUES (?, ?, 'd-1', 'g1', ?)", (P, Q, now + 300))
     storage = SqliteStorage(f"sqlite:///{path}")
-    assert _layout_columns(path) == (3, LAYOUT_3_COLUMNS, LAYOUT_3_INDEXES)
+    assert _layout_columns(path) == (4, LAYOUT_3_COLUMNS, LAYOUT_3_INDEXES)
     # the remembered dedup_id still answers with its message
     repeated = Message(id="repeat", body="r", created=now, expires=now + 3600, dedup_id="d-1",
                        dedup_until=now + 300, trace=TRACE)
@@ -272,6 +272,26 @@ def test_a_file_of_layout_2_gets_the_trace_column_keeping_its_groups_and_dedup_i
     # the group still holds g2 behind its head g1
     claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 5)).claimed
     assert [m.id for m in claimed] == ["g1", "new"]
+
+
+def test_a_file_of_layout_3_gets_due_times_every_queue_due_until_its_first_sweep(tmp_path):
+    path = tmp_path / "layout3.db"
+    now = 1_800_000_001.0
+    with sqlite3.connect(path) as db:
+        db.executescript(LAYOUT_1 + LAYOUT_2_ADDITIONS
+                         + "ALTER TABLE messages ADD COLUMN trace TEXT; PRAGMA user_version=3;")
+        db.executemany("INSERT INTO queues VALUES (?, ?, '{}', ?, 1)", [(P, "idle", now), (P, Q, now)])
+        db.execute("INSERT INTO messages (id, project, queue, marker, body, created, expires, client_id)"
+                   " VALUES ('old', ?, ?, 1, '\"kept\"', ?, ?, 'c')", (P, Q, now, now + 3600))
+    storage = SqliteStorage(f"sqlite:///{path}")
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert [(p, q) for p, q, _ in storage.due_queues(now)] == [(P, "idle"), (P, Q)]
+    for queue in ("idle", Q):
+        storage.sweep_queue(P, queue, now, DeadLetterPolicy())
+    assert list(storage.due_queues(now)) == []
+    assert [(p, q) for p, q, _ in storage.due_queues(now + 3600)] == [(P, Q)]
+    assert [m.id for m in storage.get_messages(P, Q, ["old"], now)] == ["old"]
 
 
 def test_a_file_of_a_newer_layout_is_refused_with_its_version(tmp_path):

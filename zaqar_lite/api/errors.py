@@ -29,6 +29,7 @@ MAPPING: dict[type[errors.ZaqarLiteError], tuple[str, str]] = {
     errors.MessageUnreadable: (falcon.HTTP_503, "Message cannot be decrypted"),
     errors.EncryptionUnavailable: (falcon.HTTP_503, "Encryption is not configured"),
     errors.Unauthorized: (falcon.HTTP_401, "Unauthorized"),
+    errors.QueueLimitReached: (falcon.HTTP_403, "Queue limit reached"),
     errors.Forbidden: (falcon.HTTP_403, "Forbidden"),
 }
 

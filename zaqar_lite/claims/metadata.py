@@ -13,7 +13,7 @@ from zaqar_lite.claims.backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry import check_policy
 from zaqar_lite.config import Limits
-from zaqar_lite.errors import ValidationFailed, sent
+from zaqar_lite.errors import QueueLimitReached, ValidationFailed, sent
 from zaqar_lite.models import DeadLetterPolicy, RetryBackoff
 
 MAX_CLAIM_COUNT = "_max_claim_count"
@@ -293,3 +293,13 @@ def retry_backoff(metadata: Mapping[str, Any] | None, limits: Limits) -> RetryBa
         stored = check_backoff(value, sys.maxsize)
         cap = float(limits.max_message_delay)
         return dataclasses.replace(stored, base=min(stored.base, cap), max=min(stored.max, cap))
+
+
+def check_room_for_queue(project: str, queues: int, limit: int) -> None:
+    """Refuse a new queue in a project that has ``queues`` queues when that is ``limit`` or more.
+
+    Raises:
+        QueueLimitReached: the project has no room for another queue.
+    """
+    if queues >= limit:
+        raise QueueLimitReached(project, limit)

@@ -28,6 +28,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import encryption, topics
+from zaqar_lite.claims import metadata as queue_rules
 from zaqar_lite.claims import pools as pool_rules
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
@@ -121,6 +122,9 @@ class Subscriptions:
         fields["auth_token"] = auth_token if webhook.is_trust(fields["subscriber"]) else None
         self._check_fan_out(project, queue, fields["subscriber"])
         self._check_room(project, queue, fields["subscriber"], now)
+        if self.storage.get_queue_metadata(project, queue) is None:
+            queue_rules.check_room_for_queue(project, self.storage.count_queues(project),
+                                             self.limits.max_queues_per_project)
         self.storage.create_queue(project, queue, {}, now)
         index_key = state.subscriber_key(queue, fields["subscriber"])
         for _ in range(CAS_ATTEMPTS):

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from zaqar_lite.claims import metadata as meta
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.storage.base import Storage
@@ -48,6 +49,16 @@ class ServiceBase:
         self.wake_up: Callable[[str, str], None] = nobody_waits
         #: the random source of ``_retry_backoff`` jitter: a number in [0, 1) per call
         self.draw = draw
+
+    def check_room_for_queue(self, project: str, queue: str) -> None:
+        """Refuse to create ``queue`` when it is new and its project has ``max_queues_per_project`` queues.
+
+        Raises:
+            QueueLimitReached: the queue does not exist and the project has no room for it.
+        """
+        if self.storage.get_queue_metadata(project, queue) is None:
+            meta.check_room_for_queue(project, self.storage.count_queues(project),
+                                      self.limits.max_queues_per_project)
 
     def _every_queue(self, project: str) -> list[tuple[str, dict[str, Any]]]:
         """Return every queue of a project with its stored metadata, read a page at a time."""

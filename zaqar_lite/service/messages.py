@@ -50,6 +50,9 @@ class Messages(ServiceBase):
         ids = [self.ids() for _ in unique]
 
         def plan(stored: Mapping[str, Any] | None) -> list[Message]:
+            if stored is None:  # the post creates the queue
+                meta.check_room_for_queue(project, self.storage.count_queues(project),
+                                          self.limits.max_queues_per_project)
             queue_meta = stored or {}
             size_limit = queue_meta.get(meta.MAX_POST_SIZE, self.limits.max_messages_post_size)
             if body_size > size_limit:

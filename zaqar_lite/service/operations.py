@@ -39,11 +39,15 @@ class Operations(ServiceBase):
     # -- background -----------------------------------------------------------
 
     def sweep(self) -> SweepResult:
-        """Run the expiry and dead-letter rules over every queue once."""
+        """Run the expiry and dead-letter rules once over every queue that has something due.
+
+        Only the queues the store finds due are read (``Storage.due_queues``): a
+        sweep costs what is due, not the number of queues.
+        """
         now = self.clock()
         moved = discarded = 0
         default_dlqs: dict[str, str | None] = {}
-        for project, queue, stored in self.storage.all_queues():
+        for project, queue, stored in self.storage.due_queues(now):
             policy = meta.dead_letter_policy(stored)
             if meta.wanted_default_dead_letter_queue(queue, stored, self.settings.default_dead_letter_queue):
                 if project not in default_dlqs:
@@ -52,7 +56,8 @@ class Operations(ServiceBase):
                 if meta.holds_expired(stored, policy):
                     continue
             result = self.storage.sweep_queue(project, queue, now, policy)
-            counted.MESSAGES_DISCARDED.inc(result.discarded)
+            if result.discarded:
+                counted.MESSAGES_DISCARDED.inc(result.discarded)
             if result.dead_lettered:
                 reason = counted.dead_letter_reason(policy.on_expiry, policy.counts_claims)
                 counted.MESSAGES_DEAD_LETTERED.labels(reason).inc(result.dead_lettered)

@@ -48,6 +48,7 @@ class Queues(ServiceBase):
         requested = metadata if metadata is not None else {}
         if isinstance(requested, dict):
             template_rules.refuse_template_key(requested)
+        self.check_room_for_queue(project, queue)
         template = self.templates.for_queue(queue)
         if template is None or not isinstance(requested, dict) \
                 or self.storage.get_queue_metadata(project, queue) is not None:

@@ -312,13 +312,31 @@ class Storage(QueueStore, RedriveTaskStore):
 
     # -- background work ------------------------------------------------------
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield ``(project, queue, metadata)`` of every queue a :meth:`sweep_queue` at ``now`` may change.
+
+        A queue is due from the earliest of its messages' expiry and its claims'
+        end, and at once after a write that may leave it something to sweep (a
+        message released, a claim released, its metadata replaced); a sweep of
+        it records its next due time. A driver keeps that time in the same
+        atomic write as the change that moves it earlier, so a queue is never
+        passed over; it may be yielded when nothing is left to do (its due time
+        is a lower bound). Idle queues are not read: the sweep's cost follows
+        the messages and claims due, not the number of queues. Reads at most
+        :attr:`all_queues_page` queues at a time.
+
+        The default, for a driver that keeps no due times, is every queue.
+        """
+        return self.all_queues()
+
     @abc.abstractmethod
     def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
         """Apply :func:`zaqar_lite.claims.policy.plan_sweep` to one queue.
 
         Expired messages are dead-lettered (``on_expiry``) or discarded, and
         messages whose count is exhausted and whose claim has lapsed are moved,
-        each move atomic as in :meth:`claim_messages`. Lapsed claims are removed.
+        each move atomic as in :meth:`claim_messages`. Lapsed claims are removed,
+        and the queue's next due time (:meth:`due_queues`) recorded.
         """
 
     # -- health ---------------------------------------------------------------
@@ -383,6 +401,12 @@ class PlannedStorage(Storage):
     def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
         """Remove the claim records of a queue that ended by ``now``."""
 
+    def _record_next_due(self, project: str, queue: str, now: float) -> None:  # noqa: B027 - optional
+        """Record when the swept queue is next due: its earliest message expiry or claim end, if any.
+
+        The default, for a driver whose :meth:`due_queues` yields every queue, records nothing.
+        """
+
     @abc.abstractmethod
     def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
                            now: float) -> tuple[Message | None, bool]:
@@ -413,6 +437,7 @@ class PlannedStorage(Storage):
                 applied = self._apply_plan(project, queue, plan, read, dead_letter, now)
                 moved, discarded = moved + applied.moved, discarded + applied.deleted
             self._drop_lapsed_claims(project, queue, now)
+            self._record_next_due(project, queue, now)
         return SweepResult(dead_lettered=moved, discarded=discarded)
 
     def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,

@@ -275,6 +275,9 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         return self.inner.all_queues()
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        return self.inner.due_queues(now)
+
 
 def _holds_sealed(message: Message) -> bool:
     """Return whether a stored message holds anything sealed: its body or a failure reason."""

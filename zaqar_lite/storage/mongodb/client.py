@@ -89,6 +89,8 @@ class MongoConnected:
         if not self._indexed:
             for collection, indexes in INDEXES.items():
                 self._database()[collection].create_indexes(indexes)
+            # queues stored before due times: due at once, the first sweep sets their next one
+            self._database().queues.update_many({"due": {"$exists": False}}, {"$set": {"due": 0.0}})
             self._indexed = True
 
     def _transactions(self) -> bool:

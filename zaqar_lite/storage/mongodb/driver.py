@@ -113,6 +113,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
                 self._messages.insert_many(docs, session=session)
         else:
             self._messages.insert_many(docs)
+        self._due_by(project, queue, min(m.expires for m in messages))
 
     @translated
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
@@ -211,7 +212,9 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             (unchanged(project, queue, mv.read), mv.moved) for mv in wanted], now)
         if not ops:
             return []
-        if self._messages.bulk_write(ops, ordered=False).matched_count == len(ops):
+        matched = self._messages.bulk_write(ops, ordered=False).matched_count
+        self._due_by(project, target_queue, min(mv.moved.expires for mv in wanted))
+        if matched == len(ops):
             return [mv.read.id for mv in wanted]
         arrived = {doc["_id"] for doc in self._messages.find(
             {"_id": {"$in": [mv.read.id for mv in wanted]}, "project": project, "queue": target_queue,
@@ -266,6 +269,8 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
                                     "claim_expires": {"$gt": now}}, {"$set": {"claim_expires": now}},
                                    hint=BY_CLAIM)
         self._claims.delete_one({"_id": claim_id, "project": project, "queue": queue}, hint=BY_ID)
+        if held:  # a released message whose claims are used up is the sweep's now
+            self._due_by(project, queue, now)
 
     # -- primitives of the loops in storage.base (each write guarded by the state read) --------
 
@@ -314,6 +319,8 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
         if not ops:
             return Applied([], 0, 0)
         result = self._messages.bulk_write(ops, ordered=False)
+        if plan.moved:
+            self._due_by(project, dead_letter.queue or queue, min(m.expires for m in plan.moved))
         won = plan.claimed
         if won and result.matched_count < len(plan.claimed) + len(plan.moved):  # which won the race?
             mine = {"_id": {"$in": [m.id for m in won]}, "claim_id": won[0].claim_id}
@@ -334,6 +341,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             "_id": request.claim_id, "project": project, "queue": queue, "ttl": request.ttl,
             "grace": request.grace, "created": request.now, "expires": expires,
             "purge_at": purge_at(expires)})
+        self._due_by(project, queue, expires)
 
     @translated
     def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
@@ -362,16 +370,22 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
 
     @translated
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
-        return bool(self._messages.update_one(unchanged(project, queue, read), {"$set": {
+        written = bool(self._messages.update_one(unchanged(project, queue, read), {"$set": {
             "claim_expires": released.claim_expires, "failures": released.failures,
             "delay_until": released.delay_until}},
             hint=BY_ID).matched_count)
+        if written:
+            self._due_by(project, queue, released.claim_expires or 0.0)
+        return written
 
     @translated
     def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
         # guarded by the whole state read: claim, expiry, delay and body (another edit changes one)
         guard = {**unchanged(project, queue, read), "delay_until": read.delay_until,
                  "body": json.dumps(read.body)}
-        return bool(self._messages.update_one(guard, {"$set": {
+        written = bool(self._messages.update_one(guard, {"$set": {
             "body": json.dumps(edited.body), "expires": edited.expires, "purge_at": purge_at(edited.expires),
             "delay_until": edited.delay_until}}, hint=BY_ID).matched_count)
+        if written:
+            self._due_by(project, queue, edited.expires)
+        return written

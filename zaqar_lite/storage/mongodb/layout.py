@@ -6,9 +6,12 @@ to :class:`pymongo.MongoClient` unchanged; the database is the URI's path (defau
 an unreachable server fail within seconds and every write majority-acknowledged
 and retryable.
 
-Collections: ``queues`` ``{project, name, metadata, created, counter}`` (``counter``
-is the last marker handed out, reserved N at a time by one ``$inc`` upsert that
-also creates a missing queue); ``messages``, every queue's messages, ``_id`` =
+Collections: ``queues`` ``{project, name, metadata, created, counter, due,
+due_version}`` (``counter`` is the last marker handed out, reserved N at a time
+by one ``$inc`` upsert that also creates a missing queue; ``due`` when the sweep
+next has something to do in the queue, see :mod:`~zaqar_lite.storage.mongodb.queues`;
+a queue stored before due times has none and is given 0 when a process opens the database);
+``messages``, every queue's messages, ``_id`` =
 message id, scoped by ``project`` and ``queue`` fields, the other fields those of
 :class:`~zaqar_lite.models.Message` (``claim_expires`` 0 when never claimed, so
 "not claimed" is the range ``<= now``) plus ``purge_at``; ``claims`` ``{_id: claim
@@ -76,7 +79,7 @@ INDEXES = {
                partialFilterExpression={"group": {"$exists": True}}),
         _index("purge_after_expiry", "purge_at", expireAfterSeconds=0),
     ],
-    "queues": [_index("by_name", "project", "name", unique=True)],
+    "queues": [_index("by_name", "project", "name", unique=True), _index("by_due", "due")],
     "claims": [_index(BY_EXPIRY, "project", "queue", "expires"),
                _index("purge_after_expiry", "purge_at", expireAfterSeconds=0)],
     "records": [_index("by_key", "kind", "project", "key", unique=True)],

@@ -3,6 +3,15 @@
 Deleting a queue also deletes its messages and remembered ids, so
 ``delete_queue`` stays with the messages in
 :mod:`~zaqar_lite.storage.mongodb.driver`.
+
+A queue's ``due`` is when the sweep next has something to do in it (infinity:
+nothing until a write; index ``by_due``). A write that may give the sweep work
+lowers it (``$min``) after its own write, bumping ``due_version``; the sweep
+of a queue sets the next one only if ``due_version`` is still the one read
+before it looked at the messages and claims, so a write it did not see leaves
+the due time it lowered. A crash between a write and its ``$min`` leaves a due
+time late: the message is still removed by the TTL index an hour after its
+expiry (``layout.PURGE_MARGIN``).
 """
 
 from __future__ import annotations
@@ -17,7 +26,10 @@ from pymongo.errors import DuplicateKeyError
 
 from zaqar_lite import errors
 from zaqar_lite.storage.mongodb.client import MongoConnected, translated
-from zaqar_lite.storage.mongodb.layout import Document
+from zaqar_lite.storage.mongodb.layout import BY_EXPIRY, Document
+
+#: the due time of a queue where the sweep has nothing to do until a write
+IDLE = float("inf")
 
 
 class MongoQueues(MongoConnected):
@@ -31,7 +43,8 @@ class MongoQueues(MongoConnected):
         try:
             result = self._database().queues.update_one(
                 {"project": project, "name": queue},
-                {"$setOnInsert": {"metadata": json.dumps(metadata), "created": now, "counter": 0}},
+                {"$setOnInsert": {"metadata": json.dumps(metadata), "created": now, "counter": 0,
+                                  "due": IDLE}},
                 upsert=True)
         except DuplicateKeyError:  # a concurrent create won
             return False
@@ -50,8 +63,9 @@ class MongoQueues(MongoConnected):
         Raises:
             QueueDoesNotExist: no such queue.
         """
-        result = self._database().queues.update_one({"project": project, "name": queue},
-                                                    {"$set": {"metadata": json.dumps(metadata)}})
+        # due at once: a new policy may make the sweep move messages it left so far
+        result = self._database().queues.update_one({"project": project, "name": queue}, {
+            "$set": {"metadata": json.dumps(metadata), "due": 0.0}, "$inc": {"due_version": 1}})
         if result.matched_count == 0:
             raise errors.QueueDoesNotExist(queue, project)
 
@@ -80,11 +94,43 @@ class MongoQueues(MongoConnected):
                 return
             after = page[-1][0], page[-1][1]
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield the queues whose due time has come, one page of the store at a time (index by_due)."""
+        after: tuple[str, str] | None = None
+        while True:
+            page = self._queue_page(after, {"due": {"$lte": now}})
+            yield from page
+            if len(page) < self.all_queues_page:
+                return
+            after = page[-1][0], page[-1][1]
+
     @translated
-    def _queue_page(self, after: tuple[str, str] | None) -> list[tuple[str, str, dict[str, Any]]]:
-        """Return up to all_queues_page queues after ``(project, name)``, in that order (index by_name)."""
+    def _due_by(self, project: str, queue: str, when: float) -> None:
+        """Make a queue due at ``when`` at the latest; called after the write that needs it."""
+        self._database().queues.update_one({"project": project, "name": queue},
+                                           {"$min": {"due": when}, "$inc": {"due_version": 1}})
+
+    @translated
+    def _record_next_due(self, project: str, queue: str, now: float) -> None:
+        database, key = self._database(), {"project": project, "name": queue}
+        read = database.queues.find_one(key, {"due_version": 1})
+        if read is None:
+            return
+        scope = {"project": project, "queue": queue}
+        firsts = [doc["expires"] for found in (database.messages, database.claims)
+                  for doc in found.find(scope, {"expires": 1}).sort("expires", ASCENDING).limit(1)
+                  .hint(BY_EXPIRY)]
+        database.queues.update_one({**key, "due_version": read.get("due_version")},
+                                   {"$set": {"due": min(firsts, default=IDLE)}})
+
+    @translated
+    def _queue_page(self, after: tuple[str, str] | None,
+                    only: Document | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+        """Return up to all_queues_page queues matching ``only`` after ``(project, name)``, in order."""
         query: Document = {} if after is None else {"$or": [
             {"project": {"$gt": after[0]}}, {"project": after[0], "name": {"$gt": after[1]}}]}
+        if only:
+            query = {**only, **query}
         found = self._database().queues.find(query, {"project": 1, "name": 1, "metadata": 1}).sort(
             [("project", ASCENDING), ("name", ASCENDING)]).limit(self.all_queues_page)
         return [(doc["project"], doc["name"], json.loads(doc["metadata"])) for doc in found]
@@ -94,7 +140,7 @@ class MongoQueues(MongoConnected):
         try:
             doc = self._database().queues.find_one_and_update(
                 {"project": project, "name": queue},
-                {"$inc": {"counter": count}, "$setOnInsert": {"metadata": "{}", "created": now}},
+                {"$inc": {"counter": count}, "$setOnInsert": {"metadata": "{}", "created": now, "due": IDLE}},
                 projection={"counter": 1}, upsert=True, return_document=ReturnDocument.AFTER)
         except DuplicateKeyError:  # a concurrent upsert created the queue: now it exists
             return self._reserve_markers(project, queue, count, now)

@@ -108,6 +108,15 @@ class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
             except errors.StorageUnavailable as exc:
                 LOG.warning("pool %s is unavailable; its queues are skipped: %s", shown_pool(name), exc)
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield the due queues of every store; a store that is down is skipped (and logged)."""
+        for name, store in self._stores():
+            store.all_queues_page = self.all_queues_page
+            try:
+                yield from store.due_queues(now)
+            except errors.StorageUnavailable as exc:
+                LOG.warning("pool %s is unavailable; its queues are skipped: %s", shown_pool(name), exc)
+
     def queues_of(self, pool: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Yield ``(project, queue, metadata)`` of the queues one pool holds."""
         yield from self.pool_store(pool).all_queues()

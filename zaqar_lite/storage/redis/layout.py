@@ -7,6 +7,8 @@ and records share one hash slot, so every script touches a single slot::
 
     zl:{P}:queues          ZSET   queue names, score 0 (ZRANGEBYLEX pages by name)
     zl:{P}:q:Q:meta        STRING queue metadata JSON; the queue exists while this does
+    zl:{P}:due             ZSET   queue names, score when the sweep next has something to do
+                                  in the queue (due_queues); a queue with nothing due is absent
     zl:{P}:q:Q:marker      STRING last marker given in Q (INCR: FIFO order of posts)
     zl:{P}:q:Q:ready       ZSET   messages neither claimed nor delayed, score marker
     zl:{P}:q:Q:delayed     ZSET   delayed messages, score delay_until

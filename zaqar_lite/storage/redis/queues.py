@@ -164,6 +164,28 @@ class RedisQueues(RedisConnected):
         with self._translate_errors():
             return int(self.client.zcard(project_prefix(project) + "queues"))
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        with self._translate_errors():
+            projects = sorted(self.client.sscan_iter(PROJECTS, count=500))
+        for project in projects:
+            # the names first: a queue swept while the set is paged leaves it, and would
+            # shift the pages after it
+            due, names = project_prefix(project) + "due", list[str]()
+            while True:
+                with self._translate_errors():
+                    page = self.client.zrangebyscore(due, "-inf", repr(now), start=len(names),
+                                                     num=self.all_queues_page)
+                names += page
+                if len(page) < self.all_queues_page:
+                    break
+            for first in range(0, len(names), self.all_queues_page):
+                batch = names[first:first + self.all_queues_page]
+                with self._translate_errors():
+                    metas = self.client.mget([queue_prefix(project, n) + "meta" for n in batch])
+                for name, meta in zip(batch, metas, strict=True):
+                    if meta is not None:  # deleted since its name was read
+                        yield project, name, json.loads(meta)
+
     def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         with self._translate_errors():
             projects = sorted(self.client.sscan_iter(PROJECTS, count=500))

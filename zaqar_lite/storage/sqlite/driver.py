@@ -70,7 +70,8 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self.transaction() as db:
-            cur = db.execute("UPDATE queues SET metadata=? WHERE project=? AND name=?",
+            # due at once: a new policy may make the sweep move messages it left so far
+            cur = db.execute("UPDATE queues SET metadata=?, due=0 WHERE project=? AND name=?",
                              (json.dumps(metadata), project, queue))
             if cur.rowcount == 0:
                 raise errors.QueueDoesNotExist(queue, project)
@@ -110,6 +111,26 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
                 return
             after = rows[-1][0], rows[-1][1]
 
+    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        after = ("", "")
+        while True:
+            with self._translate_errors():
+                rows = self._connection().execute(
+                    "SELECT project, name, metadata FROM queues INDEXED BY queues_by_due WHERE due <= ?"
+                    " AND (project, name) > (?, ?) ORDER BY project, name LIMIT ?",
+                    (now, *after, self.all_queues_page)).fetchall()
+            for project, name, metadata in rows:
+                yield project, name, json.loads(metadata)
+            if len(rows) < self.all_queues_page:
+                return
+            after = rows[-1][0], rows[-1][1]
+
+    @staticmethod
+    def _due_by(db: sqlite3.Connection, project: str, queue: str, when: float) -> None:
+        """Make a queue due at ``when`` at the latest, in the transaction of the write that needs it."""
+        db.execute("UPDATE queues SET due = MIN(IFNULL(due, :when), :when) WHERE project=:project"
+                   " AND name=:queue", {"project": project, "queue": queue, "when": when})
+
     # -- messages -------------------------------------------------------------
 
     @staticmethod
@@ -119,9 +140,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         if not messages:
             return
         last = db.execute(
-            "INSERT INTO queues (project, name, metadata, created, last_marker) VALUES (?, ?, '{}', ?, ?)"
-            " ON CONFLICT (project, name) DO UPDATE SET last_marker = last_marker + excluded.last_marker"
-            " RETURNING last_marker", (project, queue, now, len(messages))).fetchall()[0][0]
+            "INSERT INTO queues (project, name, metadata, created, last_marker, due)"
+            " VALUES (?, ?, '{}', ?, ?, ?)"
+            " ON CONFLICT (project, name) DO UPDATE SET last_marker = last_marker + excluded.last_marker,"
+            " due = MIN(IFNULL(due, excluded.due), excluded.due) RETURNING last_marker",
+            (project, queue, now, len(messages), min(m.expires for m in messages))).fetchall()[0][0]
         first = last - len(messages) + 1
         db.executemany(
             INSERT_MESSAGE,
@@ -307,6 +330,8 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             held = self._held(db, project, queue, claim_id, now)
             self._write_claim_ends(db, held, [ended(m, now) for m in held])
             db.execute("DELETE FROM claims WHERE id=? AND project=? AND queue=?", (claim_id, project, queue))
+            if held:  # a released message whose claims are used up is the sweep's now
+                self._due_by(db, project, queue, now)
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
@@ -367,10 +392,19 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         self._connection().execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (
             request.claim_id, project, queue, request.ttl, request.grace, request.now,
             request.now + request.ttl))
+        self._due_by(self._connection(), project, queue, request.now + request.ttl)
 
     def _drop_lapsed_claims(self, project: str, queue: str, now: float) -> None:
         self._connection().execute("DELETE FROM claims WHERE project=? AND queue=? AND expires<=?",
                                    (project, queue, now))
+
+    def _record_next_due(self, project: str, queue: str, now: float) -> None:
+        # both on an index: messages_by_expiry, claims_by_queue
+        self._connection().execute(
+            "UPDATE queues SET due = (SELECT MIN(t) FROM (SELECT MIN(expires) AS t FROM messages"
+            " WHERE project=:project AND queue=:queue UNION ALL SELECT MIN(expires) FROM claims"
+            " WHERE project=:project AND queue=:queue)) WHERE project=:project AND name=:queue",
+            {"project": project, "queue": queue})
 
     def _message_and_claim(self, project: str, queue: str, message_id: str, claim_id: str | None,
                            now: float) -> tuple[Message | None, bool]:
@@ -387,12 +421,15 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         db = self._connection()
         db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
             released.claim_expires, json.dumps(released.failures) or None, released.id))
+        self._due_by(db, project, queue, released.claim_expires or 0.0)
         if released.delay_until != read.delay_until:
             db.execute("UPDATE messages SET delay_until=? WHERE id=?", (released.delay_until, released.id))
         return True
 
     def _write_edited(self, project: str, queue: str, read: Message, edited: Message) -> bool:
         # the loop's transaction (_atomic) holds the row as read
-        self._connection().execute("UPDATE messages SET body=?, expires=?, delay_until=? WHERE id=?", (
+        db = self._connection()
+        db.execute("UPDATE messages SET body=?, expires=?, delay_until=? WHERE id=?", (
             json.dumps(edited.body), edited.expires, edited.delay_until, edited.id))
+        self._due_by(db, project, queue, edited.expires)
         return True

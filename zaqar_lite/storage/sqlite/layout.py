@@ -1,7 +1,10 @@
 """How zaqar-lite lays out its data in an SQLite file: tables, indexes, and their versions.
 
 ``queues`` holds each queue's metadata and ``last_marker``, the last marker
-handed out in it: a queue's markers count its own posts and moves only.
+handed out in it: a queue's markers count its own posts and moves only; and
+``due``, when the sweeper next has something to do in it (NULL: nothing until
+a write; ``queues_by_due`` finds the due queues, see
+:meth:`~zaqar_lite.storage.base.Storage.due_queues`).
 ``messages`` holds every message with its queue's marker (unique per queue:
 ``messages_by_queue``, FIFO order) and its id (unique: ``messages_by_id``, how
 rows are addressed); ``claims`` the live claims; ``records`` the versioned
@@ -16,7 +19,9 @@ cfa1139) had one AUTOINCREMENT marker, the rowid, shared by every queue;
 layout 1 had no ``dedup`` table, ``messages.dedup_id`` nor ``messages.group_name``
 (indexed by ``messages_by_group``, which holds grouped messages only); layout 2
 had no ``messages.trace`` (a message's W3C trace context, JSON text, NULL when it
-was posted without one). The driver migrates such a file when it opens it
+was posted without one); layout 3 had no ``queues.due`` (a file of an older
+layout gets it as 0 for every queue: the first sweep visits each once). The driver
+migrates such a file when it opens it
 (:func:`prepare_schema`).
 """
 
@@ -35,10 +40,12 @@ from zaqar_lite.models import Message
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
 #: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _QUEUES = """CREATE TABLE queues (
     project TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL, created REAL NOT NULL,
-    last_marker INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (project, name)) WITHOUT ROWID"""
+    last_marker INTEGER NOT NULL DEFAULT 0, due REAL, PRIMARY KEY (project, name)) WITHOUT ROWID"""
+#: the queues the sweeper has something to do in (added by layout 4); idle ones are not in it
+_DUE_INDEX = "CREATE INDEX queues_by_due ON queues (due) WHERE due IS NOT NULL"
 _MESSAGES = """CREATE TABLE {table} (
     id TEXT NOT NULL, project TEXT NOT NULL, queue TEXT NOT NULL, marker INTEGER NOT NULL,
     body TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
@@ -66,6 +73,7 @@ _DEDUP = (
 )
 SCHEMA = (
     _QUEUES,
+    _DUE_INDEX,
     *_DEDUP,
     _MESSAGES.format(table="messages"),
     *_MESSAGE_INDEXES,
@@ -143,15 +151,25 @@ def prepare_schema(db: sqlite3.Connection, path: str) -> None:
     if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages'").fetchone():
         for statement in SCHEMA:
             db.execute(statement)
-    elif version == 0:
-        migrate_from_global_markers(db)  # the table it builds has this layout's columns
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        return
+    if version == 0:
+        migrate_from_global_markers(db)  # the table it builds has layout 3's columns
         for statement in _DEDUP:
             db.execute(statement)
-    else:
+    elif version in (1, 2):
         if version == 1:
             add_dedup_and_groups(db)
         db.execute("ALTER TABLE messages ADD COLUMN trace TEXT")  # layout 2 to 3
+    add_due_times(db)  # layout 3 to 4
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def add_due_times(db: sqlite3.Connection) -> None:
+    """Bring a layout-3 file to layout 4: each queue's due time, 0 (due at once: the first sweep sets it)."""
+    db.execute("ALTER TABLE queues ADD COLUMN due REAL")
+    db.execute("UPDATE queues SET due = 0")
+    db.execute(_DUE_INDEX)
 
 
 def add_dedup_and_groups(db: sqlite3.Connection) -> None:

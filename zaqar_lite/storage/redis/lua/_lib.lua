@@ -21,6 +21,8 @@
 --   zl:{P}:q:Q:cm:<claim>  SET    ids of the messages that claim took
 --   zl:{P}:q:Q:groups      SET    message groups of Q that have messages
 --   zl:{P}:q:Q:g:<group>   ZSET   the group's messages in Q; score marker (the first is its head)
+--   zl:{P}:due             ZSET   queue names, score when the sweep next has something to
+--                                 do in the queue (due_by, record_next_due); idle ones absent
 --   zl:{P}:m:<id>          HASH   one message: q, marker, body, created, expires,
 --                                 delay_until, client_id, claim_id, claim_expires,
 --                                 claim_count, dlq_eligible, failures, dead_letter,
@@ -72,6 +74,40 @@ end
 -- missing queue (RedisStorage._metadata_text).
 local function metadata_is(meta_key, check, version)
   return check ~= '1' or (redis.call('GET', meta_key) or '') == version
+end
+
+-- The project's due set (zl:{P}:due) and the queue's name, read from the queue's
+-- metadata key ("zl:{P}:q:Q:meta"; neither P nor Q holds a colon or a brace).
+local function due_key_and_name(meta_key)
+  local ns, name = string.match(meta_key, '^(zl:{[^}]*}:)q:([^:]*):meta$')
+  return ns .. 'due', name
+end
+
+-- Make the queue whose metadata key is meta_key due for the sweep at `when` at
+-- the latest (a time string, or 0 for at once): a due time is only lowered here,
+-- in the script of the write that may give the sweep something to do; the
+-- sweep of the queue sets the next one (record_next_due).
+local function due_by(meta_key, when)
+  local due, name = due_key_and_name(meta_key)
+  local current = redis.call('ZSCORE', due, name)
+  if not current or tonumber(current) > tonumber(when) then
+    redis.call('ZADD', due, when, name)
+  end
+end
+
+-- Record when the sweep next has something to do in Q: its first message
+-- expiry or claim end, whichever is earlier; nothing when it has neither.
+local function record_next_due(Q)
+  local due, name = due_key_and_name(Q.meta)
+  local expiry = redis.call('ZRANGE', Q.expires, 0, 0, 'WITHSCORES')[2]
+  local claim_end = redis.call('ZRANGE', Q.claims, 0, 0, 'WITHSCORES')[2]
+  local next_due = expiry
+  if claim_end and (not next_due or tonumber(claim_end) < tonumber(next_due)) then next_due = claim_end end
+  if next_due then
+    redis.call('ZADD', due, next_due, name)
+  else
+    redis.call('ZREM', due, name)
+  end
 end
 
 -- Create a queue with empty metadata unless it exists.
@@ -186,6 +222,7 @@ local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
   redis.call('ZADD', T.ready, marker, id)
   redis.call('ZADD', T.all, marker, id)
   redis.call('ZADD', T.expires, expires, id)
+  due_by(T.meta, expires)
   if tonumber(count) > 0 then
     redis.call('ZADD', T.counted, count, id)
   end

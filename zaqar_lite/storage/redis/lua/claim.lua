@@ -31,6 +31,7 @@
 -- lapses, its backoff wait in delayed) holds its group. Work: O((k + promoted) log n).
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q, D = queue_keys(1), queue_keys(11)
 local ns, qp, now_s, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
@@ -113,5 +114,6 @@ if #claimed > 0 then
   redis.call('HSET', qp .. 'c:' .. claim_id, 'ttl', ARGV[8], 'grace', ARGV[9], 'created', now_s,
              'expires', claim_expires)
   redis.call('ZADD', Q.claims, claim_expires, claim_id)
+  due_by(Q.meta, claim_expires)
 end
 return {moved, deleted, claimed}

@@ -12,6 +12,7 @@
 -- The check and the write are one script, so an edit never lands after the
 -- delay's end or a claim: editable_at holds for the state it writes over.
 -- Keys written: zl:{P}:m:<id>, zl:{P}:q:Q:{expires,delayed,ready}.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, now_s, name, id = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
 local now = tonumber(now_s)
@@ -37,6 +38,7 @@ if ARGV[8] ~= '' then
   values[#values + 1] = 'expires'
   values[#values + 1] = ARGV[8]
   redis.call('ZADD', Q.expires, ARGV[8], id)
+  due_by(Q.meta, ARGV[8])
 end
 if ARGV[9] ~= '' then
   values[#values + 1] = 'delay_until'

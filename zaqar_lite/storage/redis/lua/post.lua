@@ -20,6 +20,7 @@
 --             (ZSET dedup_id, score dedup_until), a few lapsed ids dropped per new one;
 --             zl:{P}:q:Q:g:<group> and zl:{P}:q:Q:groups for a grouped message, which
 --             is held (not ready) unless it is the first of its group.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
 local fields = {'id', 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
@@ -62,6 +63,7 @@ for base = 7, #ARGV, #fields + 1 do
     redis.call('HSET', key, unpack(values))
     redis.call('ZADD', Q.all, marker, m.id)
     redis.call('ZADD', Q.expires, m.expires, m.id)
+    due_by(Q.meta, m.expires)
     local held = false
     if m.group ~= '' then
       local members = ARGV[2] .. 'g:' .. m.group

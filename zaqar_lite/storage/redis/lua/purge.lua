@@ -7,6 +7,7 @@
 -- ARGV[4] '1' to delete the queue too (metadata, marker counter, dedup ids, name in the index)
 -- Returns: the number of messages deleted.
 -- Keys written: zl:{P}:m:<id> and zl:{P}:q:Q:* (deleted, message groups included), zl:{P}:queues.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, qp = ARGV[1], ARGV[2]
 local function unlink_all(keys)
@@ -30,5 +31,6 @@ redis.call('DEL', Q.ready, Q.delayed, Q.claimed, Q.all, Q.expires, Q.counted, Q.
 if ARGV[4] == '1' then
   redis.call('DEL', Q.meta, Q.marker, qp .. 'dedup', qp .. 'dedup_expires')
   redis.call('ZREM', KEYS[10], ARGV[3])
+  redis.call('ZREM', ns .. 'due', ARGV[3])
 end
 return #ids

@@ -21,6 +21,7 @@
 -- failures stay. Work: O(k log n).
 -- Keys written: both queues' indexes, zl:{P}:m:<id>, zl:{P}:q:Q:cm:<claim>,
 -- and the target's meta/marker and zl:{P}:queues if it was missing.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q, T = queue_keys(1), queue_keys(11)
 local ns, qp, now_s, source, target = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now = tonumber(now_s)

@@ -12,6 +12,7 @@
 -- and claim_count one less (its score in counted, or out of it at 0).
 -- Keys written: zl:{P}:q:Q:c:<claim>, zl:{P}:q:Q:cm:<claim>, zl:{P}:q:Q:{claims,claimed,ready,counted},
 -- zl:{P}:m:<id>.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, qp, now_s, claim_id, name, undo = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6] == '1'
 local now = tonumber(now_s)
@@ -39,4 +40,5 @@ for _, id in ipairs(redis.call('SMEMBERS', members)) do
 end
 redis.call('DEL', qp .. 'c:' .. claim_id, members)
 redis.call('ZREM', Q.claims, claim_id)
+if released > 0 then due_by(Q.meta, now_s) end  -- its messages' claims may be used up
 return released

@@ -15,6 +15,7 @@
 -- {"at","claim_count","error_type","error"} is appended to `failures`
 -- (JSON objects, one a line) and the oldest lines beyond the limit dropped.
 -- Keys written: zl:{P}:m:<id>, zl:{P}:q:Q:{claimed,ready}, zl:{P}:q:Q:cm:<claim>.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, qp, now_s, name, id, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local now = tonumber(now_s)
@@ -26,6 +27,7 @@ local broken = claim_rule_violation(qp, f[3], f[4], '1', claim_id, now)
 if broken then return broken end
 local delay_until = released_delay_until(f[8], f[4], now, ARGV[12])
 redis.call('HSET', key, 'claim_expires', now_s, 'delay_until', delay_until)
+due_by(Q.meta, now_s)  -- a released message whose claims are used up is the sweep's now
 if ARGV[7] == '1' then
   local entries = {}
   if f[6] then

@@ -22,6 +22,7 @@
 -- Work: O((expired + exhausted + lapsed claims) log n).
 -- Keys written: both queues' indexes, zl:{P}:m:<id>, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim>, and the DLQ's meta/marker and zl:{P}:queues if it was missing.
+-- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q, D = queue_keys(1), queue_keys(11)
 local ns, qp, now_s, max_count = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local dlq, dlq_expires, on_expiry = ARGV[5], ARGV[6], ARGV[7]
@@ -77,6 +78,7 @@ for _, claim_id in ipairs(redis.call('ZRANGEBYSCORE', Q.claims, '-inf', now_s)) 
   redis.call('DEL', qp .. 'c:' .. claim_id, qp .. 'cm:' .. claim_id)
 end
 redis.call('ZREMRANGEBYSCORE', Q.claims, '-inf', now_s)
+record_next_due(Q)
 
 local more = 0
 if #expired == batch then more = 1 end
