@@ -263,7 +263,8 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
                       undo: bool = False) -> None:
         ended = policy.claim_undone if undo else policy.claim_released
         # written one by one: an undone count, or a _retry_backoff wait that starts now
-        changed = [m for m in self._held(project, queue, claim_id, now) if undo or m.delay_until]
+        held = self._held(project, queue, claim_id, now)
+        changed = [m for m in held if undo or m.delay_until]
         self._write_claim_ends(project, queue, changed, [ended(m, now) for m in changed])
         self._messages.update_many({"claim_id": claim_id, "project": project, "queue": queue,
                                     "claim_expires": {"$gt": now}}, {"$set": {"claim_expires": now}},
