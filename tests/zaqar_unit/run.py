@@ -39,6 +39,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from tests.e2e.harness import start_server, stop_server
+from tests.tempest import run as tempest_run
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -52,15 +53,8 @@ ENCRYPTION_KEY = "zaqar-unit:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
 
 
 def expected_failures(path: Path = EXPECTED_FAILURES) -> dict[str, str]:
-    """Return {test id: reason} from the expected-failure list (``id  # reason`` lines)."""
-    failures = {}
-    if path.exists():
-        for raw in path.read_text().splitlines():
-            line = raw.strip()
-            if line and not line.startswith("#"):
-                test_id, _, reason = line.partition("#")
-                failures[test_id.strip()] = reason.strip()
-    return failures
+    """Return {test id: reason} from this suite's expected-failure list, in the tempest list's format."""
+    return tempest_run.expected_failures(path)
 
 
 def outcomes(junit_xml: Path) -> dict[str, str]:
