@@ -162,9 +162,10 @@ def test_under_token_auth_prometheus_scrapes_with_an_admin_token_and_nobody_else
         assert anonymous.get("/metrics").status_code == 401
         assert anonymous.get("/metrics", headers={"X-Auth-Token": "shop-member-token"}).status_code == 403
         anonymous.headers["X-Auth-Token"] = "shop-member-token"
-        posted = anonymous.post("/v2/queues/jobs/messages", json={"messages": [{"body": 1}, {"body": 2}]})
+        # a queue of its own: the cluster pass shares one store between this module's tests
+        posted = anonymous.post("/v2/queues/scraped/messages", json={"messages": [{"body": 1}, {"body": 2}]})
         assert posted.status_code == 201, posted.text
     scraper = prometheus(server.url, token="scrape-admin-token")
     expected = {'up{job="zaqar-lite"}': 1.0, "zaqar_lite_messages_posted_total": 2.0,
-                'zaqar_lite_queue_depth{project="shop",queue="jobs"}': 2.0}
+                'zaqar_lite_queue_depth{project="shop",queue="scraped"}': 2.0}
     assert settled(scraper, expected) == expected, scraper.log_tail()
