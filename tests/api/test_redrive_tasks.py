@@ -14,6 +14,7 @@ import pytest
 
 from tests.api.helpers import assert_error, claim, headers
 from tests.api.test_redrive import dead_letter, listed, redrive
+from zaqar_lite import errors
 from zaqar_lite.redrive_runner import RedriveRunner
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
@@ -170,6 +171,28 @@ def test_only_a_running_task_can_be_cancelled(client, runner, worker):
     run_until_ended(runner, worker)
     error = assert_error(client.simulate_post(started.headers["location"] + "/cancel"), 409)
     assert "is completed; only a running task can be cancelled" in error["description"]
+
+
+def test_a_cancel_whose_write_landed_though_the_store_answered_conflict_is_a_cancel(
+        store_client, storage, monkeypatch):
+    # Swift's compare-and-set: a writer slower than its settle time is told Conflict
+    # although its value may be the one left (storage/swift/records.py)
+    dead_letter(store_client, 1, 2)
+    started = start(store_client, max_per_second=0.01)
+    write = storage.put_record
+
+    def landed_but_conflict(project, kind, key, value, *args, **kwargs):
+        version = write(project, kind, key, value, *args, **kwargs)
+        if value.get("status") == "cancelled":
+            monkeypatch.setattr(storage, "put_record", write)
+            raise errors.Conflict(f"{kind} {key} was changed by someone else; read it again.")
+        return version
+
+    monkeypatch.setattr(storage, "put_record", landed_but_conflict)
+    response = store_client.simulate_post(started.headers["location"] + "/cancel")
+    assert response.status_code == 200, response.text
+    assert response.json["status"] == "cancelled"
+    assert start(store_client).status_code == 202  # the queue was freed too
 
 
 def test_tasks_are_listed_newest_first_per_queue(client, runner, worker, clock):

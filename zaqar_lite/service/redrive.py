@@ -198,19 +198,26 @@ class Redrive(ServiceBase):
         Raises:
             RedriveTaskDoesNotExist, RedriveTaskFinished (it is not running).
         """
-        for _ in range(CHANGE_ATTEMPTS):
+        for attempt in range(CHANGE_ATTEMPTS):
             found = self.storage.get_redrive_task(project, queue, task_id)
             if found is None:
                 raise errors.RedriveTaskDoesNotExist(task_id, queue)
+            if attempt and found[0].status == redrive_policy.CANCELLED:
+                # a write answered Conflict may still be the one left (a store whose
+                # compare-and-set settles, as Swift's): the task is cancelled as asked
+                task = found[0]
+                break
             task = redrive_policy.cancelled(found[0], self.clock())
             try:
                 self.storage.update_redrive_task(project, task, found[1])
             except errors.Conflict:
                 continue
-            self.storage.release_redrive_queue(project, queue, task_id)
-            LOG.info("redrive task %s on %s/%s cancelled", task_id, project, queue)
-            return task
-        raise errors.StorageUnavailable("the redrive task is changing too often; try again")
+            break
+        else:
+            raise errors.StorageUnavailable("the redrive task is changing too often; try again")
+        self.storage.release_redrive_queue(project, queue, task_id)
+        LOG.info("redrive task %s on %s/%s cancelled", task_id, project, queue)
+        return task
 
     def running_redrive_tasks(self) -> list[tuple[str, str, str]]:
         """Return ``(project, queue, task id)`` of every running redrive task of the store."""
