@@ -536,15 +536,22 @@ def swept_queues(messaging, monkeypatch):
 
 
 @pytest.fixture
-def keeps_due_times(driver_uri, request):
-    kind = request.node.callspec.params["driver_uri"]
-    if kind not in KEEP_DUE_TIMES:
-        pytest.skip(f"{kind} keeps no due times: its sweep visits every queue")
+def visited(driver_uri, request):
+    """Assert which queues a sweep visited: exactly the due ones on a store that keeps due times,
+    at least those on one that does not (Swift: its sweep visits every queue)."""
+    exact = request.node.callspec.params["driver_uri"] in KEEP_DUE_TIMES
+
+    def check(swept, due):
+        if exact:
+            assert sorted(swept) == sorted(due)
+        else:
+            assert set(due) <= set(swept)
+    return check
 
 
 @pytest.mark.parametrize("idle", [3, 30])
 def test_a_sweep_visits_the_queues_with_something_due_whatever_the_idle_queues(
-        messaging, clock, monkeypatch, keeps_due_times, idle):
+        messaging, clock, monkeypatch, visited, idle):
     for n in range(idle):
         messaging.create_queue(P, f"empty-{n}", {})
         post(messaging, "young", queue=f"busy-{n}", ttl=3600)
@@ -553,18 +560,19 @@ def test_a_sweep_visits_the_queues_with_something_due_whatever_the_idle_queues(
     claim(messaging, queue="claiming", ttl=60)
     swept = swept_queues(messaging, monkeypatch)
     messaging.sweep()
-    assert swept == []
+    visited(swept, [])
     clock.advance(61)
+    swept.clear()
     assert messaging.sweep().discarded == 1
-    assert sorted(swept) == ["claiming", "expiring"]
+    visited(swept, ["claiming", "expiring"])
     swept.clear()
     messaging.sweep()
-    assert swept == []
+    visited(swept, [])
     assert listed(messaging, queue="claiming") != []
 
 
 def test_a_queue_is_due_at_once_after_a_release_or_a_metadata_change(
-        messaging, clock, monkeypatch, keeps_due_times):
+        messaging, clock, monkeypatch, visited):
     messaging.create_queue(P, DLQ, {})
     messaging.create_queue(P, Q, {"_dead_letter_queue": DLQ})
     first, second, third = post(messaging, 1, 2, 3, ttl=3600)
@@ -572,18 +580,21 @@ def test_a_queue_is_due_at_once_after_a_release_or_a_metadata_change(
     claim(messaging, limit=1, ttl=600)
     swept = swept_queues(messaging, monkeypatch)
     messaging.sweep()
-    assert swept == []
+    visited(swept, [])
     # the first has had its one claim: once released, it is the sweep's at once
     messaging.update_queue(P, Q, [("add", "_max_claim_count", 1)])
+    swept.clear()
     messaging.sweep()
-    assert swept == [Q]
+    visited(swept, [Q])
     messaging.release_message(P, Q, first, claim_id, None)
+    swept.clear()
     assert messaging.sweep().dead_lettered == 1
-    assert swept == [Q, Q]
+    visited(swept, [Q])
     assert listed(messaging, queue=DLQ) == [first]
     # the second's claim is still running: nothing to do until it ends
+    swept.clear()
     messaging.sweep()
-    assert swept == [Q, Q]
+    visited(swept, [])
     clock.advance(601)
     assert messaging.sweep().dead_lettered == 1
     assert listed(messaging, queue=DLQ) == [first, second]
