@@ -365,6 +365,7 @@ def test_scrapes_within_census_max_age_share_one_read(settings, clock, storage, 
     assert len(reads) == 1
 
 
+@pytest.mark.store_independent  # the pauses are the service's; 250 queue creations take minutes on Swift
 def test_the_census_pauses_every_hundred_queues_so_a_worker_answers_in_between(settings, clock):
     pauses: list[float] = []
     storage = open_storage(settings.storage_uri)
