@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.api.helpers import assert_error, claim, headers, post
 from zaqar_lite import errors, metrics
 from zaqar_lite.api.app import create_app
+from zaqar_lite.api.metrics import CensusCache
 from zaqar_lite.config import MetricsSettings
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
@@ -319,14 +320,13 @@ def test_a_subscriber_scheme_the_notifier_does_not_know_is_counted_as_other():
     assert metrics.scheme_of("no scheme at all") == "other"
 
 
-def counting_census_reads(storage, monkeypatch, pause: float = 0.0) -> list[int]:
-    """Count the reads of the queue list (one per census), each taking ``pause`` seconds."""
+def counting_census_reads(storage, monkeypatch) -> list[int]:
+    """Count the reads of the queue list (one per census)."""
     reads: list[int] = []
     every_queue = storage.all_queues
 
     def all_queues():
         reads.append(1)
-        time.sleep(pause)
         return every_queue()
 
     monkeypatch.setattr(storage, "all_queues", all_queues)
@@ -337,17 +337,33 @@ def test_concurrent_scrapes_share_one_census_read(settings, clock, storage, monk
     app = create_app(settings, storage=storage, clock=clock)  # census_max_age = 0
     client = falcon.testing.TestClient(app, headers=headers("project-a"))
     post(client, "orders", {"n": 1})
-    reads = counting_census_reads(storage, monkeypatch, pause=0.5)
-    start = threading.Barrier(8)
+    asked = threading.Semaphore(0)
+    ask = CensusCache.census
 
-    def scrape_once(_):
-        start.wait()
-        return scrape(client)
+    def census(cache):
+        asked.release()
+        return ask(cache)
 
+    monkeypatch.setattr(CensusCache, "census", census)
+    reads = counting_census_reads(storage, monkeypatch)
+    every_queue = storage.all_queues
+
+    def all_queues():
+        # the read ends only after all eight scrapes asked for the census, however slow
+        # the machine is at starting them; the pause covers the instant between a
+        # scrape's count and its clock reading
+        for _ in range(8):
+            assert asked.acquire(timeout=60)
+        time.sleep(0.2)
+        return every_queue()
+
+    monkeypatch.setattr(storage, "all_queues", all_queues)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        scraped = list(pool.map(scrape_once, range(8)))
+        scraped = list(pool.map(lambda _: scrape(client), range(8)))
     assert len(reads) == 1
     assert {value(s, "zaqar_lite_queue_depth", project="project-a", queue="orders") for s in scraped} == {1}
+    monkeypatch.setattr(storage, "all_queues", every_queue)
+    monkeypatch.setattr(CensusCache, "census", ask)
     scrape(client)  # a scrape after the read ended reads again (census_max_age = 0)
     assert len(reads) == 2
 
