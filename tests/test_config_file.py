@@ -374,15 +374,15 @@ def test_every_command_that_reads_the_file_stops_on_a_mistake_with_one_line(tmp_
 
 
 def test_a_setting_that_may_be_none_reads_an_empty_value_as_none():
-    from zaqar_lite import config
+    from zaqar_lite.config import Rule, table
 
-    rule = config.Rule(minimum=1)
-    place = config._place("metrics", "max_queues", "max_queues", "metrics", int | None, rule)
+    rule = Rule(minimum=1)
+    place = table._place("metrics", "max_queues", "max_queues", "metrics", int | None, rule)
 
-    assert config._value(place, "", "f.conf: ") is None
-    assert config._value(place, " 25 ", "f.conf: ") == 25
+    assert table._value(place, "", "f.conf: ") is None
+    assert table._value(place, " 25 ", "f.conf: ") == 25
     with pytest.raises(ConfigError) as raised:
-        config._value(place, "0", "f.conf: ")
+        table._value(place, "0", "f.conf: ")
     assert str(raised.value) == ("f.conf: [metrics] max_queues must be a whole number of at least 1, "
                                  "or empty for none, got '0'")
 
