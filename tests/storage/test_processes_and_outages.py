@@ -110,7 +110,7 @@ def test_processes_claiming_at_once_never_share_a_message(driver_uri):
 
 # -- a server outage (the server killed -9, then started again) -------------------------------
 
-#: seconds within which a call to an unreachable store fails (README "Storage": "within seconds")
+#: seconds within which a call to an unreachable store fails (README.rst, "Storage backends")
 FAILS_WITHIN = 10.0
 
 
