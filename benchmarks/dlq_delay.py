@@ -5,7 +5,8 @@
     delays). The commit is unpacked with ``git archive`` into a temporary
     directory (no worktree is registered); both builds run from the same venv,
     each with ``PYTHONPATH`` and working directory set to its own checkout.
-    SPEC 2.5's goal: ratio >= 0.97. Diagnostic sides (``--no-diagnostics``
+    The goal (docs/api.rst, "Delayed delivery": messages without a delay pay
+    nothing for the feature): ratio >= 0.97. Diagnostic sides (``--no-diagnostics``
     leaves them out): over HTTP, the base build with this tree's
     ``zaqar_lite/server.py`` (its gunicorn worker settings), which separates the
     worker model from everything else; in the driver layer, this tree with

@@ -108,7 +108,7 @@ class MessageNotEditable(Conflict):
 
 
 class ClaimRuleViolation(ZaqarLiteError):
-    """A message operation broke the claim rules of SPEC 1.4."""
+    """A message operation broke the claim rules (docs/api.rst, "Claim rules")."""
 
 
 class MessageIsClaimed(ClaimRuleViolation):

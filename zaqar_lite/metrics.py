@@ -2,7 +2,7 @@
 
 ``GET /metrics`` (:mod:`zaqar_lite.api.metrics`) exposes them with the queue
 gauges it computes at scrape time. Each is counted in one place: messages by the
-service (``service.py``) and the sweep and claim results it gets, requests and 503s by
+service (``service/``) and the sweep and claim results it gets, requests and 503s by
 the API's first middleware, other storage errors where they are caught (the
 sweeper, a scrape, the notifier), deliveries by the notifier.
 

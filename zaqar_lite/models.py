@@ -219,7 +219,7 @@ class RedriveFilter:
 
 @dataclasses.dataclass(frozen=True)
 class RedriveRequest:
-    """A validated redrive call (SPEC 1.8).
+    """A validated redrive call (docs/api.rst, "Redrive (zaqar-lite extension)").
 
     ``destination`` None sends each message back to its source queue;
     ``max_per_second`` None moves as fast as the store allows. ``as_task``
@@ -270,7 +270,7 @@ class QueueTemplate:
 
 @dataclasses.dataclass(frozen=True)
 class RedriveTask:
-    """An asynchronous redrive of one dead-letter queue (SPEC 1.8), as its record stores it.
+    """An asynchronous redrive of one DLQ, as its record stores it (docs/api.rst, "Redrive tasks").
 
     ``status`` is ``running``, ``completed``, ``cancelled`` or ``failed``.
     ``to_move`` is how many dead letters it selected when it counted them

@@ -1,6 +1,6 @@
 """The one row shape every dead-letter reader produces, and how stored messages become rows.
 
-A row is one dead-lettered message with its provenance (SPEC 2.3). Times are
+A row is one dead-lettered message with its provenance (docs/api.rst, "Provenance"). Times are
 POSIX seconds (doubles), so no transform depends on a session time zone; the
 body stays JSON text, since bodies have no common schema.
 
@@ -107,7 +107,10 @@ def _int(value: Any) -> int | None:
 
 
 def failure_entries(failures: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    """Return a failure history (SPEC 1.8 entries) with its times as POSIX seconds."""
+    """Return a failure history with its times as POSIX seconds.
+
+    Its entries are those of docs/api.rst, "Release one message (zaqar-lite extension)".
+    """
     return [
         {
             "at": epoch(f.get("at")),

@@ -1,4 +1,4 @@
-"""Claim routes: create, get, renew, release; counts, expiry and exclusivity (SPEC 1.5)."""
+"""Claim routes: create, get, renew, release; counts, expiry and exclusivity (docs/api.rst, "Claims")."""
 
 from __future__ import annotations
 

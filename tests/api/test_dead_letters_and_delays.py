@@ -1,4 +1,8 @@
-"""Dead-letter metadata rules (SPEC 2.1), provenance (2.3), release with reason (1.8), delays (2.5)."""
+"""Dead-letter metadata rules, provenance, release with reason, delays.
+
+docs/api.rst, "Reserved metadata", "Provenance", "Release one message (zaqar-lite extension)" and
+"Delayed delivery".
+"""
 
 from __future__ import annotations
 

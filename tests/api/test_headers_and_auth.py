@@ -1,4 +1,7 @@
-"""Headers every /v2 request must carry, content negotiation and token auth (SPEC 1.1, 1.9)."""
+"""Headers every /v2 request must carry, content negotiation and token auth.
+
+docs/api.rst, "Headers" and "Authentication".
+"""
 
 from __future__ import annotations
 

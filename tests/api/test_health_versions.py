@@ -1,4 +1,7 @@
-"""Versions, JSON-Home, ping, health, unknown routes, outages and unexpected errors (SPEC 1.1, 1.6)."""
+"""Versions, JSON-Home, ping, health, unknown routes, outages and unexpected errors.
+
+docs/api.rst, "Versions and health" and "Errors".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Message routes: post, list, get by ids, bulk delete, pop, get one, delete one (SPEC 1.4)."""
+"""Message routes: post, list, get by ids, bulk delete, pop, get one, delete one.
+
+docs/api.rst, "Messages".
+"""
 
 from __future__ import annotations
 

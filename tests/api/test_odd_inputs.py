@@ -1,4 +1,7 @@
-"""No odd input ever gets a 5xx, and every error carries a title and a description (SPEC 1.1)."""
+"""No odd input ever gets a 5xx, and every error carries a title and a description.
+
+docs/api.rst, "Errors".
+"""
 
 from __future__ import annotations
 

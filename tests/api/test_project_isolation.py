@@ -1,4 +1,7 @@
-"""One project's queues, messages and claims are invisible to every other project (SPEC 1.1)."""
+"""One project's queues, messages and claims are invisible to every other project.
+
+docs/api.rst, "Project isolation".
+"""
 
 from __future__ import annotations
 

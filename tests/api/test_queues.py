@@ -1,4 +1,4 @@
-"""Queue routes: create, metadata, JSON-patch, delete, list, stats, purge (SPEC 1.3)."""
+"""Queue routes: create, metadata, JSON-patch, delete, list, stats, purge (docs/api.rst, "Queues")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""POST /v2/queues/{queue}/redrive (SPEC 1.8): dead letters back to their queues, and every 400."""
+"""POST /v2/queues/{queue}/redrive: dead letters back to their queues, and every 400.
+
+docs/api.rst, "Redrive (zaqar-lite extension)".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reserved queue metadata (SPEC 2.1, docs "Reserved metadata"), case by case, with no store.
+"""Reserved queue metadata (docs/api.rst, "Reserved metadata"), case by case, with no store.
 
 Each refusal is checked with its whole description: the documented rule is a
 400 "with a clear description naming the key".

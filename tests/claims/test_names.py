@@ -1,4 +1,7 @@
-"""The queue-name rule (SPEC 1.2: ``^[a-zA-Z0-9_.-]+$``, 1-64 characters; docs: not ``.`` or ``..``)."""
+"""The queue-name rule: ``^[a-zA-Z0-9_.-]+$``, 1-64 characters, not ``.`` or ``..``.
+
+docs/api.rst, "Limits".
+"""
 
 from __future__ import annotations
 

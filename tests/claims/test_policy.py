@@ -1,8 +1,8 @@
 """The message policy of ``zaqar_lite.claims.policy``, case by case, with no store.
 
-Every expected value is written out by hand from SPEC 1.4-2.5 and the API
-reference (``docs/api.rst``: Claims, Claim rules, Dead-letter queues, Delayed
-delivery, Expiry). Times are offsets from one instant, ``NOW``, whose ISO form
+Every expected value is written out by hand from the API reference
+(``docs/api.rst``: "Claims", "Claim rules", "Dead-letter queues", "Delayed
+delivery", "Expiry"). Times are offsets from one instant, ``NOW``, whose ISO form
 is known: 1 700 000 000 s is 2023-11-14T22:13:20Z.
 """
 
@@ -32,7 +32,7 @@ def request(limit: int = 10, dead_letter: DeadLetterPolicy = DEAD_LETTERS) -> Cl
     return ClaimRequest(claim_id="c-new", now=NOW, ttl=60, grace=30, limit=limit, dead_letter=dead_letter)
 
 
-# -- times as shown (SPEC 2.3: ISO-8601 UTC) ---------------------------------------------------
+# -- times as shown (docs/api.rst, "Provenance": ISO-8601 UTC) -------------------------------
 
 @pytest.mark.parametrize(("at", "text"), [
     (NOW, NOW_ISO),
@@ -46,7 +46,7 @@ def test_times_are_shown_as_iso_8601_utc_to_the_second_with_a_z(at, text):
     assert policy.released(message(), {"error": "x"}, at, 10).failures[0]["at"] == text
 
 
-# -- visibility (SPEC 2.4, 2.5; base.py "visible") -----------------------------------
+# -- visibility (docs/api.rst, "Expiry", "Delayed delivery"; base.py "visible") ------
 
 @pytest.mark.parametrize(("fields", "visible"), [
     ({}, True),
@@ -66,7 +66,7 @@ def test_a_message_is_visible_only_unexpired_unclaimed_and_undelayed(fields, vis
     assert policy.is_visible(message(**fields), NOW) is visible
 
 
-# -- claim expiry extension (SPEC 1.5) -------------------------------------------------
+# -- claim expiry extension (docs/api.rst, "Claims") ---------------------------------
 
 @pytest.mark.parametrize(("expires", "extended"), [
     (NOW + 10, NOW + 90),
@@ -79,7 +79,7 @@ def test_a_claimed_message_lives_at_least_until_claim_end_plus_grace(expires, ex
     assert policy.claimed_expiry(expires, NOW, 60, 30) == extended
 
 
-# -- exhaustion (SPEC 2.2) -------------------------------------------------------------
+# -- exhaustion (docs/api.rst, "The move") ------------------------------------------
 
 @pytest.mark.parametrize(("count", "dead_letter", "exhausted"), [
     (2, DEAD_LETTERS, False),
@@ -97,7 +97,7 @@ def test_a_message_is_exhausted_once_handed_out_max_times_and_only_with_both_key
     assert policy.is_exhausted(message(claim_count=count), dead_letter) is exhausted
 
 
-# -- the move: new expiry and provenance (SPEC 2.2, 2.3; docs "The move") --------------
+# -- the move: new expiry and provenance (docs/api.rst, "The move", "Provenance") -----
 
 @pytest.mark.parametrize(("reason", "messages_ttl"), [
     ("max_claims", None), ("expired", None), ("max_claims", 600), ("expired", 600)])
@@ -179,7 +179,7 @@ def test_a_message_moved_because_it_expired_takes_the_dead_letter_ttl_when_set()
     assert (moved.expires, moved.ttl()) == (NOW + 900, 1020)
 
 
-# -- planning a claim (SPEC 1.5, 2.2) --------------------------------------------------
+# -- planning a claim (docs/api.rst, "Claims", "Claim counting", "The move") ---------
 
 def test_a_claim_of_nothing_plans_nothing():
     assert policy.plan_claim([], request(), Q) == policy.Plan([], [], [])
@@ -242,7 +242,7 @@ def test_a_claim_continued_after_some_messages_takes_only_the_room_left():
     assert full == policy.Plan([], [], [])
 
 
-# -- planning a sweep (SPEC 2.2, 2.4; docs "Dead-lettering on expiry") ----------------------
+# -- planning a sweep (docs/api.rst, "The move", "Dead-lettering on expiry") ---------------
 
 ON_EXPIRY = DeadLetterPolicy(max_claim_count=2, queue=DLQ, on_expiry=True)
 
@@ -310,7 +310,7 @@ def test_a_message_read_earlier_moves_only_if_unexpired_unclaimed_and_its_claim_
     assert policy.still_movable(current, READ, NOW) is movable
 
 
-# -- the claim rules of deletes and releases (SPEC 1.4; docs "Claim rules") ---------------
+# -- the claim rules of deletes and releases (docs/api.rst, "Claim rules") ----------------
 
 FREE = message("m1")
 HELD = message("m1", claim_id="c1", claim_expires=NOW + 60)
@@ -352,7 +352,7 @@ def test_every_claim_rule_error_is_a_claim_rule_violation(error, family):
     assert issubclass(error, family)
 
 
-# -- releasing one message (SPEC 1.8; docs "Release one message") -------------------------
+# -- releasing one message (docs/api.rst, "Release one message (zaqar-lite extension)") ---
 
 def test_a_release_without_a_reason_ends_the_claim_now_and_keeps_count_and_history():
     released = policy.released(dataclasses.replace(HELD, claim_count=2, failures=[FAILURE]), None, NOW, 10)
@@ -383,7 +383,7 @@ def test_the_failure_history_keeps_only_the_last_entries():
     assert [f["error"] for f in kept.failures] == ["1", "2", "x"]
 
 
-# -- the provenance block shown in a DLQ (SPEC 2.3) --------------------------------------
+# -- the provenance block shown in a DLQ (docs/api.rst, "Provenance") -----------------
 
 def test_the_provenance_block_shows_the_record_with_iso_times_and_the_failures():
     moved = message("m1", created=NOW - 81, claim_count=3, failures=[FAILURE],

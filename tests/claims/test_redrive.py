@@ -1,4 +1,7 @@
-"""The redrive rules (SPEC 1.8, docs "Redrive"): filters, targets, the moved message, batches, throttle."""
+"""The redrive rules: filters, targets, the moved message, batches, throttle.
+
+docs/api.rst, "Redrive (zaqar-lite extension)".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The subscription retry policy (SPEC 4; docs "Retries"): schedule, precedence and validation."""
+"""The subscription retry policy: schedule, precedence and validation.
+
+docs/api.rst, "How delivery works" (Retries).
+"""
 
 from __future__ import annotations
 

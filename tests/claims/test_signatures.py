@@ -1,4 +1,7 @@
-"""Failure signatures (docs "Redrive" filter ``signature``; SPEC 5): each mask, the text, the id.
+"""Failure signatures: each mask, the text, the id.
+
+docs/api.rst, "Redrive (zaqar-lite extension)" (filter ``signature``), and
+spark_jobs/README.rst, "The analyses" (Failure signatures).
 
 ``tests/spark/test_signatures.py`` checks that Spark masks exactly as this
 module does; here each rule is checked on its own, in plain Python.

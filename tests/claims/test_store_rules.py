@@ -1,7 +1,7 @@
 """The rules each store's queries prefilter (visibility, what a sweep takes) and the bulk delete.
 
-Written out by hand from ``storage/base.py`` ("visible"), SPEC 2.2/2.4 (the
-sweep) and docs/api.rst "Delete messages by id".
+Written out by hand from ``storage/base.py`` ("visible") and docs/api.rst: "The move" and
+"Dead-lettering on expiry" (the sweep), "Delete messages by id".
 """
 
 from __future__ import annotations

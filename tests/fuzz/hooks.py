@@ -28,7 +28,7 @@ JSON_PATCH = "application/openstack-messaging-v2.0-json-patch"
 
 #: (title, description pattern) of the 400s OpenAPI 3.0 cannot state
 INEXPRESSIBLE_REFUSALS = [
-    # SPEC 2.1: the dead-letter queue must exist, not be the queue, not form a chain
+    # docs/api.rst, "Reserved metadata": the dead-letter queue must exist, not be the queue, not form a chain
     ("Invalid API request", re.compile(r"_dead_letter_queue names queue .*, which does not exist")),
     ("Invalid API request", re.compile(r"_dead_letter_queue cannot be the queue itself")),
     ("Invalid API request", re.compile(r"_dead_letter_queue: queue .* chains are not supported")),
@@ -66,7 +66,7 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"^subscriber is refused: the subscriber's address is not one")),
     ("Invalid API request", re.compile(r"^options\.post_headers: (\S+ is set by the server|the value of )")),
     ("Invalid API request", re.compile(r"^options\.from is refused: ")),
-    # SPEC 1.4: the claim rules of a message DELETE or release depend on the message's state
+    # docs/api.rst, "Claim rules": those of a message DELETE or release depend on the message's state
     ("Invalid claim", re.compile(r".")),
     ("Message is not claimed", re.compile(r".")),
 ]
@@ -143,7 +143,7 @@ def filter_failure(ctx: Any, failure: Any, case: Any, response: Any) -> bool:
     """Keep every failure but a refusal listed above, or a subscriber outside the promised form taken."""
     kind = type(failure).__name__
     if kind == "UseAfterFree":
-        # Queues are implicit, as in Zaqar (SPEC 1.2): a deleted queue, like one never
+        # Queues are implicit, as in Zaqar (docs/api.rst, "Queues"): a deleted queue, like one never
         # created, answers as an empty queue (GET 200 with the defaults, zero stats,
         # empty listings); a bulk DELETE of messages (ids or pop) leaves the message
         # collection, which still lists. A deleted message, claim or subscription must

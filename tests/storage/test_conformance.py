@@ -195,7 +195,7 @@ def test_stats_of_empty_queue_have_no_oldest(messaging):
     assert (stats.total, stats.oldest, stats.newest) == (0, None, None)
 
 
-# -- delete rules (SPEC 1.4) --------------------------------------------------
+# -- delete rules (docs/api.rst, "Claim rules") ------------------------------
 
 def test_deleting_an_absent_message_is_fine(messaging):
     messaging.delete_message(P, Q, "no-such-id", None)
@@ -372,7 +372,7 @@ def test_release_of_one_message_requires_its_live_claim(messaging):
     assert claim(messaging, limit=1)[1] == [first]
 
 
-# -- dead-letter queues (SPEC 2.2, 2.3) -----------------------------------------
+# -- dead-letter queues (docs/api.rst, "The move", "Provenance") ---------------
 
 def _exhaust(messaging, clock, message_id, times):
     """Hand a message out ``times`` times: lapsed, released, released with reason, in turn."""
@@ -601,7 +601,7 @@ def test_a_queue_is_due_at_once_after_a_release_or_a_metadata_change(
     assert listed(messaging) == [third]
 
 
-# -- expiry (SPEC 2.4) ----------------------------------------------------------
+# -- expiry (docs/api.rst, "Expiry", "Dead-lettering on expiry") ---------------
 
 def test_sweeper_discards_expired_messages_without_dead_letter_on_expiry(messaging, clock):
     with_dlq(messaging, max_claims=5)
@@ -644,7 +644,7 @@ def test_expired_message_not_eligible_is_discarded_even_with_dead_letter_on_expi
     assert listed(messaging, queue=DLQ) == []
 
 
-# -- delays (SPEC 2.5) ----------------------------------------------------------
+# -- delays (docs/api.rst, "Delayed delivery") ---------------------------------
 
 def test_delayed_message_is_invisible_until_its_delay_passes(messaging, clock):
     late, = post(messaging, "late", delay=120)
@@ -901,7 +901,7 @@ def test_records_list_by_prefix_and_marker_and_delete_by_version(driver):
     assert [r.key for r in driver.list_records(P, "subscription")] == ["q1/b", "q1/c", "q2/c"]
 
 
-# -- redrive (SPEC 1.8) ---------------------------------------------------------
+# -- redrive (docs/api.rst, "Redrive (zaqar-lite extension)") ------------------
 
 def stored_dead_letters(messaging, clock, *histories, source=Q, queue=DLQ, ttl=3600):
     """Store dead letters of ``source`` straight into ``queue``, one per failure history; return their ids.

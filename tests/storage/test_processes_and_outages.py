@@ -43,7 +43,7 @@ def post(messaging: Messaging, *bodies, queue: str = Q, **fields) -> list[str]:
     return messaging.post(P, queue, CLIENT, items, 10)
 
 
-# -- several processes claiming one queue (SPEC 1.5: claims are exclusive) -------------------
+# -- several processes claiming one queue (docs/api.rst, "Claims": claims are exclusive) ----
 
 def _claim_each_round(uri: str, start, results) -> None:
     """Claim one message per round, all claimers at the same instant; report (claim id, ids) per round."""
@@ -110,7 +110,7 @@ def test_processes_claiming_at_once_never_share_a_message(driver_uri):
 
 # -- a server outage (the server killed -9, then started again) -------------------------------
 
-#: seconds within which a call to an unreachable store fails (README "Storage": "within seconds")
+#: seconds within which a call to an unreachable store fails (README.rst, "Storage backends")
 FAILS_WITHIN = 10.0
 
 
@@ -199,7 +199,8 @@ def test_a_process_killed_mid_write_leaves_every_acknowledged_message_in_exactly
         ids.append(acknowledged.get(timeout=1))
 
     # past every claim the writer could have made, before any expiry: the sweep moves every
-    # exhausted message and completes a move cut short (Swift may leave a copy in both, SPEC 2.2)
+    # exhausted message and completes a move cut short (Swift may leave a copy in both:
+    # docs/api.rst, "The move")
     messaging = service(driver_uri, lambda: NOW + STEP * (WRITES + 2))
     messaging.sweep()
     found = {queue: [m.id for m in messaging.get_messages(P, queue, ids)[0]] for queue in (Q, DLQ)}

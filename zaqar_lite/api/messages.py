@@ -103,7 +103,7 @@ class MessageItem(Resource):
         resp.media = render(edited, now)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, message_id: str) -> None:
-        """Delete one message under the claim rules of SPEC 1.4."""
+        """Delete one message under the claim rules (docs/api.rst, "Claim rules")."""
         self.messaging.delete_message(req.context.project, queue, message_id, req.get_param("claim_id"))
         resp.status = falcon.HTTP_204
 

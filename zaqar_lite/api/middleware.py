@@ -1,4 +1,7 @@
-"""Checks every API request passes before it reaches a resource (SPEC 1.1, 1.9)."""
+"""Checks every API request passes before it reaches a resource.
+
+docs/api.rst, "Headers" and "Authentication".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The redrive resources (our extension, SPEC 1.8): dead letters back to their queues, now or as a task."""
+"""The redrive resources (our extension): dead letters back to their queues, now or as a task.
+
+docs/api.rst, "Redrive (zaqar-lite extension)" and "Redrive tasks".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Reserved queue metadata (SPEC 2.1): defaults, validation, and the policy it yields."""
+"""Reserved queue metadata: defaults, validation, and the policy it yields.
+
+docs/api.rst, "Reserved metadata".
+"""
 
 from __future__ import annotations
 

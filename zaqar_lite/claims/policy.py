@@ -273,7 +273,9 @@ def edited(message: Message, changes: Mapping[str, Any], now: float) -> Message:
 
 
 def check_claim_rules(message: Message, claim_id: str | None, claim_is_live: bool, now: float) -> None:
-    """Enforce SPEC 1.4's rules for changing a message, given an optional claim id.
+    """Enforce the claim rules for changing a message, given an optional claim id.
+
+    docs/api.rst, "Claim rules".
 
     Args:
         message: the message as stored.
@@ -368,7 +370,7 @@ def claim_renewed(message: Message, now: float, ttl: int, grace: int) -> Message
 
 
 def provenance(message: Message) -> dict[str, Any]:
-    """Return the ``dead_letter`` block (SPEC 2.3) shown for a message inside a DLQ."""
+    """Return the ``dead_letter`` block (docs/api.rst, "Provenance") shown for a message inside a DLQ."""
     record = message.dead_letter or {}
     block: dict[str, Any] = {
         "source_queue": record.get("source_queue"),

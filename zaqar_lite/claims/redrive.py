@@ -1,7 +1,8 @@
-"""The redrive policy (SPEC 1.8), written once: which dead letters a redrive takes, and how they return.
+"""The redrive policy, written once: which dead letters a redrive takes, and how they return.
 
-A dead letter is a message that carries a ``dead_letter`` provenance record
-(SPEC 2.3), in whatever queue it is. A redrive selects the unclaimed,
+docs/api.rst, "Redrive (zaqar-lite extension)" and "Redrive tasks". A dead
+letter is a message that carries a ``dead_letter`` provenance record
+(docs/api.rst, "Provenance"), in whatever queue it is. A redrive selects the unclaimed,
 unexpired dead letters of one queue that match its filter, in post order, up
 to its limit, and moves each to its ``destination`` or else back to its
 ``source_queue``. Drivers only store the result

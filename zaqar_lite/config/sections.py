@@ -47,7 +47,7 @@ def _senders(value: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """Request limits of SPEC 1.2; every one is configurable in ``[limits]``."""
+    """The limits of docs/api.rst, "Limits"; every one is configurable in ``[limits]``."""
 
     max_queues_per_page: int = _positive(20)
     #: queues one project may have (those its posts and subscriptions create included)
@@ -92,7 +92,10 @@ NOTIFIER_SCHEMES = ("http", "https", "mailto", "trust+http", "trust+https")
 
 @dataclasses.dataclass(frozen=True)
 class NotifierSettings:
-    """Subscription delivery settings of SPEC 4; every one is configurable in ``[notifier]``."""
+    """Subscription delivery settings; every one is configurable in ``[notifier]``.
+
+    docs/api.rst, "Subscriptions and webhook delivery".
+    """
 
     #: subscriber URI schemes accepted: a subset of Zaqar's ``subscriber_types``
     subscriber_schemes: tuple[str, ...] = setting(NOTIFIER_SCHEMES, choices=NOTIFIER_SCHEMES)

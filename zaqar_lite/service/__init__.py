@@ -1,7 +1,11 @@
 """The messaging service: turns validated requests into policy decisions and storage calls.
 
-The API's resources call this and nothing else; it owns the clock and the id
-generator, so tests can move time and predict nothing else. Its parts live in
+The API's resources call it for every queue, message, claim and redrive
+operation (subscriptions, topics, pools and long polling have services of
+their own, built on it or beside it), and so do the sweeper, the redrive
+task runner and the console. It owns the clock, the id generator, the sleep
+and the random source of backoff jitter, so tests inject them and move time
+without sleeping. Its parts live in
 rooms of their own (queues, messages and claims, redrive, store-wide
 operations) and meet in :class:`Messaging`.
 """

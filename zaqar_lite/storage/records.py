@@ -1,9 +1,15 @@
-"""The versioned-record part of the storage contract (subscriptions, delivery cursors, leases).
+"""The versioned-record part of the storage contract: whatever is kept beside queues and messages.
 
 A record is a JSON object under (project, kind, key), written only by
-compare-and-set on its version. Everything built on them (subscriptions,
-delivery cursors, notifier leases) is policy in :mod:`zaqar_lite.notify`.
-Every driver implements it (:class:`~zaqar_lite.storage.base.Storage` is one).
+compare-and-set on its version. What is built on them lives with its users:
+subscriptions, delivery cursors and leases in :mod:`zaqar_lite.notify`,
+redrive tasks in :mod:`zaqar_lite.storage.tasks`, the operator's queue
+templates in :mod:`zaqar_lite.templates`, the console's sessions in
+:mod:`zaqar_lite.service.operations`, the pools' catalog in
+:mod:`zaqar_lite.storage.pools.catalog`.
+Every driver implements it (:class:`~zaqar_lite.storage.base.Storage` is one);
+a store around another (encryption at rest, the pools' router) hands its
+records on (:class:`RecordsKeptElsewhere`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from zaqar_lite.models import RedriveFilter, RedriveRequest
 
 @functools.cache
 def _redrive_schema(limits: Limits) -> Schema:
-    """A redrive body (SPEC 1.8)."""
+    """A redrive body (docs/api.rst, "Redrive (zaqar-lite extension)")."""
     text = {"type": "string", "minLength": 1, "maxLength": 256}
     return Schema({
         "type": "object",
@@ -53,7 +53,9 @@ def redrive_body_size(limits: Limits) -> int:
 
 
 def redrive_request(document: Any, queue: str, limits: Limits) -> RedriveRequest:
-    """Check a redrive body (SPEC 1.8) and return the request, defaults filled.
+    """Check a redrive body and return the request, defaults filled.
+
+    docs/api.rst, "Redrive (zaqar-lite extension)" and "Redrive tasks".
 
     Every key is optional; an empty body redrives every dead letter of the
     queue (up to ``max_redrive_messages``) to its source queue. With

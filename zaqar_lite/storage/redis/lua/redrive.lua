@@ -1,5 +1,5 @@
 -- redrive.lua: move messages of a queue (a DLQ) into another queue, each guarded
--- by the state it was read in (move_messages; the redrive of SPEC 1.8).
+-- by the state it was read in (move_messages; docs/api.rst, "Redrive (zaqar-lite extension)").
 --
 -- KEYS[1..9]   the source queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- KEYS[10]     zl:{P}:queues
