@@ -2,7 +2,8 @@
 
 Each connection is a greenlet, so a client that sends slowly, or not at all,
 costs a little memory and no thread: the worker keeps answering everyone else
-(a waiting long-poll claim will be as cheap). On top of gunicorn's gevent worker:
+(a waiting long-poll claim is as cheap: it sleeps on its greenlet). On top of
+gunicorn's gevent worker:
 
 * **header deadline**: a connection has ``[server] header_timeout`` seconds,
   from its opening or from the end of the previous answer, to send a complete
