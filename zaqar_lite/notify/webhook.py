@@ -5,15 +5,15 @@ API suite compares it whole)::
 
     {"body": ..., "ttl": ..., "queue_name": ..., "Message_Type": "Notification"}
 
-The message id travels in the ``X-Zaqar-Lite-Message-Id`` header, which a
-subscriber uses to recognise a redelivery (delivery is at least once).
-
 or, when the subscription has ``options.post_data``, that template with
 ``"$zaqar_message$"`` (quotes included) replaced by the notification. Headers:
 ``Content-Type: application/json``, then ``options.post_headers``, then ours:
 ``X-Zaqar-Lite-Message-Id``, ``X-Zaqar-Lite-Subscription-Id`` and, when
 ``options.secret`` is set, ``X-Zaqar-Lite-Signature: sha256=<hex HMAC-SHA256
 of the exact body bytes keyed by the secret>``.
+
+The message id travels in the ``X-Zaqar-Lite-Message-Id`` header, which a
+subscriber uses to recognise a redelivery (delivery is at least once).
 
 A ``trust+http(s)://`` subscriber is a webhook to the URL without ``trust+``
 that carries, in ``X-Auth-Token``, the token its creator authenticated with
