@@ -1,12 +1,13 @@
-"""OpenStack Swift driver (python-swiftclient): messages as JSON objects, claims by conditional PUT.
+"""OpenStack Swift driver (python-swiftclient): messages as JSON objects, claims by the settle protocol.
 
 URI ``swift://ACCOUNT%3AUSER:KEY@HOST:PORT/auth/v1.0`` (tempauth v1; options and
 the object layout: :mod:`~zaqar_lite.storage.swift.layout`; connections and
 the one StorageUnavailable translation: :mod:`~zaqar_lite.storage.swift.client`).
 Every decision is :mod:`zaqar_lite.claims.policy`'s; this module reads, writes, moves.
 The sweep, delete and release loops are those of
-:class:`~zaqar_lite.storage.base.PlannedStorage`; claims (and pops) override
-the shared claim loop with the settle protocol. Queue records and
+:class:`~zaqar_lite.storage.base.PlannedStorage`, which has no claim loop;
+claims (and pops) take the settle protocol instead, as Swift ignores
+``If-Match``. Queue records and
 message objects: :mod:`~zaqar_lite.storage.swift.container`; the settle protocol of
 claims and the dead-letter move: :mod:`~zaqar_lite.storage.swift.settle`.
 
