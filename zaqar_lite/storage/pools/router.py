@@ -7,7 +7,9 @@ it, which :mod:`.placements` finds (remembered per process: the common request
 costs no catalog round trip) or chooses for a new queue. A queue no pool holds
 lives in the ``[storage] uri`` store, the *default store* (every queue, before
 the first pool is registered), which also keeps the records: subscriptions,
-delivery cursors, leases, redrive tasks, queue templates.
+delivery cursors, leases, redrive tasks, queue templates, console sessions
+(the catalog's records are in the ``[pools] catalog`` store, by default this
+one).
 
 Calls that may create a queue place it first; calls that link two queues keep
 them in one pool (:meth:`~.placements.PoolPlacements.check_same_pool`).

@@ -1,4 +1,4 @@
-"""Versioned records (subscriptions, delivery cursors, leases) in Swift, for :class:`SwiftStorage`.
+"""Versioned records (those :mod:`zaqar_lite.storage.records` lists) in Swift, for :class:`SwiftStorage`.
 
 A record is the JSON object ``r/<kind>/<key>`` in its project's container,
 ``{"project", "key", "value", "version", "writer"}``. Compare-and-set is the
