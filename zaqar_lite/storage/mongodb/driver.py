@@ -12,7 +12,7 @@ are created at startup, or, if the server is down then, by the first operation
 that reaches it.
 
 Atomicity: the claim, sweep, delete and release loops are those of
-:class:`~zaqar_lite.storage.base.PlannedStorage`; the policy plans on messages as
+:class:`~zaqar_lite.storage.base.PlannedClaimStorage`; the policy plans on messages as
 read, and each planned change is one single-document write filtered on that read
 state (:func:`~zaqar_lite.storage.mongodb.layout.unchanged`), so a plan made on a
 stale read matches nothing: a message goes to at most one claim, the claim count
