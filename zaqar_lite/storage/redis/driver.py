@@ -10,8 +10,9 @@ wait for its replicas (:func:`~zaqar_lite.storage.redis.layout.parse_uri`).
 Keys and values are laid out as :mod:`zaqar_lite.storage.redis.layout` says.
 
 A claim costs O(log n + k): its script first moves matured delayed messages and
-lapsed claimed ones back to ``ready`` (each once per delay or claim: amortised),
-then takes the head of ``ready``, where a claimed or delayed message never is.
+lapsed claimed ones back to ``ready``, or to ``delayed`` when a lapsed claim left
+a ``_retry_backoff`` wait (each once per delay or claim: amortised), then takes
+the head of ``ready``, where a claimed or delayed message never is.
 Claim order is strict FIFO by post order within a queue.
 
 Queues, their metadata (posts and claims are planned from the metadata a
