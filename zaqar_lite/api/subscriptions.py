@@ -27,7 +27,7 @@ BODY_MAX = 65536
 
 
 class SubscriptionResource(Resource):
-    """A resource over the subscription service, built once by ``create_app``.
+    """A resource over the subscription service, built once by ``make_app`` (each worker's app).
 
     ``COLLECTION`` is the path its sources are under and :meth:`owner` the
     project their records are stored under: a queue's here, a topic's in
