@@ -4,7 +4,8 @@ Any number of notifier processes, on any number of machines, share one store.
 Each one, every ``poll_interval`` seconds:
 
 * writes its heartbeat (a ``notifier`` record with an expiry) and reads the
-  others', so every notifier knows the live ones;
+  others' (once a third of ``lease_seconds`` has passed since it last did), so
+  every notifier knows the live ones;
 * reads every subscription and delivery record, removes expired subscriptions,
   and picks the subscriptions it should serve: those whose lease it holds, and
   free ones that rendezvous hashing over the live notifiers assigns to it (or
