@@ -6,7 +6,8 @@ the same message); between attempts the claim sleeps in its queue's line of
 the :class:`~zaqar_lite.waiting.room.WaitingRoom` until
 
 * a wake-up of its queue: a post, a release of a claim or of a message, an
-  edit of a delayed message, a redrive into it or a dead letter swept into it,
+  edit of a delayed message, a redrive into it or a dead letter swept into it
+  or moved into it by another queue's claim,
   made by any worker process (:mod:`~zaqar_lite.waiting.channels`);
 * the time something of the queue becomes claimable by itself, a delay or a
   claim ending, read from the store after each empty attempt
