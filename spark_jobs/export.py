@@ -37,8 +37,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
+from spark_jobs.sources import dead_letter_batches, store_reader
 from spark_jobs.sources.plan import StoreReader, Target, dead_letter_queues
-from spark_jobs.sources.rows import dead_letter_row, export_line_row, record_batches
+from spark_jobs.sources.rows import arrow_schema, dead_letter_row, record_batches
 from zaqar_lite.claims.encryption import ENVELOPE_TEXT, is_envelope
 
 PAGE = 1000
@@ -130,9 +131,6 @@ def write_parquet(path: Path, reader: StoreReader, targets: Sequence[Target], no
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from spark_jobs.sources import dead_letter_batches
-    from spark_jobs.sources.rows import arrow_schema
-
     schema = arrow_schema()
     batches = (
         batch
@@ -162,8 +160,6 @@ def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Tar
     """
     import pyarrow.parquet as pq
 
-    from spark_jobs.sources.rows import arrow_schema
-
     written = encrypted = 0
     with pq.ParquetWriter(str(path), arrow_schema()) as writer:
         rows = (
@@ -189,8 +185,6 @@ def write_parquet_through_contract(path: Path, store: Any, targets: Sequence[Tar
 
 def dead_letter_reader(storage_uri: str) -> StoreReader | None:
     """Return the store's dead-letter reader (the report's), or None when it has none."""
-    from spark_jobs.sources import store_reader
-
     try:
         return store_reader(storage_uri)
     except ValueError:  # no reader for the scheme, or an in-memory SQLite URI
@@ -235,14 +229,3 @@ def export(
 def _exported(written: Written, targets: list[Target]) -> Exported:
     return Exported(written.count, targets, written.encrypted)
 
-
-def from_export_lines(lines: Any) -> Any:
-    """Return the report rows of a DataFrame of export JSON lines (one ``value`` column of text)."""
-    from spark_jobs.sources.rows import DEAD_LETTER_DDL
-
-    def convert(batches: Iterator[Any]) -> Iterator[Any]:
-        for batch in batches:
-            rows = (export_line_row(json.loads(text)) for text in batch.column(0).to_pylist() if text.strip())
-            yield from record_batches(rows)
-
-    return lines.mapInArrow(convert, DEAD_LETTER_DDL)

@@ -33,6 +33,7 @@ not a Python object per field). Every row has the schema
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,7 +43,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from spark_jobs.sources.plan import StoreReader, Target, dead_letter_queues, partitions_for, pieces_per_target
-from spark_jobs.sources.rows import DEAD_LETTER_DDL, dead_letter_batch, regrouped
+from spark_jobs.sources.rows import (
+    DEAD_LETTER_DDL,
+    dead_letter_batch,
+    export_line_row,
+    record_batches,
+    regrouped,
+)
 
 FORMAT = "zaqar_dlq"
 #: URI scheme -> (module, reader class) of this package
@@ -206,6 +213,17 @@ def read_store(
     return indexes.mapInArrow(PlannedRead(reader, planned), DEAD_LETTER_DDL)
 
 
+def from_export_lines(lines: DataFrame) -> DataFrame:
+    """Return the report rows of a DataFrame of export JSON lines (one ``value`` column of text)."""
+
+    def convert(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            rows = (export_line_row(json.loads(text)) for text in batch.column(0).to_pylist() if text.strip())
+            yield from record_batches(rows)
+
+    return lines.mapInArrow(convert, DEAD_LETTER_DDL)
+
+
 def read_export(
     spark: SparkSession,
     path: str,
@@ -216,8 +234,6 @@ def read_export(
 ) -> DataFrame:
     """Return the dead letters of an export: Parquet rows as they are, JSON lines mapped to rows."""
     from pyspark.sql import functions as F
-
-    from spark_jobs.export import from_export_lines
 
     if path.lower().rstrip("/").endswith(".parquet"):
         df = spark.read.schema(DEAD_LETTER_DDL).parquet(path)
