@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "claims": 1,
     "storage": 2,
     "notify": 3,
-    "service": 4, "templates": 4, "topics": 4, "pooling": 4, "waiting": 4,
+    "service": 4,
     "api": 5, "sweeper": 5, "redrive_runner": 5,
     "server": 6, "gevent_worker": 6, "balance": 6, "cli": 6, "__main__": 6,
 }

@@ -19,8 +19,8 @@ from zaqar_lite.claims import topics
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify import options
 from zaqar_lite.notify.state import Delivery, Subscription
-from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import Subscriptions
 
 #: largest subscription request body, in bytes
 BODY_MAX = 65536

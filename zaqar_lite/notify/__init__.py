@@ -1,5 +1,6 @@
 """Subscriptions and their guaranteed, ordered, at-least-once delivery by webhook or mail (SPEC 4).
 
-``subscriptions`` is the service the API calls; ``worker`` is the notifier
-that delivers; ``state`` describes the records both keep in the store.
+``worker`` is the notifier that delivers; ``state`` describes the records it
+and the subscription service (:mod:`zaqar_lite.service.subscriptions`, which
+the API calls) keep in the store, and ``records`` lists and removes them.
 """

@@ -33,8 +33,8 @@ from zaqar_lite.claims import encryption, retry
 from zaqar_lite.clock import Clock
 from zaqar_lite.models import Message
 from zaqar_lite.notify.lease import Lease, LeaseLost
+from zaqar_lite.notify.records import with_token
 from zaqar_lite.notify.state import Delivery, Subscription
-from zaqar_lite.notify.subscriptions import with_token
 from zaqar_lite.notify.transports import Transports
 from zaqar_lite.storage.base import Storage
 

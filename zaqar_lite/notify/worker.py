@@ -37,8 +37,8 @@ from zaqar_lite.models import Record
 from zaqar_lite.notify import state, webhook
 from zaqar_lite.notify.delivery import Courier, Pause
 from zaqar_lite.notify.lease import Lease, LeaseLost
+from zaqar_lite.notify.records import project_subscriptions, remove_subscription
 from zaqar_lite.notify.state import Delivery, Subscription
-from zaqar_lite.notify.subscriptions import project_subscriptions, remove_subscription
 from zaqar_lite.notify.transports import Transports
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.encrypted import encrypted

@@ -13,7 +13,7 @@ from zaqar_lite.models import (
     QueueStats,
     QueueTemplate,
 )
-from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
+from zaqar_lite.notify.records import remove_queue_subscriptions
 from zaqar_lite.service.core import ServiceBase
 
 
