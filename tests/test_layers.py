@@ -22,8 +22,8 @@ LAYERS: dict[str, int] = {
     "storage": 2,
     "notify": 3,
     "service": 4,
-    "api": 5, "sweeper": 5, "redrive_runner": 5,
-    "server": 6, "gevent_worker": 6, "balance": 6, "cli": 6, "__main__": 6,
+    "api": 5,
+    "server": 6, "cli": 6, "__main__": 6,
 }
 
 

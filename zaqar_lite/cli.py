@@ -88,7 +88,7 @@ storage_option = click.option("--storage", "storage_uri",
 def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None,
           with_notifier: bool) -> None:
     """Run the API under gunicorn, with the sweeper in one worker (and a notifier beside it)."""
-    from zaqar_lite.server import (
+    from zaqar_lite.server.gunicorn import (
         CannotListen,
         StorageCheckFailed,
         check_address,
@@ -132,9 +132,9 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
     """Apply the expiry and dead-letter rules to every queue (once, or forever with --loop)."""
     import time
 
+    from zaqar_lite.server.sweeper import sweep_once
     from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_deployment
-    from zaqar_lite.sweeper import sweep_once
 
     settings = _settings(config, storage_uri=storage_uri)
     _logging(settings.log_level)

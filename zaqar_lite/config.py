@@ -292,8 +292,8 @@ class SmtpSettings:
 
 
 #: ``[server] worker_class`` -> the gunicorn worker class it runs (gevent: see
-#: zaqar_lite/gevent_worker.py; gthread: gunicorn's own thread pool)
-WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
+#: zaqar_lite/server/gevent_worker.py; gthread: gunicorn's own thread pool)
+WORKER_CLASSES = {"gevent": "zaqar_lite.server.gevent_worker.Worker", "gthread": "gthread"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
