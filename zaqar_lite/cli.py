@@ -8,14 +8,14 @@ from typing import Any
 import click
 
 from zaqar_lite import __version__
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.config import Settings, load_settings
+from zaqar_lite.rules.pools import masked_uri
 
 LOG = logging.getLogger("zaqar_lite")
 
 
 def _settings(config: str | None, **overrides: Any) -> Settings:
-    from zaqar_lite.claims.templates import configured
+    from zaqar_lite.rules.templates import configured
 
     try:
         settings = load_settings(config, **overrides)

@@ -19,12 +19,13 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from zaqar_lite.claims import dedup, groups, signed_urls, topics
+from zaqar_lite.claims import dedup, groups
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import InvalidBody, ValidationFailed, sent
 from zaqar_lite.models import RedriveFilter, RedriveRequest
+from zaqar_lite.rules import signed_urls, topics
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: deepest nesting of arrays and objects a body may have: every reader (drivers, the

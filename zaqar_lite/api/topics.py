@@ -18,7 +18,7 @@ from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas, subscriptions
 from zaqar_lite.api.bodies import next_links, read_json, read_json_patch, read_message_post, stats_body
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims import topics as rules
+from zaqar_lite.rules import topics as rules
 from zaqar_lite.service import Messaging
 from zaqar_lite.service.subscriptions import Subscriptions
 from zaqar_lite.service.topics import Topics

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from zaqar_lite.claims import encryption
 from zaqar_lite.notify import state
 from zaqar_lite.notify.state import Subscription
+from zaqar_lite.rules import encryption
 from zaqar_lite.storage.base import Storage
 
 #: records read per page when listing a project's subscriptions

@@ -27,15 +27,15 @@ from collections.abc import Callable
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import encryption, topics
 from zaqar_lite.claims import metadata as queue_rules
-from zaqar_lite.claims import pools as pool_rules
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.notify import options as checks
 from zaqar_lite.notify import state, webhook
 from zaqar_lite.notify.records import project_subscriptions, remove_queue_subscriptions, remove_subscription
 from zaqar_lite.notify.state import Delivery, Subscription
+from zaqar_lite.rules import encryption, topics
+from zaqar_lite.rules import pools as pool_rules
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
