@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "zaqar_lite"
 
-#: layer of each top-level part of the package, lowest first (docs/architecture.rst)
+#: layer of each package (or top-level module) of zaqar_lite, lowest first (docs/architecture.rst)
 LAYERS: dict[str, int] = {
     "": 0,  # the package's __init__ (its version)
     "models": 0, "errors": 0, "config": 0, "clock": 0, "metrics": 0,
