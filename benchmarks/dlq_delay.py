@@ -8,7 +8,7 @@
     The goal (docs/api.rst, "Delayed delivery": messages without a delay pay
     nothing for the feature): ratio >= 0.97. Diagnostic sides (``--no-diagnostics``
     leaves them out): over HTTP, the base build with this tree's
-    ``zaqar_lite/server.py`` (its gunicorn worker settings), which separates the
+    ``zaqar_lite/server/gunicorn.py`` (its gunicorn worker settings), which separates the
     worker model from everything else; in the driver layer, this tree with
     claims reading only the ready index range, which shows what the second
     (matured-range) SELECT costs.
@@ -522,8 +522,9 @@ def post_delayed(url: str, queue: str, client_id: str, target: int, delay: int) 
 def hybrid_checkout(source: Path, donor: Path, module: str, target: Path, into: str | None = None) -> Path:
     """A copy of ``source``'s ``zaqar_lite`` package with one module taken from ``donor``.
 
-    Diagnostic builds for part (a): the base with this tree's ``server.py`` (its
-    gunicorn worker settings) separates the change of worker model from the rest;
+    Diagnostic builds for part (a): the base with this tree's ``server/gunicorn.py``
+    (its gunicorn worker settings, as the base's ``server.py``) separates the
+    change of worker model from the rest;
     this tree with the base's ``storage/sqlite.py`` (in place of ``storage/sqlite/driver.py``,
     ``into``) isolates the SQLite driver,
     where delays live on the claim path (the service and API code of a claim and
@@ -536,13 +537,14 @@ def hybrid_checkout(source: Path, donor: Path, module: str, target: Path, into: 
 
 
 def http_part_a(args: argparse.Namespace, tmp: Path, base: Path, store: Stores) -> dict[str, Any]:
-    """(a) over HTTP: the two builds' servers (and the base with this tree's server.py), one queue each."""
+    """(a) over HTTP: each build's server (and the base with this tree's gunicorn module), one queue each."""
     sides = [(CURRENT, REPO), (args.base_label, base)]
     # the hybrids need a base whose SQLite driver is one module (5c7a35c), and a SQLite store
     old_sqlite = base / "zaqar_lite" / "storage" / "sqlite.py"
     diagnostics = args.diagnostics and store.kind == "sqlite" and old_sqlite.exists()
     if diagnostics:
-        sides += [(args.hybrid_label, hybrid_checkout(base, REPO, "server.py", tmp / "base-with-server")),
+        sides += [(args.hybrid_label, hybrid_checkout(base, REPO, "server/gunicorn.py",
+                                                          tmp / "base-with-server", "server.py")),
                   (args.old_sqlite_label, hybrid_checkout(REPO, base, "storage/sqlite.py",
                                                           tmp / "current-with-base-sqlite",
                                                           "storage/sqlite/driver.py"))]
@@ -863,7 +865,8 @@ def render(results: dict[str, dict[str, dict[str, Any]]], settings: dict[str, An
         lines.append(f"diagnostic sides: {args.old_sqlite_label} = this tree with the "
                      f"zaqar_lite/storage/sqlite.py of {args.base_label} (no delays in the store); "
                      f"{args.hybrid_label} = {args.base_label} with this tree's "
-                     f"zaqar_lite/server.py (its gunicorn settings); {args.ready_only_label} = this tree "
+                     f"zaqar_lite/server/gunicorn.py (its gunicorn settings); "
+                     f"{args.ready_only_label} = this tree "
                      "with claims reading only the ready range (wrong for delayed messages); "
                      f"{args.index_label} = {args.base_label} on a store with this tree's index "
                      "messages_by_visibility")

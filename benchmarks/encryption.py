@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from zaqar_lite.claims import encryption  # noqa: E402
 from zaqar_lite.config import load_settings  # noqa: E402
+from zaqar_lite.rules import encryption  # noqa: E402
 from zaqar_lite.service import Messaging  # noqa: E402
 from zaqar_lite.storage import open_storage  # noqa: E402
 

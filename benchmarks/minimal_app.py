@@ -16,7 +16,7 @@ import argparse
 import falcon
 
 from zaqar_lite.config import load_settings
-from zaqar_lite.server import Server
+from zaqar_lite.server.gunicorn import Server
 
 MESSAGE_ID = "6b0e4a3c-1f1d-4f4e-9c53-0d6e8f6f2a11"
 CLAIM_ID = "a4b9c2d0-8d3e-4a0b-b1f7-5e2c7d9e0f33"

@@ -85,8 +85,8 @@ def receive(port: int, results: Any, delay: float) -> None:
 def prepare(storage_uri: str, project: str, port: int, subscriptions: int, messages: int) -> None:
     """Create the subscriptions, then post the messages, straight into the store."""
     from zaqar_lite.config import load_settings
-    from zaqar_lite.notify.subscriptions import Subscriptions
     from zaqar_lite.service import Messaging
+    from zaqar_lite.service.subscriptions import Subscriptions
     from zaqar_lite.storage import open_storage
 
     settings = load_settings(None, storage_uri=storage_uri)

@@ -14,12 +14,12 @@ the CPU seconds taken meanwhile by processes that are not part of the load
 (everything but this script, the server, Redis and wrk: the neighbours).
 
 Models: ``gevent (default)``, zaqar-lite's worker, whose workers balance their
-accepts (``zaqar_lite/gevent_worker.py``); gunicorn's ``gthread`` as
+accepts (``zaqar_lite/server/gevent_worker.py``); gunicorn's ``gthread`` as
 ``worker_class = gthread`` runs it (2 x 8 threads); the same with gunicorn's
 ``reuse_port`` (each worker binds its own ``SO_REUSEPORT`` socket and the
 kernel spreads connections by a hash of their addresses); and, on SQLite,
 ``gevent SQLite on the hub``: the gevent worker with the store's C calls on
-the event loop instead of gevent's thread pool (what ``zaqar_lite.server.OffTheHub``
+the event loop instead of gevent's thread pool (what ``zaqar_lite.server.gunicorn.OffTheHub``
 costs). The last two are variants this script's own server makes
 (``--serve``); they are no zaqar-lite settings.
 
@@ -67,7 +67,7 @@ DEFAULT_MODELS = {"redis": ("gevent (default)", "gthread 2x8", "gthread 2x8 reus
 def serve(argv: list[str]) -> None:
     """zaqar-lite's server with gunicorn's ``reuse_port`` on or off (the server of the reuse_port model)."""
     from zaqar_lite.config import load_settings
-    from zaqar_lite.server import Server, worker_app
+    from zaqar_lite.server.gunicorn import Server, worker_app
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--storage", required=True)

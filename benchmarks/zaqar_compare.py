@@ -169,7 +169,7 @@ def write_zaqar_files(directory: Path, redis_uri: str) -> Path:
 def lite_gunicorn_settings(workers: int) -> dict[str, Any]:
     """zaqar-lite's own gunicorn settings (worker class, threads, keep-alive...), read from its Server."""
     from zaqar_lite.config import load_settings
-    from zaqar_lite.server import Server
+    from zaqar_lite.server.gunicorn import Server
 
     cfg = Server(load_settings(None, bind="127.0.0.1:0", workers=workers)).cfg
     return {"workers": cfg.workers, "worker_class": cfg.worker_class_str, "threads": cfg.threads,

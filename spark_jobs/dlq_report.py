@@ -37,7 +37,7 @@ from spark_jobs.progress import Progress, since, stderr_progress  # noqa: E402
 from spark_jobs.session import is_submitted, shuffle_partitions, spark_session  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
 from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
-from zaqar_lite.claims.pools import masked_uri  # noqa: E402
+from zaqar_lite.rules.pools import masked_uri  # noqa: E402
 
 __all__ = ["Options", "extract", "main", "parse_args", "run", "transform"]
 

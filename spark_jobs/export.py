@@ -40,7 +40,7 @@ from typing import Any, NamedTuple, TextIO
 from spark_jobs.sources import dead_letter_batches, store_reader
 from spark_jobs.sources.plan import StoreReader, Target, dead_letter_queues
 from spark_jobs.sources.rows import arrow_schema, dead_letter_row, record_batches
-from zaqar_lite.claims.encryption import ENVELOPE_TEXT, is_envelope
+from zaqar_lite.rules.encryption import ENVELOPE_TEXT, is_envelope
 
 PAGE = 1000
 #: rows of a Parquet row group written from a store's reader (its pages hold 4096 each)

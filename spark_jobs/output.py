@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from spark_jobs import report_html
 from spark_jobs.options import Options
 from spark_jobs.progress import Progress, since
-from zaqar_lite.claims.pools import masked_uri
+from zaqar_lite.rules.pools import masked_uri
 
 SCHEMA_VERSION = 2
 

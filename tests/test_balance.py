@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.balance import AcceptBalance
+from zaqar_lite.server.balance import AcceptBalance
 
 
 @pytest.mark.parametrize(("counts", "delay"), [

@@ -1,7 +1,7 @@
 """The counters under gevent: a thread of gevent's pool and the hub's greenlets count at once.
 
 Under the gevent worker on SQLite the service runs in threads of gevent's pool
-(``zaqar_lite.server.OffTheHub``), each with a hub of its own, while the
+(``zaqar_lite.server.gunicorn.OffTheHub``), each with a hub of its own, while the
 request greenlets count on the main hub. A gevent lock shared by such a thread
 and the hub's greenlets loses wake-ups: a greenlet waiting on it was never
 woken again, and its request never answered (the sweeper counted once per queue,

@@ -8,14 +8,14 @@ from typing import Any
 import click
 
 from zaqar_lite import __version__
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.config import Settings, load_settings
+from zaqar_lite.rules.pools import masked_uri
 
 LOG = logging.getLogger("zaqar_lite")
 
 
 def _settings(config: str | None, **overrides: Any) -> Settings:
-    from zaqar_lite.claims.templates import configured
+    from zaqar_lite.rules.templates import configured
 
     try:
         settings = load_settings(config, **overrides)
@@ -88,7 +88,7 @@ storage_option = click.option("--storage", "storage_uri",
 def serve(config: str | None, storage_uri: str | None, bind: str | None, workers: int | None,
           with_notifier: bool) -> None:
     """Run the API under gunicorn, with the sweeper in one worker (and a notifier beside it)."""
-    from zaqar_lite.server import (
+    from zaqar_lite.server.gunicorn import (
         CannotListen,
         StorageCheckFailed,
         check_address,
@@ -132,9 +132,9 @@ def sweep(config: str | None, storage_uri: str | None, loop: bool) -> None:
     """Apply the expiry and dead-letter rules to every queue (once, or forever with --loop)."""
     import time
 
+    from zaqar_lite.server.sweeper import sweep_once
     from zaqar_lite.service import Messaging
     from zaqar_lite.storage import open_deployment
-    from zaqar_lite.sweeper import sweep_once
 
     settings = _settings(config, storage_uri=storage_uri)
     _logging(settings.log_level)

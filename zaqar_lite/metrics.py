@@ -8,7 +8,7 @@ sweeper, a scrape, the notifier), deliveries by the notifier.
 
 Under ``zaqar-lite serve`` prometheus-client runs in multiprocess mode: the
 server gives its processes a fresh directory in ``PROMETHEUS_MULTIPROC_DIR``
-before the workers fork (:func:`zaqar_lite.server.metrics_directory`), every
+before the workers fork (:func:`zaqar_lite.server.gunicorn.metrics_directory`), every
 process writes its counts there, and a scrape of any worker adds them all up.
 This module must therefore be imported after that variable is set, which the
 workers do (they import the application after the fork).

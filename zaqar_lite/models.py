@@ -115,7 +115,7 @@ class RetryBackoff:
 
     The wait after a message's ``n``-th claim is ``min(max, base * factor ** (n - 1))``,
     shortened by up to ``jitter`` of itself at random
-    (:func:`zaqar_lite.claims.backoff.retry_wait`).
+    (:func:`zaqar_lite.claims.retry_backoff.retry_wait`).
     """
 
     base: float

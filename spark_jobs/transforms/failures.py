@@ -10,7 +10,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.signatures import ID_LENGTH, MASK_NEEDLES, MASKS, MAX_LENGTH, NO_REASON, signature_id
-from zaqar_lite.claims.encryption import SEALED_TEXT
+from zaqar_lite.rules.encryption import SEALED_TEXT
 
 #: what the report reads instead of a failure reason stored encrypted (the report is given no keys)
 ENCRYPTED_REASON = "(reason encrypted at rest)"
@@ -23,7 +23,7 @@ def readable_failures(failures: Column) -> Column:
     """Return a failure history whose reasons stored encrypted read :data:`ENCRYPTED_REASON`.
 
     A reason of a queue with ``_enable_encrypt_messages`` is stored sealed
-    (``zaqar_lite.claims.encryption.SEALED_TEXT``); no signature, mask or
+    (``zaqar_lite.rules.encryption.SEALED_TEXT``); no signature, mask or
     example is ever made of its ciphertext. A null history reads as empty.
     """
     return F.transform(

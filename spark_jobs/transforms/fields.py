@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs.transforms.shapes import SCALAR_TYPES
-from zaqar_lite.claims.encryption import ENVELOPE, ENVELOPE_TEXT
+from zaqar_lite.rules.encryption import ENVELOPE, ENVELOPE_TEXT
 
 FIELD_VALUE_LENGTH = 40
 

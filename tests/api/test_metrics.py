@@ -21,9 +21,9 @@ from zaqar_lite import errors, metrics
 from zaqar_lite.api.app import create_app
 from zaqar_lite.api.metrics import CensusCache
 from zaqar_lite.config import MetricsSettings
+from zaqar_lite.server.sweeper import sweep_once
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
-from zaqar_lite.sweeper import sweep_once
 
 TOKENS = {"admin-token": ("project-a", "admin"), "member-token": ("project-a", "member")}
 

@@ -1,7 +1,7 @@
 """Redrive tasks (``"async": true``): start, list, read, cancel, every 4xx, and the runner moving them.
 
 The app under test runs no runner thread; each test drives a
-:class:`~zaqar_lite.redrive_runner.RedriveRunner` over the same store (as a
+:class:`~zaqar_lite.server.redrive_runner.RedriveRunner` over the same store (as a
 server's runner thread would), step by step.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from tests.api.helpers import assert_error, claim, headers
 from tests.api.test_redrive import dead_letter, listed, redrive
 from zaqar_lite import errors
-from zaqar_lite.redrive_runner import RedriveRunner
+from zaqar_lite.server.redrive_runner import RedriveRunner
 from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 

@@ -20,10 +20,10 @@ from tests.conftest import free_port
 from tests.notify.conftest import ALLOW_LOOPBACK, running_notifier, wait_until
 from tests.notify.receiver import Receiver
 from zaqar_lite.api.app import create_app
-from zaqar_lite.claims import egress
 from zaqar_lite.config import Limits, NotifierSettings, Settings, SmtpSettings, load_settings
 from zaqar_lite.notify import state, webhook
 from zaqar_lite.notify.outcome import Outcome
+from zaqar_lite.rules import egress
 from zaqar_lite.storage import Storage
 
 BASE = "/v2/queues/q/subscriptions"

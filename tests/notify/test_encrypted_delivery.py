@@ -12,8 +12,8 @@ from tests.notify.conftest import ALLOW_LOOPBACK, running_notifier, wait_until
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
 from zaqar_lite.notify.state import Delivery
-from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import Subscriptions
 from zaqar_lite.storage import open_storage
 
 K1 = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="

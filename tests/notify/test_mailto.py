@@ -26,8 +26,8 @@ from tests.storage.conftest import driver, driver_uri, storage_uri  # noqa: F401
 from zaqar_lite.config import NotifierSettings, Settings, SmtpSettings, load_settings
 from zaqar_lite.notify import mail
 from zaqar_lite.notify.outcome import Outcome
-from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import Subscriptions
 from zaqar_lite.storage import Storage
 
 #: retry at once twice, then suspend

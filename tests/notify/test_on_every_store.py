@@ -20,9 +20,9 @@ from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import NotifierSettings, Settings, load_settings
 from zaqar_lite.notify import state
 from zaqar_lite.notify.lease import Lease, LeaseLost
-from zaqar_lite.notify.subscriptions import SubscriptionExists, Subscriptions
 from zaqar_lite.notify.worker import Notifier
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import SubscriptionExists, Subscriptions
 
 URL = "http://127.0.0.1:9/hook"
 

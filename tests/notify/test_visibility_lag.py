@@ -9,9 +9,9 @@ from tests.notify.conftest import ALLOW_LOOPBACK, wait_until
 from tests.notify.receiver import Receiver
 from tests.notify.streams import number
 from zaqar_lite.config import NotifierSettings, load_settings
-from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.notify.worker import Notifier
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import Subscriptions
 from zaqar_lite.storage import open_storage
 
 

@@ -1,4 +1,4 @@
-"""What one webhook request carries (the retry policy is tested in ``tests/claims/test_retry.py``)."""
+"""What one webhook request carries (the retry policy is tested in ``tests/rules/test_delivery_retry.py``)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from spark_jobs.sources.plan import Target
 from tests.spark.test_sources import ID, NOW, comparable, dead_message, expected_row, fill
 from tests.storage.conftest import storage_uri
-from zaqar_lite.claims import encryption
 from zaqar_lite.cli import main
+from zaqar_lite.rules import encryption
 from zaqar_lite.storage import open_storage
 
 pytestmark = pytest.mark.slow

@@ -27,13 +27,13 @@ from zaqar_lite.api import metrics as metrics_api
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext, no_sessions
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
-from zaqar_lite.notify.subscriptions import Subscriptions
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import Subscriptions
+from zaqar_lite.service.waiting.channels import InProcessChannel
+from zaqar_lite.service.waiting.long_poll import LongPoll
+from zaqar_lite.service.waiting.room import WaitingRoom
 from zaqar_lite.storage import open_deployment
 from zaqar_lite.storage.base import Storage
-from zaqar_lite.waiting.channels import InProcessChannel
-from zaqar_lite.waiting.long_poll import LongPoll
-from zaqar_lite.waiting.room import WaitingRoom
 
 #: the application falcon builds: WSGI requests and responses
 WsgiApp: TypeAlias = falcon.App[falcon.Request, falcon.Response]

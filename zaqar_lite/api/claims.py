@@ -8,7 +8,7 @@ from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import read_json
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.service import Messaging
-from zaqar_lite.waiting.long_poll import LongPoll
+from zaqar_lite.service.waiting.long_poll import LongPoll
 
 CLAIM_BODY_MAX = 4096
 

@@ -13,9 +13,9 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api import PROJECT_ENVIRON, inputs, keystone
-from zaqar_lite.claims import signed_urls
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Limits, Settings
+from zaqar_lite.rules import signed_urls
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 #: the cookie holding the console's session id under token auth (HttpOnly, SameSite=Strict,
@@ -74,7 +74,7 @@ def credentials(settings: Settings, token: str | None, project: str | None,
     Raises:
         Unauthorized: token auth, and the token is missing or unknown.
         Forbidden: the named project is not the token's; or the signed request
-            is not allowed (``claims.signed_urls.authorise`` says why).
+            is not allowed (``rules.signed_urls.authorise`` says why).
         ValidationFailed: noauth or a signed request, and the project is missing or malformed.
     """
     if signed is not None:

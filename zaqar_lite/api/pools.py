@@ -11,10 +11,10 @@ from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.middleware import require_operator
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Pool
-from zaqar_lite.pooling import Flavor, PoolAdmin
+from zaqar_lite.rules.pools import masked_uri
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.pools import Flavor, PoolAdmin
 from zaqar_lite.storage.pools.router import PooledStorage
 
 POOLS = "/v2/pools"

@@ -7,8 +7,8 @@ import falcon
 from zaqar_lite.api import schemas
 from zaqar_lite.api.bodies import read_json
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims import signed_urls
 from zaqar_lite.errors import Forbidden
+from zaqar_lite.rules import signed_urls
 
 
 class QueueShare(Resource):

@@ -15,12 +15,12 @@ import falcon
 from zaqar_lite.api import inputs
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims import topics
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.notify import options
 from zaqar_lite.notify.state import Delivery, Subscription
-from zaqar_lite.notify.subscriptions import Subscriptions
+from zaqar_lite.rules import topics
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.subscriptions import Subscriptions
 
 #: largest subscription request body, in bytes
 BODY_MAX = 65536

@@ -5,7 +5,7 @@ The ``{topic}`` of every route is checked by the queue-name rule before a
 responder runs (:class:`zaqar_lite.api.middleware.QueueNameCheck`). Bodies
 are checked by :mod:`zaqar_lite.api.schemas` as a queue's are, the topic's
 metadata by its own schema; the work is the topic service's
-(:mod:`zaqar_lite.topics`).
+(:mod:`zaqar_lite.service.topics`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas, subscriptions
 from zaqar_lite.api.bodies import next_links, read_json, read_json_patch, read_message_post, stats_body
 from zaqar_lite.api.resource import Resource
-from zaqar_lite.claims import topics as rules
-from zaqar_lite.notify.subscriptions import Subscriptions
+from zaqar_lite.rules import topics as rules
 from zaqar_lite.service import Messaging
-from zaqar_lite.topics import Topics
+from zaqar_lite.service.subscriptions import Subscriptions
+from zaqar_lite.service.topics import Topics
 
 COLLECTION = "/v2/topics"
 LIST_PARAMS = {"marker", "limit", "detailed", "name"}

@@ -1,6 +1,8 @@
-"""The pure rules (claims, dead letters, delays, expiry, and every other policy), with no I/O.
+"""The message lifecycle's pure rules: claims, dead letters, delays, expiry, and what a queue's metadata sets.
 
-The layers above apply them: the service (:mod:`zaqar_lite.service`), the storage loops
-(:mod:`zaqar_lite.storage.base`), the API and the notifier; docs/architecture.rst, "Where each
-rule lives", says which rule is in which module.
+Visibility and the claim policy (``policy``), reserved queue metadata
+(``metadata``), queue names (``names``), redrive (``redrive``), ordered groups
+(``groups``), deduplication (``dedup``), failure signatures (``signatures``)
+and the consumer's retry backoff (``retry_backoff``); values in, values out.
+The rules of the features around the queue are in :mod:`zaqar_lite.rules`.
 """

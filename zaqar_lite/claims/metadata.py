@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from zaqar_lite.claims import dedup
-from zaqar_lite.claims.backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.claims.names import is_queue_name
-from zaqar_lite.claims.retry import check_policy
+from zaqar_lite.claims.retry_backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import QueueLimitReached, ValidationFailed, sent
 from zaqar_lite.models import DeadLetterPolicy, RetryBackoff
+from zaqar_lite.rules.delivery_retry import check_policy
 
 MAX_CLAIM_COUNT = "_max_claim_count"
 DEAD_LETTER_QUEUE = "_dead_letter_queue"

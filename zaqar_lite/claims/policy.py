@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import backoff
+from zaqar_lite.claims import retry_backoff
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message
 
@@ -137,8 +137,8 @@ def _claimed_wait(request: ClaimRequest, claim_expires: float, count: int, slot:
     if request.backoff is None:  # the common case pays no draw and no count check
         return 0.0
     draw = request.draws[slot] if slot < len(request.draws) else 0.0
-    return backoff.claimed_delay_until(request.backoff, claim_expires, count, draw,
-                                       count_exhausted(count, request.dead_letter))
+    return retry_backoff.claimed_delay_until(request.backoff, claim_expires, count, draw,
+                                             count_exhausted(count, request.dead_letter))
 
 
 def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queue: str,
@@ -150,7 +150,7 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
     claimed, its count incremented, until the limit is reached. With the
     queue's ``_retry_backoff`` a claimed message's ``delay_until`` is the
     claim's end plus the wait its next retry takes
-    (:func:`~zaqar_lite.claims.backoff.claimed_delay_until`; the i-th message
+    (:func:`~zaqar_lite.claims.retry_backoff.claimed_delay_until`; the i-th message
     claimed by the request uses its i-th draw), else 0.
     """
     plan = Plan()
@@ -322,7 +322,7 @@ def released(message: Message, failure: Mapping[str, Any] | None, now: float, hi
 
     It is claimable again after ``delay`` seconds when given (0: at once), else
     after the wait its claim fixed (the queue's ``_retry_backoff``,
-    :func:`~zaqar_lite.claims.backoff.released_delay_until`).
+    :func:`~zaqar_lite.claims.retry_backoff.released_delay_until`).
     """
     failures = list(message.failures)
     if failure is not None:
@@ -333,13 +333,13 @@ def released(message: Message, failure: Mapping[str, Any] | None, now: float, hi
             "error": failure.get("error"),
         })
         failures = failures[-history_limit:]
-    delay_until = backoff.released_delay_until(message.delay_until, message.claim_expires, now, delay)
+    delay_until = retry_backoff.released_delay_until(message.delay_until, message.claim_expires, now, delay)
     return dataclasses.replace(message, claim_expires=now, failures=failures, delay_until=delay_until)
 
 
 def claim_released(message: Message, now: float) -> Message:
     """Return a message its claim lets go of at ``now`` (a released claim): its wait starts now."""
-    return dataclasses.replace(message, claim_expires=now, delay_until=backoff.released_delay_until(
+    return dataclasses.replace(message, claim_expires=now, delay_until=retry_backoff.released_delay_until(
         message.delay_until, message.claim_expires, now))
 
 
@@ -366,7 +366,7 @@ def claim_renewed(message: Message, now: float, ttl: int, grace: int) -> Message
     """Return a message whose claim is renewed at ``now``: new claim end and expiry; its wait moves along."""
     return dataclasses.replace(
         message, claim_expires=now + ttl, expires=claimed_expiry(message.expires, now, ttl, grace),
-        delay_until=backoff.renewed_delay_until(message.delay_until, message.claim_expires, now + ttl))
+        delay_until=retry_backoff.renewed_delay_until(message.delay_until, message.claim_expires, now + ttl))
 
 
 def provenance(message: Message) -> dict[str, Any]:

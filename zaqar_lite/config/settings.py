@@ -76,8 +76,8 @@ def _encryption_keys(entries: tuple[str, ...]) -> bool:
 
 
 #: ``[server] worker_class`` -> the gunicorn worker class it runs (gevent: see
-#: zaqar_lite/gevent_worker.py; gthread: gunicorn's own thread pool)
-WORKER_CLASSES = {"gevent": "zaqar_lite.gevent_worker.Worker", "gthread": "gthread"}
+#: zaqar_lite/server/gevent_worker.py; gthread: gunicorn's own thread pool)
+WORKER_CLASSES = {"gevent": "zaqar_lite.server.gevent_worker.Worker", "gthread": "gthread"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -122,7 +122,7 @@ class Settings:
     #: dead-letter on expiry without a ``_dead_letter_queue`` of their own ("": none, as Zaqar)
     default_dead_letter_queue: str = setting("", section="queues", key="default_dead_letter_queue")
     #: queue templates of ``[queue_template:NAME]`` sections (their metadata is checked by
-    #: ``claims.templates`` when the server starts)
+    #: ``rules.templates`` when the server starts)
     queue_templates: tuple[QueueTemplate, ...] = setting((), section=TEMPLATE_SECTION)
     #: serve the operators' web console at /console (off by default)
     console_enabled: bool = setting(False, section="console", key="enabled")

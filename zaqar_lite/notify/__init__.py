@@ -2,6 +2,7 @@
 
 docs/api.rst, "Subscriptions and webhook delivery".
 
-``subscriptions`` is the service the API calls; ``worker`` is the notifier
-that delivers; ``state`` describes the records both keep in the store.
+``worker`` is the notifier that delivers; ``state`` describes the records it
+and the subscription service (:mod:`zaqar_lite.service.subscriptions`, which
+the API calls) keep in the store, and ``records`` lists and removes them.
 """

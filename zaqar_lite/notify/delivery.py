@@ -29,13 +29,13 @@ import time
 from collections.abc import Callable
 
 from zaqar_lite import errors, metrics
-from zaqar_lite.claims import encryption, retry
 from zaqar_lite.clock import Clock
 from zaqar_lite.models import Message
 from zaqar_lite.notify.lease import Lease, LeaseLost
+from zaqar_lite.notify.records import with_token
 from zaqar_lite.notify.state import Delivery, Subscription
-from zaqar_lite.notify.subscriptions import with_token
 from zaqar_lite.notify.transports import Transports
+from zaqar_lite.rules import delivery_retry, encryption
 from zaqar_lite.storage.base import Storage
 
 LOG = logging.getLogger(__name__)
@@ -89,8 +89,8 @@ class Courier:
         Raises:
             LeaseLost: another notifier took the subscription, or it was deleted.
         """
-        policy = retry.effective_policy(subscription.options,
-                                        self.storage.get_queue_metadata(project, subscription.queue))
+        policy = delivery_retry.effective_policy(subscription.options,
+                                                 self.storage.get_queue_metadata(project, subscription.queue))
         deadline = self.monotonic() + SLICE_SECONDS
         pending: list[Message] = []
         while True:
@@ -133,7 +133,8 @@ class Courier:
             include_claimed=True, include_delayed=True, exclude_client_id=None)
 
     def _readable_pending(self, project: str, subscription: Subscription, lease: Lease,
-                          policy: retry.RetryPolicy, pending: list[Message], now: float) -> list[Message]:
+                          policy: delivery_retry.RetryPolicy, pending: list[Message],
+                          now: float) -> list[Message]:
         """Return :meth:`_pending`; a page holding a body that cannot be decrypted is a failed attempt.
 
         The attempt is counted on that message under the subscription's retry
@@ -149,7 +150,7 @@ class Courier:
             return []
 
     def _deliver(self, project: str, subscription: Subscription, lease: Lease, message: Message,
-                 policy: retry.RetryPolicy) -> bool:
+                 policy: delivery_retry.RetryPolicy) -> bool:
         """Make one attempt; return whether it was acknowledged (its outcome is then recorded).
 
         A sealed token that cannot be opened (its key is gone) is a failed
@@ -181,7 +182,7 @@ class Courier:
 
     @staticmethod
     def _record_failure(project: str, subscription: Subscription, lease: Lease, message: Message,
-                        policy: retry.RetryPolicy, error: str, now: float) -> None:
+                        policy: delivery_retry.RetryPolicy, error: str, now: float) -> None:
         delivery = lease.delivery
         failures = (delivery.attempts if delivery.attempt_marker == message.marker else 0) + 1
         delays = policy.delays()

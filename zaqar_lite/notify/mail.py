@@ -45,10 +45,10 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from typing import Any
 
-from zaqar_lite.claims import egress
 from zaqar_lite.config import SmtpSettings
 from zaqar_lite.notify.outcome import Outcome, failed
 from zaqar_lite.notify.webhook import MESSAGE_ID_HEADER, SUBSCRIPTION_ID_HEADER
+from zaqar_lite.rules import egress
 
 #: the only ``mailto:`` header field acted on (RFC 6068 calls them hfields)
 SUBJECT_FIELD = "subject"

@@ -2,7 +2,7 @@
 
 A subscription body is ``{"subscriber": url, "ttl": seconds, "options": {...}}``.
 Options are free-form as in Zaqar, except the keys zaqar-lite acts on:
-``_retry_policy`` (see :mod:`zaqar_lite.claims.retry`), ``post_data`` (a JSON
+``_retry_policy`` (see :mod:`zaqar_lite.rules.delivery_retry`), ``post_data`` (a JSON
 text, or a JSON value, in which ``"$zaqar_message$"`` stands for the
 notification), ``post_headers`` (extra request headers) and ``secret`` (the key
 of the ``X-Zaqar-Lite-Signature`` HMAC); and, for a ``mailto:`` subscriber,
@@ -21,10 +21,10 @@ import re
 import urllib.parse
 from typing import Any
 
-from zaqar_lite.claims import egress, retry
 from zaqar_lite.config import Limits, NotifierSettings, SmtpSettings
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 from zaqar_lite.notify import mail, webhook
+from zaqar_lite.rules import delivery_retry, egress
 
 MAX_SUBSCRIBER_LENGTH = 2048
 MAX_SECRET_LENGTH = 1024
@@ -113,7 +113,7 @@ def target(subscriber_uri: str, settings: NotifierSettings, field: str = "subscr
     """Check that a webhook subscriber's host is a target this server delivers to (no lookup made).
 
     An address literal or ``localhost`` is judged here; a name is judged again at
-    each delivery, on the addresses it resolves to (:mod:`zaqar_lite.claims.egress`).
+    each delivery, on the addresses it resolves to (:mod:`zaqar_lite.rules.egress`).
     """
     if subscriber_uri.lower().startswith("mailto:"):
         return
@@ -161,8 +161,9 @@ def options(value: Any) -> dict[str, Any]:
     """Check the options object and the keys zaqar-lite acts on."""
     if not isinstance(value, dict):
         raise ValidationFailed(f"options must be a JSON object, got {_show(value)}.")
-    if retry.RETRY_POLICY in value:
-        retry.check_policy(value[retry.RETRY_POLICY], f"options.{retry.RETRY_POLICY}")
+    if delivery_retry.RETRY_POLICY in value:
+        delivery_retry.check_policy(value[delivery_retry.RETRY_POLICY],
+                                    f"options.{delivery_retry.RETRY_POLICY}")
     if "post_data" in value and not isinstance(value["post_data"], (str, dict, list)):
         raise ValidationFailed("options.post_data must be a JSON text or a JSON object or array, "
                                f"got {_show(value['post_data'])}.")

@@ -63,7 +63,7 @@ class Subscription:
     created (or last given its subscriber) with, sent along with its webhooks;
     None in ``noauth`` mode and for other subscribers. The API never shows it.
     On a server with ``[encryption] keys`` it is stored sealed instead, as
-    ``sealed_auth_token`` (an envelope of :mod:`zaqar_lite.claims.encryption`,
+    ``sealed_auth_token`` (an envelope of :mod:`zaqar_lite.rules.encryption`,
     bound to the project, queue and id), and ``auth_token`` is None; the
     notifier opens it for each attempt.
     """

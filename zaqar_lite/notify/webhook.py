@@ -39,9 +39,9 @@ import urllib3
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
-from zaqar_lite.claims import egress
 from zaqar_lite.models import Message
 from zaqar_lite.notify.outcome import Outcome, failed
+from zaqar_lite.rules import egress
 
 MESSAGE_PLACEHOLDER = '"$zaqar_message$"'
 SIGNATURE_HEADER = "X-Zaqar-Lite-Signature"

@@ -30,17 +30,17 @@ import threading
 import uuid
 
 from zaqar_lite import errors, metrics
-from zaqar_lite.claims import egress
-from zaqar_lite.claims.encryption import Keyring
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.models import Record
 from zaqar_lite.notify import state, webhook
 from zaqar_lite.notify.delivery import Courier, Pause
 from zaqar_lite.notify.lease import Lease, LeaseLost
+from zaqar_lite.notify.records import project_subscriptions, remove_subscription
 from zaqar_lite.notify.state import Delivery, Subscription
-from zaqar_lite.notify.subscriptions import project_subscriptions, remove_subscription
 from zaqar_lite.notify.transports import Transports
+from zaqar_lite.rules import egress
+from zaqar_lite.rules.encryption import Keyring
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.encrypted import encrypted
 

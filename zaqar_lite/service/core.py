@@ -12,9 +12,9 @@ from typing import Any
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
+from zaqar_lite.service.templates import QueueTemplates
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.encrypted import encrypted
-from zaqar_lite.templates import QueueTemplates
 
 LOG = logging.getLogger("zaqar_lite.service")
 
@@ -45,7 +45,7 @@ class ServiceBase:
         self.sleep = sleep
         self.templates = QueueTemplates(storage, settings)
         #: called with (project, queue) after a write that may make messages of the queue
-        #: claimable; long polling (``waiting/``) sets it to its channel's ``publish``
+        #: claimable; long polling (``service/waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits
         #: the random source of ``_retry_backoff`` jitter: a number in [0, 1) per call
         self.draw = draw

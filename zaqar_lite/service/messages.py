@@ -7,8 +7,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
-from zaqar_lite.claims import backoff as retry_backoff
-from zaqar_lite.claims import dedup, topics
+from zaqar_lite.claims import dedup, retry_backoff
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims.policy import REASON_MAX_CLAIMS
 from zaqar_lite.models import (
@@ -16,6 +15,7 @@ from zaqar_lite.models import (
     ClaimRequest,
     Message,
 )
+from zaqar_lite.rules import topics
 from zaqar_lite.service.core import ServiceBase
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims import templates as template_rules
 from zaqar_lite.models import (
     QueueStats,
     QueueTemplate,
 )
-from zaqar_lite.notify.subscriptions import remove_queue_subscriptions
+from zaqar_lite.notify.records import remove_queue_subscriptions
+from zaqar_lite.rules import templates as template_rules
 from zaqar_lite.service.core import ServiceBase
 
 
@@ -43,7 +43,7 @@ class Queues(ServiceBase):
         """Create a queue; an existing queue keeps its metadata. Returns whether it was created.
 
         A new queue whose name a queue template matches starts with the
-        template's metadata under the request's (:mod:`zaqar_lite.claims.templates`).
+        template's metadata under the request's (:mod:`zaqar_lite.rules.templates`).
         """
         requested = metadata if metadata is not None else {}
         if isinstance(requested, dict):

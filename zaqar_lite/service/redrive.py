@@ -139,7 +139,7 @@ class Redrive(ServiceBase):
 
     # -- redrive tasks --------------------------------------------------------
     # The calls a client (the API, a console) makes: start, list, read, cancel;
-    # then the steps the task runner (zaqar_lite/redrive_runner.py) takes.
+    # then the steps the task runner (zaqar_lite/server/redrive_runner.py) takes.
 
     def start_redrive_task(self, project: str, queue: str, request: RedriveRequest) -> RedriveTask:
         """Start a redrive task on a dead-letter queue and return it (running, nothing moved yet).

@@ -6,8 +6,8 @@ import importlib
 import urllib.parse
 from collections.abc import Callable
 
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.config import QUEUE_CACHE_SIZE, Settings
+from zaqar_lite.rules.pools import masked_uri
 from zaqar_lite.storage.base import Storage
 
 #: URI scheme -> (module, class, pip extra that provides its client library)

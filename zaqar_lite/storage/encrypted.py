@@ -2,7 +2,7 @@
 
 :class:`EncryptedStorage` wraps any driver (drivers never see a plaintext body
 of an encrypted queue, and know nothing of encryption) and is the one place
-the codec of :mod:`zaqar_lite.claims.encryption` is applied:
+the codec of :mod:`zaqar_lite.rules.encryption` is applied:
 
 * **metadata**: ``_enable_encrypt_messages: true`` is refused where queue
   metadata is written (create, set) when there is no key
@@ -38,7 +38,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import encryption
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.config import Settings
 from zaqar_lite.models import (
@@ -51,6 +50,7 @@ from zaqar_lite.models import (
     QueueStats,
     SweepResult,
 )
+from zaqar_lite.rules import encryption
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
 
 LOG = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ A record is a JSON object under (project, kind, key), written only by
 compare-and-set on its version. What is built on them lives with its users:
 subscriptions, delivery cursors and leases in :mod:`zaqar_lite.notify`,
 redrive tasks in :mod:`zaqar_lite.storage.tasks`, the operator's queue
-templates in :mod:`zaqar_lite.templates`, the console's sessions in
+templates in :mod:`zaqar_lite.service.templates`, the console's sessions in
 :mod:`zaqar_lite.service.operations`, the pools' catalog in
 :mod:`zaqar_lite.storage.pools.catalog`.
 Every driver implements it (:class:`~zaqar_lite.storage.base.Storage` is one);

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from zaqar_lite.api.schemas.schema import Schema
-from zaqar_lite.claims import signed_urls
+from zaqar_lite.rules import signed_urls
 
 #: the largest share body accepted (its longest valid form is a few hundred bytes)
 SHARE_BODY_SIZE = 4096

@@ -7,8 +7,8 @@ from typing import Any
 
 from zaqar_lite.api.schemas.queues import patch_operations
 from zaqar_lite.api.schemas.schema import Schema
-from zaqar_lite.claims import topics
 from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.rules import topics
 
 
 @functools.cache

@@ -8,11 +8,11 @@ placement never changes while its pool exists, a remembered one is never
 wrong: the common request costs no catalog round trip. A queue no pool holds
 lives in the ``[storage] uri`` store, the *default store* (:data:`DEFAULT`).
 
-A new queue is placed by :func:`zaqar_lite.claims.pools.place` (by weight,
+A new queue is placed by :func:`zaqar_lite.rules.pools.place` (by weight,
 within its ``_flavor``; beside its dead-letter queue when it names one). A
 queue another must share a pool with (a dead-letter queue, a redrive
 destination, a fan-out target) that does not exist yet is placed in that pool
-first; one in another pool is refused (:func:`~zaqar_lite.claims.pools.check_same_pool`),
+first; one in another pool is refused (:func:`~zaqar_lite.rules.pools.check_same_pool`),
 and a claim's or a sweep's dead-letter queue in another pool is not used.
 
 Each call's dispatch to the pool found here:
@@ -31,8 +31,8 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims import pools as rules
 from zaqar_lite.models import DeadLetterPolicy, Pool
+from zaqar_lite.rules import pools as rules
 from zaqar_lite.storage.base import RecordStore, Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.pools.catalog import DEFAULT, Catalog

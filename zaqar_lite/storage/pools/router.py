@@ -27,7 +27,6 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims import pools as rules
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
@@ -39,6 +38,7 @@ from zaqar_lite.models import (
     RedriveTask,
     SweepResult,
 )
+from zaqar_lite.rules import pools as rules
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
 from zaqar_lite.storage.pools.catalog import DEFAULT
 from zaqar_lite.storage.pools.placements import PoolPlacements, shown_pool

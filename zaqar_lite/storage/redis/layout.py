@@ -53,8 +53,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff
+from zaqar_lite.rules.pools import masked_uri
 
 PROJECTS = "zl:projects"
 RECORD_PROJECTS = "zl:record-projects:"

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Message
+from zaqar_lite.rules.pools import masked_uri
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
 #: before per-queue markers, migrated on open (:func:`migrate_from_global_markers`)

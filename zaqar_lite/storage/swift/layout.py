@@ -43,8 +43,8 @@ import urllib.parse
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.claims.pools import masked_uri
 from zaqar_lite.models import Message
+from zaqar_lite.rules.pools import masked_uri
 
 MESSAGE_TYPE = "application/x-zaqar-message"
 CLAIM_TYPE = "application/x-zaqar-claim"

@@ -3,12 +3,12 @@
 ``POST /v2/queues/{q}/claims?wait=S`` comes here. Each attempt is the
 service's own claim (the store's atomic claim: two waiting claims never get
 the same message); between attempts the claim sleeps in its queue's line of
-the :class:`~zaqar_lite.waiting.room.WaitingRoom` until
+the :class:`~zaqar_lite.service.waiting.room.WaitingRoom` until
 
 * a wake-up of its queue: a post, a release of a claim or of a message, an
   edit of a delayed message, a redrive into it or a dead letter swept into it
   or moved into it by another queue's claim,
-  made by any worker process (:mod:`~zaqar_lite.waiting.channels`);
+  made by any worker process (:mod:`~zaqar_lite.service.waiting.channels`);
 * the time something of the queue becomes claimable by itself, a delay or a
   claim ending, read from the store after each empty attempt
   (``Storage.next_visible_at``: two indexed reads on SQLite, one round trip
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zaqar_lite.models import Message
-from zaqar_lite.waiting.room import Place, WaitingRoom, Woken
+from zaqar_lite.service.waiting.room import Place, WaitingRoom, Woken
 
 #: the first and longest pause between two re-checks of a store that cannot name its next time
 RECHECK_MIN = 0.5

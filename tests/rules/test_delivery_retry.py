@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.claims import retry
 from zaqar_lite.errors import ValidationFailed
+from zaqar_lite.rules import delivery_retry as retry
 
 KNOWN_KEYS = ("ignore_subscription_override, maximum_delay, maximum_delay_retries, minimum_delay, "
               "minimum_delay_retries, retries_with_no_delay, retry_backoff_function")

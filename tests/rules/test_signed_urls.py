@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.claims import signed_urls
-from zaqar_lite.claims.signed_urls import Grant, SignedRequest
 from zaqar_lite.errors import Forbidden, ValidationFailed
+from zaqar_lite.rules import signed_urls
+from zaqar_lite.rules.signed_urls import Grant, SignedRequest
 
 NOW = 4_102_444_800.0  # 2100-01-01T00:00:00Z
 KEY = "s3cret"

@@ -7,14 +7,14 @@ blocks or fails the write: a wake-up that cannot be sent is dropped, which
 only costs latency (the waiting claim still wakes at its store's next
 due time, or answers 204 at its deadline). The listening end, started once
 per worker process, hands every wake-up it receives to the process's
-:class:`~zaqar_lite.waiting.room.WaitingRoom`.
+:class:`~zaqar_lite.service.waiting.room.WaitingRoom`.
 
 :class:`LocalChannel` (SQLite, MongoDB, Swift)
     one unix datagram socket per worker process in a run directory shared by
     the processes serving the same storage URI on one machine; a publisher
     sends one datagram to every socket there. Writes made through servers on
     other machines are not seen (MongoDB and Swift re-check, see
-    :mod:`~zaqar_lite.waiting.long_poll`).
+    :mod:`~zaqar_lite.service.waiting.long_poll`).
 :class:`RedisChannel` (Redis)
     a pub/sub channel per queue, ``zl:{P}:q:Q:wake``; each worker process keeps
     one subscriber connection (a pattern subscription to every queue's
@@ -35,7 +35,7 @@ import time
 import urllib.parse
 from typing import Any, Protocol
 
-from zaqar_lite.waiting.room import WaitingRoom
+from zaqar_lite.service.waiting.room import WaitingRoom
 
 LOG = logging.getLogger(__name__)
 #: seconds a listener waits before listening again after its connection failed

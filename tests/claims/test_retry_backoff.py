@@ -1,4 +1,4 @@
-"""The ``_retry_backoff`` rules of ``zaqar_lite.claims.backoff`` (and their use by the policy), case by case.
+"""The ``_retry_backoff`` rules of ``zaqar_lite.claims.retry_backoff`` (and their use by the policy), by case.
 
 Every expected wait is worked out by hand from the documented rule
 (``docs/api.rst``, "Retry backoff"): after the n-th claim a message waits
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.claims import backoff, metadata, policy
+from zaqar_lite.claims import metadata, policy, retry_backoff
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message, RetryBackoff
@@ -35,7 +35,7 @@ def test_a_full_policy_is_accepted_and_stored_as_given():
 
 def test_factor_jitter_and_max_have_defaults():
     expected = RetryBackoff(base=5.0, factor=2.0, max=900.0, jitter=0.0)
-    assert backoff.check_backoff({"base": 5}, 900) == expected
+    assert retry_backoff.check_backoff({"base": 5}, 900) == expected
 
 
 def test_a_policy_stored_under_a_larger_delay_limit_is_capped_at_todays():
@@ -80,48 +80,48 @@ def test_a_bad_policy_is_refused_naming_the_key_and_the_rule(value, description)
     (1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (9, 256.0), (10, 300.0), (11, 300.0), (5000, 300.0),
 ])
 def test_the_wait_doubles_with_each_claim_up_to_max(count, wait):
-    assert backoff.retry_wait(DOUBLING, count, 0.0) == wait
+    assert retry_backoff.retry_wait(DOUBLING, count, 0.0) == wait
 
 
 def test_a_factor_of_one_waits_base_every_time():
     steady = RetryBackoff(base=30.0, factor=1.0, max=900.0, jitter=0.0)
-    assert [backoff.retry_wait(steady, n, 0.0) for n in (1, 2, 50)] == [30.0, 30.0, 30.0]
+    assert [retry_backoff.retry_wait(steady, n, 0.0) for n in (1, 2, 50)] == [30.0, 30.0, 30.0]
 
 
 def test_a_huge_exponent_is_max_not_an_overflow():
     fast = RetryBackoff(base=0.5, factor=10.0, max=600.0, jitter=0.0)
-    assert backoff.retry_wait(fast, 10_000, 0.0) == 600.0
+    assert retry_backoff.retry_wait(fast, 10_000, 0.0) == 600.0
 
 
 @pytest.mark.parametrize(("draw", "wait"), [(0.0, 8.0), (0.5, 7.6), (0.999, 7.2008)])
 def test_jitter_shortens_the_wait_by_up_to_its_fraction(draw, wait):
     jittery = RetryBackoff(base=1.0, factor=2.0, max=300.0, jitter=0.1)
-    assert backoff.retry_wait(jittery, 4, draw) == pytest.approx(wait)
+    assert retry_backoff.retry_wait(jittery, 4, draw) == pytest.approx(wait)
 
 
 def test_jitter_never_passes_max():
     jittery = RetryBackoff(base=100.0, factor=2.0, max=300.0, jitter=0.5)
-    assert backoff.retry_wait(jittery, 3, 0.0) == 300.0
-    assert backoff.retry_wait(jittery, 3, 0.5) == 225.0
+    assert retry_backoff.retry_wait(jittery, 3, 0.0) == 300.0
+    assert retry_backoff.retry_wait(jittery, 3, 0.5) == 225.0
 
 
 def test_draws_come_from_the_random_source_only_with_jitter():
     values = iter([0.25, 0.5, 0.75])
     jittery = RetryBackoff(base=1.0, factor=2.0, max=300.0, jitter=0.1)
-    assert backoff.draws(jittery, 3, lambda: next(values)) == (0.25, 0.5, 0.75)
-    assert backoff.draws(DOUBLING, 3, lambda: pytest.fail("no jitter, no draw")) == ()
-    assert backoff.draws(None, 3, lambda: pytest.fail("no policy, no draw")) == ()
+    assert retry_backoff.draws(jittery, 3, lambda: next(values)) == (0.25, 0.5, 0.75)
+    assert retry_backoff.draws(DOUBLING, 3, lambda: pytest.fail("no jitter, no draw")) == ()
+    assert retry_backoff.draws(None, 3, lambda: pytest.fail("no policy, no draw")) == ()
 
 
 # -- the stored delay-expiry d ------------------------------------------------------------------
 
 def test_a_claim_stores_its_end_plus_the_wait():
-    assert backoff.claimed_delay_until(DOUBLING, NOW + 60, 3, 0.0, exhausted=False) == NOW + 64
+    assert retry_backoff.claimed_delay_until(DOUBLING, NOW + 60, 3, 0.0, exhausted=False) == NOW + 64
 
 
 def test_no_policy_or_an_exhausted_count_stores_no_wait():
-    assert backoff.claimed_delay_until(None, NOW + 60, 3, 0.0, exhausted=False) == 0.0
-    assert backoff.claimed_delay_until(DOUBLING, NOW + 60, 3, 0.0, exhausted=True) == 0.0
+    assert retry_backoff.claimed_delay_until(None, NOW + 60, 3, 0.0, exhausted=False) == 0.0
+    assert retry_backoff.claimed_delay_until(DOUBLING, NOW + 60, 3, 0.0, exhausted=True) == 0.0
 
 
 @pytest.mark.parametrize(("delay_until", "claim_expires", "delay", "expected"), [
@@ -132,12 +132,12 @@ def test_no_policy_or_an_exhausted_count_stores_no_wait():
     (0.0, NOW + 60, 30, NOW + 10 + 30),         # a delay without a policy
 ])
 def test_a_release_starts_the_wait_now(delay_until, claim_expires, delay, expected):
-    assert backoff.released_delay_until(delay_until, claim_expires, NOW + 10, delay) == expected
+    assert retry_backoff.released_delay_until(delay_until, claim_expires, NOW + 10, delay) == expected
 
 
 def test_a_renewal_moves_the_wait_with_the_claims_end():
-    assert backoff.renewed_delay_until(NOW + 64, NOW + 60, NOW + 300) == NOW + 304
-    assert backoff.renewed_delay_until(0.0, NOW + 60, NOW + 300) == 0.0
+    assert retry_backoff.renewed_delay_until(NOW + 64, NOW + 60, NOW + 300) == NOW + 304
+    assert retry_backoff.renewed_delay_until(0.0, NOW + 60, NOW + 300) == 0.0
 
 
 # -- the policy's use of it ---------------------------------------------------------------------

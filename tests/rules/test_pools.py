@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.claims import pools
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import Pool
+from zaqar_lite.rules import pools
 
 EAST = Pool("east", "redis://127.0.0.1:6379/0", 30)
 WEST = Pool("west", "sqlite:///west.db", 10)

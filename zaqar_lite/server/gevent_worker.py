@@ -19,7 +19,7 @@ gunicorn's gevent worker:
   connection of a burst) wins again and again, so a client opening a few
   kept-alive connections at once could find them all in one worker while the
   others idle. Here the workers publish how many connections each holds (in
-  memory shared through the fork, see :class:`zaqar_lite.balance.AcceptBalance`), and a worker
+  memory shared through the fork, see :class:`zaqar_lite.server.balance.AcceptBalance`), and a worker
   holding ``n`` more than the least loaded one (beyond a slack of a tenth of
   that one's, ``balance.ACCEPT_SLACK``, so that a burst is accepted at full speed) accepts only
   ``n * balance.ACCEPT_DELAY_STEP`` seconds after it was woken (at most
@@ -53,7 +53,7 @@ from gevent.server import StreamServer
 from gevent.socket import socket as GeventSocket  # noqa: N812 - gevent's class, named as its module does
 from gunicorn.workers.ggevent import GeventWorker
 
-from zaqar_lite.balance import AcceptBalance
+from zaqar_lite.server.balance import AcceptBalance
 
 #: seconds between a running worker's looks at whether it was told to stop (SIGTERM only
 #: clears ``alive``): a stop waits this long at most before the drain begins

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from zaqar_lite.waiting.channels import LocalChannel, RedisChannel, channel_for, plain_redis_url
-from zaqar_lite.waiting.room import WaitingRoom, Woken
+from zaqar_lite.service.waiting.channels import LocalChannel, RedisChannel, channel_for, plain_redis_url
+from zaqar_lite.service.waiting.room import WaitingRoom, Woken
 
 
 def test_a_wake_up_published_on_the_local_channel_reaches_the_waiting_claim_of_another_listener(tmp_path):

@@ -5,7 +5,7 @@ their ttl runs out (the sweep discards them), and delivered to every
 subscription of the topic by the notifier, which serves topic subscriptions
 exactly as queue subscriptions (durable cursor, order, at least once). Each
 operation maps the project to its topic namespace
-(:func:`zaqar_lite.claims.topics.namespace`) and calls the messaging service,
+(:func:`zaqar_lite.rules.topics.namespace`) and calls the messaging service,
 so posting, listing, stats and purge follow the queue rules; what differs is
 here: no queue template applies, the claim-only metadata keys are refused
 (by the API's schema), and a missing topic is a 404.
@@ -18,8 +18,8 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims import topics as rules
 from zaqar_lite.models import Message, QueueStats
+from zaqar_lite.rules import topics as rules
 from zaqar_lite.service import Messaging
 
 

@@ -2,7 +2,7 @@
 
 Everything is kept in the catalog (:mod:`zaqar_lite.storage.pools.catalog`)
 of the deployment's :class:`~zaqar_lite.storage.pools.router.PooledStorage`;
-what a pool and a flavor mean for queues is :mod:`zaqar_lite.claims.pools`.
+what a pool and a flavor mean for queues is :mod:`zaqar_lite.rules.pools`.
 As in Zaqar, a flavor's pools are the pools naming it: creating or changing a
 flavor's ``pool_list`` sets their ``flavor``.
 """
@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import pools as rules
 from zaqar_lite.clock import Clock
 from zaqar_lite.config import PoolSettings
 from zaqar_lite.models import Pool
+from zaqar_lite.rules import pools as rules
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.pools.router import PooledStorage
 

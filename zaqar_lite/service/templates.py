@@ -3,7 +3,7 @@
 Templates are the operator's, not a project's: they apply to queues of every
 project and are kept as records of one server-wide project
 (:data:`TEMPLATES_PROJECT`). What a template means (matching, merging,
-validation) is :mod:`zaqar_lite.claims.templates`.
+validation) is :mod:`zaqar_lite.rules.templates`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.claims import templates as rules
 from zaqar_lite.config import Settings
 from zaqar_lite.models import QueueTemplate
+from zaqar_lite.rules import templates as rules
 from zaqar_lite.storage.base import Storage
 
 #: the server-wide project whose records hold the templates defined through the API

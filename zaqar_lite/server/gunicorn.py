@@ -28,8 +28,8 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 
 from zaqar_lite.api import PROJECT_ENVIRON
-from zaqar_lite.balance import AcceptBalance
 from zaqar_lite.config import WORKER_CLASSES, Settings
+from zaqar_lite.server.balance import AcceptBalance
 
 if TYPE_CHECKING:
     from zaqar_lite.api.keystone import WsgiCallable
@@ -185,13 +185,13 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     """
     from zaqar_lite.api import keystone
     from zaqar_lite.api.app import make_app
-    from zaqar_lite.redrive_runner import RedriveRunnerThread
+    from zaqar_lite.server.redrive_runner import RedriveRunnerThread
+    from zaqar_lite.server.sweeper import SweeperThread, lock_path
     from zaqar_lite.service import Messaging
+    from zaqar_lite.service.waiting.channels import channel_for
+    from zaqar_lite.service.waiting.long_poll import LongPoll
+    from zaqar_lite.service.waiting.room import WaitingRoom
     from zaqar_lite.storage import open_deployment, open_storage
-    from zaqar_lite.sweeper import SweeperThread, lock_path
-    from zaqar_lite.waiting.channels import channel_for
-    from zaqar_lite.waiting.long_poll import LongPoll
-    from zaqar_lite.waiting.room import WaitingRoom
 
     off_the_hub = off_the_hub and settings.worker_class == "gevent"
     storage: Any = open_deployment(settings, open_store_off_the_hub if off_the_hub else open_storage)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zaqar_lite.claims import topics
 from zaqar_lite.config import Limits
+from zaqar_lite.rules import topics
 
 
 def test_a_projects_topics_live_in_a_namespace_no_client_project_can_be():

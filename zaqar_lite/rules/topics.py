@@ -16,7 +16,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims.backoff import RETRY_BACKOFF
+from zaqar_lite.claims.retry_backoff import RETRY_BACKOFF
 from zaqar_lite.config import Limits
 
 #: what ends every topic namespace (a comma: no project id holds one)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.claims import templates
 from zaqar_lite.config import Limits, Settings
 from zaqar_lite.errors import ValidationFailed
 from zaqar_lite.models import QueueTemplate
+from zaqar_lite.rules import templates
 
 LIMITS = Limits()
 

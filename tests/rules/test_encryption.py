@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from zaqar_lite.claims import encryption
-from zaqar_lite.claims.encryption import Keyring, Unopenable
 from zaqar_lite.config import ConfigError, load_settings
 from zaqar_lite.errors import InvalidBody
+from zaqar_lite.rules import encryption
+from zaqar_lite.rules.encryption import Keyring, Unopenable
 
 K1 = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # bytes 0..31
 K2 = "k2:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="  # bytes 32..63

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from zaqar_lite.claims.egress import (
+from zaqar_lite.rules.egress import (
     TargetRule,
     header_refusal,
     host_address,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from zaqar_lite.waiting.room import WaitingRoom, Woken
+from zaqar_lite.service.waiting.room import WaitingRoom, Woken
 
 
 def sleep_in_thread(room: WaitingRoom, queue: str, seconds: float, results: list[tuple[str, Woken]],

@@ -1,6 +1,6 @@
 """The open connections of each gunicorn worker, in memory shared through the fork.
 
-The gevent worker (:mod:`zaqar_lite.gevent_worker`) reads them to balance its
+The gevent worker (:mod:`zaqar_lite.server.gevent_worker`) reads them to balance its
 accepts; this module imports no gevent, so the master of a gthread server does
 not load it either.
 """

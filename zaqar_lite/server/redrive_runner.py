@@ -1,7 +1,7 @@
 """The redrive task runner: moves the dead letters of every running redrive task, batch by batch.
 
 ``zaqar-lite serve`` starts :class:`RedriveRunnerThread` in every worker; a
-file lock (:class:`~zaqar_lite.sweeper.MachineLock`) lets one worker of a
+file lock (:class:`~zaqar_lite.server.sweeper.MachineLock`) lets one worker of a
 machine run tasks at a time, as the sweeper. Across machines, each task is
 held by one server at a time through a lease on its record
 (:class:`~zaqar_lite.notify.lease.RecordLease`, the notifier's lease): a
@@ -28,8 +28,8 @@ from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.errors import StorageUnavailable
 from zaqar_lite.models import RedriveTask
 from zaqar_lite.notify.lease import LeaseLost, RecordLease
+from zaqar_lite.server.sweeper import MachineLock
 from zaqar_lite.service import Messaging
-from zaqar_lite.sweeper import MachineLock
 
 LOG = logging.getLogger(__name__)
 
