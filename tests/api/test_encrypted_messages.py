@@ -4,7 +4,7 @@ The store is read through a bare driver (``open_storage``, no encryption
 layer): what it holds is what lies on disk or in the server. Encryption sits
 above the drivers, so these run on SQLite only; what depends on the store (no
 plaintext in it, moves and a pop's put-back on each) is
-``tests/storage/test_encryption_at_rest.py``, on every store.
+``tests/storage/conformance/test_encryption_at_rest.py``, on every store.
 """
 
 from __future__ import annotations

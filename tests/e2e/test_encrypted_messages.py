@@ -22,7 +22,7 @@ from tests.e2e.harness import RunningServer, Store, start_server, stop_server
 from zaqar_lite.storage import open_storage
 
 # encryption sits above the store, but a claim's undo is each store's own (SQLite's transaction, Redis's
-# script); every store, without HTTP: tests/storage/test_encryption_at_rest.py
+# script); every store, without HTTP: tests/storage/conformance/test_encryption_at_rest.py
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(STORE_KIND not in ("sqlite", "redis"), reason="see the comment above")]
 

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
+from tests.storage.conformance.conftest import CLIENT, DLQ, P, Q
 from tests.storage.conftest import open_test_storage
-from tests.storage.test_conformance import CLIENT, DLQ, P, Q
 from zaqar_lite import errors
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.storage.test_conformance import CLIENT, P, Q
+from tests.storage.conformance.conftest import CLIENT, P, Q
 from zaqar_lite import errors
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings

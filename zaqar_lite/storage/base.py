@@ -11,7 +11,7 @@ driver primitives (fetch candidates, apply guarded writes, move a message):
 SQLite and MongoDB use all of them, Swift all but the claim (its settle
 protocol), Redis none (one Lua script per operation, each following one named
 rule of the policy mechanically). The conformance suite
-(``tests/storage/test_conformance.py``) holds every driver to the same rules.
+(``tests/storage/conformance/``) holds every driver to the same rules.
 
 Words used below:
 

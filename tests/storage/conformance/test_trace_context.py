@@ -6,7 +6,7 @@ conformance suite.
 
 from __future__ import annotations
 
-from tests.storage.test_conformance import CLIENT, DLQ, P, Q, with_dlq
+from tests.storage.conformance.conftest import CLIENT, DLQ, P, Q, with_dlq
 from zaqar_lite.claims import policy
 from zaqar_lite.models import RedriveRequest
 

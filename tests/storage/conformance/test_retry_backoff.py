@@ -8,7 +8,7 @@ worked out by hand from the documented rule (``docs/api.rst``, "Retry backoff").
 
 from __future__ import annotations
 
-from tests.storage.test_conformance import DLQ, P, Q, claim, listed, post
+from tests.storage.conformance.conftest import DLQ, P, Q, claim, listed, post
 
 DOUBLING = {"base": 10, "factor": 2, "max": 300}
 

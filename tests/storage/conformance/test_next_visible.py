@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.storage.test_conformance import P, Q, post
+from tests.storage.conformance.conftest import P, Q, post
 
 #: the drivers that read the time from the store; the others answer ``now`` (the two-pool
 #: deployment's pools are a SQLite and a Redis store)
