@@ -41,7 +41,7 @@ def resources(services: Services, kind: type) -> list[object]:
 
 def test_the_pool_routes_and_health_share_one_pool_administration(services):
     assert services.pools is not None
-    held = [r._admin for r in resources(services, pools.AdminResource)]
+    held = [r.pools for r in resources(services, pools.AdminResource)]
     held += [r.pools for r in resources(services, health.Health)]
     assert len(held) == 5
     assert all(admin is services.pools for admin in held)
@@ -51,7 +51,7 @@ def test_without_pools_the_pool_routes_and_health_have_no_administration(tmp_pat
     settings = load_settings(None, storage_uri=f"sqlite:///{tmp_path}/zaqar.db")
     services = build_services(settings, open_deployment(settings))
     assert services.pools is None
-    assert all(r._admin is None for r in resources(services, pools.AdminResource))
+    assert all(r.pools is None for r in resources(services, pools.AdminResource))
 
 
 def test_the_template_routes_serve_the_templates_new_queues_start_from(services):

@@ -48,15 +48,15 @@ class AdminResource(ResourceBase):
     def __init__(self, settings: Settings, pools: PoolAdmin | None) -> None:
         """``pools`` is None when ``[pools] enabled`` is off: every responder answers 404."""
         super().__init__(settings)
-        self._admin = pools
+        self.pools = pools
 
     def admin(self, req: falcon.Request) -> PoolAdmin:
         """Return the administration, refusing non-admins and noauth callers (403), and a server
         without pools (404)."""
         require_operator(req, self.settings)
-        if self._admin is None:
+        if self.pools is None:
             raise errors.NotFound("Pools are not enabled on this server ([pools] enabled = false).")
-        return self._admin
+        return self.pools
 
     @staticmethod
     def page(req: falcon.Request) -> tuple[str | None, int, bool]:
