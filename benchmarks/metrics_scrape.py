@@ -89,7 +89,8 @@ def measure(kind: str, queues: int, messages: int, rounds: int) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="zaqar-lite-metrics-bench-") as tmp, \
             store_uri(kind, Path(tmp)) as uri:
         settings = load_settings(None, storage_uri=uri)
-        messaging = Messaging(open_storage(uri), settings)
+        storage = open_storage(uri)
+        messaging = Messaging(storage, settings)
         started = time.perf_counter()
         stock(messaging, queues, messages)
         figures: dict[str, Any] = {"store": kind, "queues": queues,
@@ -103,7 +104,7 @@ def measure(kind: str, queues: int, messages: int, rounds: int) -> dict[str, Any
             # census_max_age = 0: every round reads the store (a scrape within the default 5 s
             # would serve the previous round's census)
             registry = scrape_registry(messaging, settings.replace(
-                metrics=MetricsSettings(max_labelled_queues=limit, census_max_age=0)))
+                metrics=MetricsSettings(max_labelled_queues=limit, census_max_age=0)), storage.name)
             scrape_seconds, text = timed(lambda registry=registry: generate_latest(registry), rounds)
             figures[label] = scrape_seconds
             figures[label + "_bytes"] = len(text)

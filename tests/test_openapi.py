@@ -10,8 +10,7 @@ import falcon.testing
 import pytest
 import yaml
 
-from zaqar_lite.api.app import create_app, routes
-from zaqar_lite.service import Messaging
+from zaqar_lite.api.app import build_services, create_app, routes
 from zaqar_lite.storage import open_storage
 
 OPENAPI = Path(__file__).resolve().parent.parent / "docs" / "openapi.yaml"
@@ -27,7 +26,7 @@ def document() -> dict:
 
 @pytest.fixture
 def route_table(settings) -> list[tuple[str, object]]:
-    return routes(Messaging(open_storage(settings.storage_uri), settings))
+    return routes(build_services(settings, open_storage(settings.storage_uri)))
 
 
 def served_operations(route_table: list[tuple[str, object]]) -> set[tuple[str, str]]:

@@ -12,7 +12,6 @@ import pytest
 
 from tests.api.helpers import assert_error, headers
 from zaqar_lite.config import Settings
-from zaqar_lite.service import Messaging
 from zaqar_lite.storage import open_storage
 
 SOME_UUID = uuid.UUID("0d3c5b7e-6f3a-4c1e-9d1b-2f4a6e8c0b1d")
@@ -232,7 +231,7 @@ def route_paths() -> list[tuple[str, str]]:
     found = []
     with tempfile.TemporaryDirectory() as directory:
         storage = open_storage(f"sqlite:///{directory}/routes.db")
-        table = api_app.routes(Messaging(storage, Settings()))
+        table = api_app.routes(api_app.build_services(Settings(), storage))
         storage.close()
     for template, resource in table:
         if template in ("/", "/metrics"):

@@ -1,7 +1,9 @@
-"""The WSGI application: routes, middleware and error handlers, wired in one place."""
+"""The WSGI application: the composition root where every service is built once, routes,
+middleware and error handlers, wired in one place."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, TypeAlias
 
 import falcon
@@ -28,82 +30,84 @@ from zaqar_lite.api.middleware import QueueNameCheck, RequestContext, no_session
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.pools import PoolAdmin
 from zaqar_lite.service.subscriptions import Subscriptions
+from zaqar_lite.service.templates import QueueTemplates
+from zaqar_lite.service.topics import Topics
 from zaqar_lite.service.waiting.channels import InProcessChannel
 from zaqar_lite.service.waiting.long_poll import LongPoll
 from zaqar_lite.service.waiting.room import WaitingRoom
 from zaqar_lite.storage import open_deployment
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.encrypted import encrypted
+from zaqar_lite.storage.pools.router import PooledStorage
 
 #: the application falcon builds: WSGI requests and responses
 WsgiApp: TypeAlias = falcon.App[falcon.Request, falcon.Response]
 
 
-def routes(messaging: Messaging, subs: Subscriptions | None = None,
-           long_poll: LongPoll | None = None) -> list[tuple[str, object]]:
-    """Return the route table: every URI template with its resource.
+@dataclasses.dataclass(frozen=True)
+class Services:
+    """Every service a request reaches, each built once (:func:`build_services`) for one app."""
 
-    Args:
-        messaging: the messaging service every resource calls.
-        subs: the subscription service of the subscription resources (by default
-            one over the messaging service's store, settings and clock).
-        long_poll: the waiting claims' loop (by default :func:`in_process_long_poll`).
-    """
-    subs = subs or subscription_service(messaging)
-    long_poll = long_poll or in_process_long_poll(messaging)
-    q = "/v2/queues/{queue}"
-    return [
-        ("/", versions.VersionsResource()),
-        ("/v2", versions.HomeResource()),
-        ("/v2/ping", health.Ping(messaging)),
-        ("/v2/health", health.Health(messaging)),
-        ("/v2/queues", queues.QueueCollection(messaging)),
-        (q, queues.QueueItem(messaging)),
-        (q + "/stats", queues.QueueStatsResource(messaging)),
-        (q + "/purge", queues.QueuePurge(messaging)),
-        (q + "/share", share.QueueShare(messaging)),
-        (q + "/redrive", redrive.QueueRedrive(messaging)),
-        (q + "/redrive/tasks", redrive.RedriveTaskCollection(messaging)),
-        (q + "/redrive/tasks/{task_id}", redrive.RedriveTaskItem(messaging)),
-        (q + "/redrive/tasks/{task_id}/cancel", redrive.RedriveTaskCancel(messaging)),
-        (q + "/messages", messages.MessageCollection(messaging)),
-        (q + "/messages/{message_id}", messages.MessageItem(messaging)),
-        (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
-        (q + "/claims", claims.ClaimCollection(messaging, long_poll)),
-        (q + "/claims/{claim_id}", claims.ClaimItem(messaging)),
-        (q + "/subscriptions", subscriptions.SubscriptionCollection(messaging, subs)),
-        (q + "/subscriptions/{subscription_id}", subscriptions.SubscriptionItem(messaging, subs)),
-        (q + "/subscriptions/{subscription_id}/confirm", subscriptions.SubscriptionConfirm(messaging, subs)),
-        (q + "/subscriptions/{subscription_id}/resume", subscriptions.SubscriptionResume(messaging, subs)),
-        ("/v2/subscriptions/resume", subscriptions.SubscriberResume(messaging, subs)),
-        *topics.routes(messaging, subs),
-        (templates.COLLECTION, templates.TemplateCollection(messaging)),
-        (templates.COLLECTION + "/{name}", templates.TemplateItem(messaging)),
-        ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),
-        (pools.POOLS, pools.PoolCollection(messaging)),
-        (pools.POOLS + "/{pool}", pools.PoolItem(messaging)),
-        (pools.FLAVORS, pools.FlavorCollection(messaging)),
-        (pools.FLAVORS + "/{flavor}", pools.FlavorItem(messaging)),
-        *([("/metrics", metrics_api.Metrics(messaging))] if messaging.settings.metrics.enabled else []),
-    ]
+    settings: Settings
+    clock: Clock
+    #: the store's driver name (``sqlite``, ``redis``, ..., ``pools``): labels and the health document
+    store_name: str
+    messaging: Messaging
+    templates: QueueTemplates
+    topics: Topics
+    subscriptions: Subscriptions
+    #: the pool administration; None unless ``[pools] enabled``
+    pools: PoolAdmin | None
+    #: the claims' loop, waiting claims included
+    long_poll: LongPoll
 
 
-def create_app(settings: Settings, storage: Storage | None = None,
-               clock: Clock = wall_clock) -> WsgiApp:
-    """Build the falcon application.
+def build_services(settings: Settings, storage: Storage, clock: Clock = wall_clock, *,
+                   messaging: Messaging | None = None, templates: QueueTemplates | None = None,
+                   long_poll: LongPoll | None = None) -> Services:
+    """Build every service of one app over one deployment's store.
 
     Args:
         settings: the loaded settings.
-        storage: a driver to use instead of opening ``settings.storage_uri``.
-        clock: the time source (tests pass a manual clock).
+        storage: the deployment's store (``open_deployment``): one driver, or the pools' router.
+        clock: the time source of every service (tests pass a manual clock).
+        messaging: the messaging service over ``storage`` built by the gevent
+            worker (``server.worker_app``: woken across workers, maybe run off
+            the event loop); built here by default.
+        templates: the queue templates ``messaging`` creates queues from, when
+            it is handed in; built here by default.
+        long_poll: the claims' loop fed by the worker's channel; by default
+            :func:`in_process_long_poll`.
     """
-    storage = storage or open_deployment(settings)
-    return make_app(Messaging(storage, settings, clock))
+    if messaging is not None and templates is None:
+        raise ValueError("a messaging service handed in comes with the queue templates it creates "
+                         "queues from")
+    # the deployment seen through encryption at rest, as the messaging service sees it
+    store = encrypted(storage, settings)
+    templates = templates if templates is not None else QueueTemplates(storage, settings)
+    messaging = messaging if messaging is not None else Messaging(store, settings, clock, templates=templates)
+    return Services(
+        settings=settings, clock=clock, store_name=storage.name, messaging=messaging, templates=templates,
+        topics=Topics(messaging), subscriptions=Subscriptions(store, settings, clock),
+        pools=pool_admin(settings, storage, clock),
+        long_poll=long_poll if long_poll is not None else in_process_long_poll(messaging))
 
 
-def subscription_service(messaging: Messaging) -> Subscriptions:
-    """Return the subscription service over the messaging service's store, settings and clock."""
-    return Subscriptions(messaging.storage, messaging.settings, messaging.clock)
+def pool_admin(settings: Settings, storage: Storage, clock: Clock) -> PoolAdmin | None:
+    """Return the pool administration of a deployment with pools, or None when ``[pools] enabled`` is off.
+
+    Raises:
+        TypeError: pools are enabled but ``storage`` is not the pools' router
+            (``open_deployment`` opens it with ``[pools] enabled``).
+    """
+    if not settings.pools.enabled:
+        return None
+    if not isinstance(storage, PooledStorage):
+        raise TypeError(f"[pools] enabled needs the pools' router as the deployment's store, "
+                        f"not {type(storage).__name__} (open it with open_deployment)")
+    return PoolAdmin(storage, clock, settings.storage_uri, settings.pools)
 
 
 def in_process_long_poll(messaging: Messaging) -> LongPoll:
@@ -114,32 +118,85 @@ def in_process_long_poll(messaging: Messaging) -> LongPoll:
     return LongPoll(messaging, room)
 
 
-def make_app(messaging: Messaging, long_poll: LongPoll | None = None) -> WsgiApp:
-    """Build the falcon application around a messaging service.
+def routes(services: Services) -> list[tuple[str, object]]:
+    """Return the route table: every URI template with its resource, each handed the services it uses."""
+    settings, clock, messaging = services.settings, services.clock, services.messaging
+    subs, admin, long_poll = services.subscriptions, services.pools, services.long_poll
+    q = "/v2/queues/{queue}"
+    sub = q + "/subscriptions/{subscription_id}"
+    return [
+        ("/", versions.VersionsResource()),
+        ("/v2", versions.HomeResource()),
+        ("/v2/ping", health.Ping(messaging)),
+        ("/v2/health", health.Health(messaging, admin, services.store_name)),
+        ("/v2/queues", queues.QueueCollection(messaging)),
+        (q, queues.QueueItem(messaging)),
+        (q + "/stats", queues.QueueStatsResource(messaging)),
+        (q + "/purge", queues.QueuePurge(messaging)),
+        (q + "/share", share.QueueShare(settings, clock)),
+        (q + "/redrive", redrive.QueueRedrive(messaging)),
+        (q + "/redrive/tasks", redrive.RedriveTaskCollection(messaging)),
+        (q + "/redrive/tasks/{task_id}", redrive.RedriveTaskItem(messaging)),
+        (q + "/redrive/tasks/{task_id}/cancel", redrive.RedriveTaskCancel(messaging)),
+        (q + "/messages", messages.MessageCollection(messaging)),
+        (q + "/messages/{message_id}", messages.MessageItem(messaging)),
+        (q + "/messages/{message_id}/release", messages.MessageRelease(messaging)),
+        (q + "/claims", claims.ClaimCollection(settings, long_poll)),
+        (q + "/claims/{claim_id}", claims.ClaimItem(messaging)),
+        (q + "/subscriptions", subscriptions.SubscriptionCollection(settings, subs, clock)),
+        (sub, subscriptions.SubscriptionItem(settings, subs, clock)),
+        (sub + "/confirm", subscriptions.SubscriptionConfirm(settings, subs, clock)),
+        (sub + "/resume", subscriptions.SubscriptionResume(settings, subs, clock)),
+        ("/v2/subscriptions/resume", subscriptions.SubscriberResume(settings, subs, clock)),
+        *topics.routes(settings, services.topics, subs, clock),
+        (templates.COLLECTION, templates.TemplateCollection(settings, services.templates)),
+        (templates.COLLECTION + "/{name}", templates.TemplateItem(settings, services.templates)),
+        ("/v2/redrive/tasks", redrive.ProjectRedriveTasks(messaging)),
+        (pools.POOLS, pools.PoolCollection(settings, admin)),
+        (pools.POOLS + "/{pool}", pools.PoolItem(settings, admin)),
+        (pools.FLAVORS, pools.FlavorCollection(settings, admin)),
+        (pools.FLAVORS + "/{flavor}", pools.FlavorItem(settings, admin)),
+        *([("/metrics", metrics_api.Metrics(
+            settings, metrics_api.scrape_registry(messaging, settings, services.store_name)))]
+          if settings.metrics.enabled else []),
+    ]
 
-    The services are built here, once, and handed to the resources; every
-    request passes the header and credential checks and then the queue-name
-    check (``api/middleware.py``) before its responder runs. The operators'
-    console (``api/console/``, HTML, not the v2 API) is added when
-    ``[console] enabled``. ``long_poll``
-    is the waiting claims' loop, fed by a channel the caller set up (by
-    default one within this process: :func:`in_process_long_poll`).
+
+def create_app(settings: Settings, storage: Storage | None = None, clock: Clock = wall_clock, *,
+               messaging: Messaging | None = None, templates: QueueTemplates | None = None,
+               long_poll: LongPoll | None = None) -> WsgiApp:
+    """Build the falcon application: every service once (:func:`build_services`), handed to its resources.
+
+    Every request passes the header and credential checks and then the
+    queue-name check (``api/middleware.py``) before its responder runs. The
+    operators' console (``api/console/``, HTML, not the v2 API) is added when
+    ``[console] enabled``.
+
+    Args:
+        settings: the loaded settings.
+        storage: a store to use instead of opening ``settings.storage_uri``
+            (``open_deployment``).
+        clock: the time source (tests pass a manual clock).
+        messaging, templates, long_poll: the pieces the gevent worker built
+            over ``storage`` (``server.worker_app``), as :func:`build_services` takes them.
     """
-    sessions = messaging.console_session_token if messaging.settings.console_enabled else no_sessions
-    middleware: list[Any] = [RequestContext(messaging.settings, messaging.clock, sessions),
-                             QueueNameCheck(messaging.limits)]
-    if messaging.settings.metrics.enabled:  # first: requests the checks refuse are counted too
-        middleware.insert(0, metrics_api.RequestMetrics(messaging.storage.name))
-        counted.initialise_series(messaging.storage.name)
-    if messaging.settings.console_enabled:
+    services = build_services(settings, storage or open_deployment(settings), clock,
+                              messaging=messaging, templates=templates, long_poll=long_poll)
+    messaging = services.messaging
+    sessions = messaging.console_session_token if settings.console_enabled else no_sessions
+    middleware: list[Any] = [RequestContext(settings, clock, sessions), QueueNameCheck(settings.limits)]
+    if settings.metrics.enabled:  # first: requests the checks refuse are counted too
+        middleware.insert(0, metrics_api.RequestMetrics(services.store_name))
+        counted.initialise_series(services.store_name)
+    if settings.console_enabled:
         middleware.append(console.ConsolePages())
     app: WsgiApp = falcon.App(middleware=middleware)
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
-    for template, resource in routes(messaging, subscription_service(messaging), long_poll):
+    for template, resource in routes(services):
         app.add_route(template, resource)
-    for template, page in console.routes(messaging) if messaging.settings.console_enabled else []:
+    for template, page in console.routes(messaging) if settings.console_enabled else []:
         app.add_route(template, page)
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)

@@ -6,18 +6,18 @@ import falcon
 
 from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import read_json
-from zaqar_lite.api.resource import Resource
-from zaqar_lite.service import Messaging
+from zaqar_lite.api.resource import Resource, ResourceBase
+from zaqar_lite.config import Settings
 from zaqar_lite.service.waiting.long_poll import LongPoll
 
 CLAIM_BODY_MAX = 4096
 
 
-class ClaimCollection(Resource):
-    """``POST /v2/queues/{queue}/claims?limit=N[&wait=S]``."""
+class ClaimCollection(ResourceBase):
+    """``POST /v2/queues/{queue}/claims?limit=N[&wait=S]``: claims go through long polling's loop."""
 
-    def __init__(self, messaging: Messaging, long_poll: LongPoll) -> None:
-        super().__init__(messaging)
+    def __init__(self, settings: Settings, long_poll: LongPoll) -> None:
+        super().__init__(settings)
         self.long_poll = long_poll
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:

@@ -6,9 +6,9 @@ import falcon
 
 from zaqar_lite import errors
 from zaqar_lite.api.middleware import require_admin
-from zaqar_lite.api.pools import pool_admin
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.service import Messaging
+from zaqar_lite.service.pools import PoolAdmin
 
 
 class Ping(Resource):
@@ -36,16 +36,18 @@ class Health(Resource):
     answers and the message counts of each of its queues.
     """
 
-    def __init__(self, messaging: Messaging) -> None:
+    def __init__(self, messaging: Messaging, pools: PoolAdmin | None, store_name: str) -> None:
+        """``pools`` is the pool administration (None without pools), ``store_name`` the driver's name."""
         super().__init__(messaging)
-        self.pools = pool_admin(messaging)
+        self.pools = pools
+        self.store_name = store_name
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Return the health document."""
         require_admin(req)
         reachable = self.messaging.ping()
         body: dict[str, object] = {"storage_reachable": reachable,
-                                   "storage": self.messaging.storage.name}
+                                   "storage": self.store_name}
         if reachable:
             try:
                 body["message_volume"] = self.messaging.message_volume(req.context.project)

@@ -126,8 +126,9 @@ class CensusCache:
 class QueueCollector:
     """A prometheus-client collector of the queue gauges, read from the store (or the census cache)."""
 
-    def __init__(self, messaging: Messaging, max_labelled: int, census: CensusCache) -> None:
-        self.messaging = messaging
+    def __init__(self, driver: str, max_labelled: int, census: CensusCache) -> None:
+        """``driver`` is the store's name, the label of the storage errors a failed read counts."""
+        self.driver = driver
         self.max_labelled = max_labelled
         self.cache = census
 
@@ -144,7 +145,7 @@ class QueueCollector:
             census, now, took = self.cache.census()
         except errors.StorageUnavailable as exc:
             LOG.warning("queue gauges left out of /metrics, storage unavailable: %s", exc)
-            counted.STORAGE_ERRORS.labels(self.messaging.storage.name).inc()
+            counted.STORAGE_ERRORS.labels(self.driver).inc()
             yield GaugeMetricFamily(REACHABLE, REACHABLE_HELP, value=0)
             return
         yield GaugeMetricFamily(REACHABLE, REACHABLE_HELP, value=1)
@@ -208,14 +209,20 @@ class _ThisProcess:
             yield from collector.collect()
 
 
-def scrape_registry(messaging: Messaging, settings: Settings) -> CollectorRegistry:
-    """Return the registry a scrape reads: every process's counters (or this one's) and the queue gauges."""
+def scrape_registry(messaging: Messaging, settings: Settings, driver: str) -> CollectorRegistry:
+    """Return the registry a scrape reads: every process's counters (or this one's) and the queue gauges.
+
+    Args:
+        messaging: the service the queue census is read through.
+        settings: the settings (``[metrics]``).
+        driver: the store's name, the label of the storage errors a failed census counts.
+    """
     registry = CollectorRegistry(auto_describe=False)
     if os.environ.get(counted.MULTIPROC_ENV):
         MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
         registry.register(_ThisProcess())
-    registry.register(QueueCollector(messaging, settings.metrics.max_labelled_queues,
+    registry.register(QueueCollector(driver, settings.metrics.max_labelled_queues,
                                      CensusCache(messaging, settings.metrics.census_max_age)))
     return registry
 
@@ -241,9 +248,10 @@ class Metrics:
     #: answered without Client-ID or project (Prometheus sends neither); see on_get for tokens
     public = True
 
-    def __init__(self, messaging: Messaging) -> None:
-        self.settings = messaging.settings
-        self.registry = scrape_registry(messaging, messaging.settings)
+    def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
+        """``registry`` is what a scrape reads (:func:`scrape_registry`)."""
+        self.settings = settings
+        self.registry = registry
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Answer the current metrics."""

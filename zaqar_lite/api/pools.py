@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import falcon
 
@@ -10,12 +10,11 @@ from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas
 from zaqar_lite.api.bodies import next_links, read_json
 from zaqar_lite.api.middleware import require_operator
-from zaqar_lite.api.resource import Resource
+from zaqar_lite.api.resource import ResourceBase
+from zaqar_lite.config import Settings
 from zaqar_lite.models import Pool
 from zaqar_lite.rules.pools import masked_uri
-from zaqar_lite.service import Messaging
 from zaqar_lite.service.pools import Flavor, PoolAdmin
-from zaqar_lite.storage.pools.router import PooledStorage
 
 POOLS = "/v2/pools"
 FLAVORS = "/v2/flavors"
@@ -23,15 +22,6 @@ FLAVORS = "/v2/flavors"
 MAX_PAGE, DEFAULT_PAGE = 20, 10
 #: the largest pool or flavor body
 MAX_BODY = 65536
-
-
-def pool_admin(messaging: Messaging) -> PoolAdmin | None:
-    """Return the pool administration of a pooled deployment, or None when ``[pools] enabled`` is off."""
-    if not messaging.settings.pools.enabled:
-        return None
-    # the pools' router, on the event loop under the gevent worker (server.worker_app)
-    router = cast(PooledStorage, messaging.deployment)
-    return PoolAdmin(router, messaging.clock, messaging.settings.storage_uri, messaging.settings.pools)
 
 
 def show_pool(pool: Pool, detailed: bool) -> dict[str, Any]:
@@ -52,20 +42,21 @@ def show_flavor(flavor: Flavor, detailed: bool = True) -> dict[str, Any]:
     return shown
 
 
-class AdminResource(Resource):
+class AdminResource(ResourceBase):
     """A resource of the pool administration: admin role, and pools enabled."""
 
-    def __init__(self, messaging: Messaging) -> None:
-        super().__init__(messaging)
-        self._admin = pool_admin(messaging)
+    def __init__(self, settings: Settings, pools: PoolAdmin | None) -> None:
+        """``pools`` is None when ``[pools] enabled`` is off: every responder answers 404."""
+        super().__init__(settings)
+        self.pools = pools
 
     def admin(self, req: falcon.Request) -> PoolAdmin:
         """Return the administration, refusing non-admins and noauth callers (403), and a server
         without pools (404)."""
-        require_operator(req, self.messaging.settings)
-        if self._admin is None:
+        require_operator(req, self.settings)
+        if self.pools is None:
             raise errors.NotFound("Pools are not enabled on this server ([pools] enabled = false).")
-        return self._admin
+        return self.pools
 
     @staticmethod
     def page(req: falcon.Request) -> tuple[str | None, int, bool]:

@@ -6,13 +6,19 @@ import falcon
 
 from zaqar_lite.api import schemas
 from zaqar_lite.api.bodies import read_json
-from zaqar_lite.api.resource import Resource
+from zaqar_lite.api.resource import ResourceBase
+from zaqar_lite.clock import Clock
+from zaqar_lite.config import Settings
 from zaqar_lite.errors import Forbidden
 from zaqar_lite.rules import signed_urls
 
 
-class QueueShare(Resource):
+class QueueShare(ResourceBase):
     """``POST /v2/queues/{queue}/share``: sign a grant of some paths and methods of a queue until a time."""
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        super().__init__(settings)
+        self.clock = clock
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         """Answer Zaqar's body: ``signature``, ``expires``, ``paths``, ``methods``, ``project``.
@@ -24,7 +30,7 @@ class QueueShare(Resource):
         if not key:
             raise Forbidden(signed_urls.DISABLED)
         document, _ = read_json(req, schemas.SHARE_BODY_SIZE)
-        grant = signed_urls.grant_for_share(queue, req.context.project, self.messaging.clock(),
+        grant = signed_urls.grant_for_share(queue, req.context.project, self.clock(),
                                             **schemas.share_request(document),
                                             max_lifetime=self.settings.signed_url_max_lifetime)
         resp.media = {

@@ -14,20 +14,20 @@ import falcon
 
 from zaqar_lite.api import inputs
 from zaqar_lite.api.bodies import next_links, read_json
-from zaqar_lite.api.resource import Resource
-from zaqar_lite.clock import iso_utc
+from zaqar_lite.api.resource import ResourceBase
+from zaqar_lite.clock import Clock, iso_utc
+from zaqar_lite.config import Settings
 from zaqar_lite.notify import options
 from zaqar_lite.notify.state import Delivery, Subscription
 from zaqar_lite.rules import topics
-from zaqar_lite.service import Messaging
 from zaqar_lite.service.subscriptions import Subscriptions
 
 #: largest subscription request body, in bytes
 BODY_MAX = 65536
 
 
-class SubscriptionResource(Resource):
-    """A resource over the subscription service, built once by ``make_app`` (each worker's app).
+class SubscriptionResource(ResourceBase):
+    """A resource over the subscription service, built once by ``create_app``.
 
     ``COLLECTION`` is the path its sources are under and :meth:`owner` the
     project their records are stored under: a queue's here, a topic's in
@@ -36,9 +36,11 @@ class SubscriptionResource(Resource):
 
     COLLECTION = "/v2/queues"
 
-    def __init__(self, messaging: Messaging, service: Subscriptions) -> None:
-        super().__init__(messaging)
+    def __init__(self, settings: Settings, service: Subscriptions, clock: Clock) -> None:
+        """``clock`` gives the time a subscription's ``age`` is shown at."""
+        super().__init__(settings)
         self.service = service
+        self.clock = clock
 
     def owner(self, req: falcon.Request) -> str:
         """Return the project the source's subscriptions are stored under."""
@@ -99,7 +101,7 @@ class SubscriptionCollection(SubscriptionResource):
         limit = inputs.page_limit(req.get_param("limit"), self.limits.max_subscriptions_per_page,
                                       self.limits.default_page_size)
         page = self.service.list(self.owner(req), queue, marker=req.get_param("marker"), limit=limit)
-        now = self.messaging.clock()
+        now = self.clock()
         links: list[dict[str, str]] = []
         if page:
             query = {"marker": page[-1][0].id, "limit": limit}
@@ -113,7 +115,7 @@ class SubscriptionItem(SubscriptionResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, subscription_id: str) -> None:
         """Return one subscription with its delivery state; 404 if absent or expired."""
         subscription, delivery = self.service.get(self.owner(req), queue, subscription_id)
-        resp.media = subscription_view(subscription, delivery, self.messaging.clock())
+        resp.media = subscription_view(subscription, delivery, self.clock())
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue: str,
                  subscription_id: str) -> None:

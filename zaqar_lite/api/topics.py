@@ -17,9 +17,10 @@ import falcon
 from zaqar_lite import errors
 from zaqar_lite.api import inputs, schemas, subscriptions
 from zaqar_lite.api.bodies import next_links, read_json, read_json_patch, read_message_post, stats_body
-from zaqar_lite.api.resource import Resource
+from zaqar_lite.api.resource import ResourceBase
+from zaqar_lite.clock import Clock
+from zaqar_lite.config import Settings
 from zaqar_lite.rules import topics as rules
-from zaqar_lite.service import Messaging
 from zaqar_lite.service.subscriptions import Subscriptions
 from zaqar_lite.service.topics import Topics
 
@@ -32,11 +33,11 @@ def message_href(topic: str, message_id: str) -> str:
     return f"{COLLECTION}/{topic}/messages/{message_id}"
 
 
-class TopicResource(Resource):
+class TopicResource(ResourceBase):
     """A resource over the topic service."""
 
-    def __init__(self, messaging: Messaging, topics: Topics) -> None:
-        super().__init__(messaging)
+    def __init__(self, settings: Settings, topics: Topics) -> None:
+        super().__init__(settings)
         self.topics = topics
 
 
@@ -193,20 +194,19 @@ class TopicSubscriptionResume(TopicSubscriptionResource, subscriptions.Subscript
         super().on_post(req, resp, topic, subscription_id)
 
 
-def routes(messaging: Messaging, subs: Subscriptions) -> list[tuple[str, object]]:
-    """Return the topic routes with their resources."""
-    topics = Topics(messaging)
+def routes(settings: Settings, topics: Topics, subs: Subscriptions, clock: Clock) -> list[tuple[str, object]]:
+    """Return the topic routes with their resources, over the services ``create_app`` built."""
     t = COLLECTION + "/{topic}"
     s = t + "/subscriptions/{subscription_id}"
     return [
-        (COLLECTION, TopicCollection(messaging, topics)),
-        (t, TopicItem(messaging, topics)),
-        (t + "/stats", TopicStats(messaging, topics)),
-        (t + "/purge", TopicPurge(messaging, topics)),
-        (t + "/messages", TopicMessages(messaging, topics)),
-        (t + "/messages/{message_id}", TopicMessage(messaging, topics)),
-        (t + "/subscriptions", TopicSubscriptionCollection(messaging, subs)),
-        (s, TopicSubscriptionItem(messaging, subs)),
-        (s + "/confirm", TopicSubscriptionConfirm(messaging, subs)),
-        (s + "/resume", TopicSubscriptionResume(messaging, subs)),
+        (COLLECTION, TopicCollection(settings, topics)),
+        (t, TopicItem(settings, topics)),
+        (t + "/stats", TopicStats(settings, topics)),
+        (t + "/purge", TopicPurge(settings, topics)),
+        (t + "/messages", TopicMessages(settings, topics)),
+        (t + "/messages/{message_id}", TopicMessage(settings, topics)),
+        (t + "/subscriptions", TopicSubscriptionCollection(settings, subs, clock)),
+        (s, TopicSubscriptionItem(settings, subs, clock)),
+        (s + "/confirm", TopicSubscriptionConfirm(settings, subs, clock)),
+        (s + "/resume", TopicSubscriptionResume(settings, subs, clock)),
     ]

@@ -174,6 +174,11 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
                off_the_hub: bool = True) -> WsgiCallable:
     """Build one worker's app (its own store connection) and start its sweeper and redrive runner threads.
 
+    The worker builds what differs from :func:`~zaqar_lite.api.app.create_app`'s
+    defaults (the store, the messaging service with its queue templates, long
+    polling woken across workers) and hands them to ``create_app``, which
+    builds the other services and wires every resource.
+
     Under the gevent worker every store of :data:`BLOCKING_STORES` is opened
     and used through :class:`OffTheHub` (:func:`open_store_off_the_hub`), each
     pool's too; with one such store and no pools, the service around it is too,
@@ -184,10 +189,11 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     wrapped in keystonemiddleware's ``auth_token`` (``api/keystone.py``).
     """
     from zaqar_lite.api import keystone
-    from zaqar_lite.api.app import make_app
+    from zaqar_lite.api.app import create_app
     from zaqar_lite.server.redrive_runner import RedriveRunnerThread
     from zaqar_lite.server.sweeper import SweeperThread, lock_path
     from zaqar_lite.service import Messaging
+    from zaqar_lite.service.templates import QueueTemplates
     from zaqar_lite.service.waiting.channels import channel_for
     from zaqar_lite.service.waiting.long_poll import LongPoll
     from zaqar_lite.service.waiting.room import WaitingRoom
@@ -196,10 +202,12 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     off_the_hub = off_the_hub and settings.worker_class == "gevent"
     storage: Any = open_deployment(settings, open_store_off_the_hub if off_the_hub else open_storage)
     channel = channel_for(storage.name, settings.storage_uri)
-    messaging: Any = Messaging(storage, settings)
+    templates: Any = QueueTemplates(storage, settings)
+    messaging: Any = Messaging(storage, settings, templates=templates)
     messaging.wake_up = channel.publish  # set on the service itself, before any wrapping
     if off_the_hub and storage.name in BLOCKING_STORES:  # its store is behind OffTheHub already
-        messaging = OffTheHub(messaging)
+        # the template routes call the templates directly: one hand-over per request, as the service
+        messaging, templates = OffTheHub(messaging), OffTheHub(templates)
     room = WaitingRoom()
     channel.listen(room)
     atexit.register(channel.close)  # a worker's socket goes with it
@@ -207,7 +215,8 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
         SweeperThread(messaging, settings.sweep_interval, lock_path(settings.storage_uri)).start()
         RedriveRunnerThread(messaging, settings.sweep_interval,
                             lock_path(settings.storage_uri, "redrive")).start()
-    app = make_app(messaging, LongPoll(messaging, room, sees_every_write=channel.sees_every_write))
+    app = create_app(settings, storage, messaging=messaging, templates=templates,
+                     long_poll=LongPoll(messaging, room, sees_every_write=channel.sees_every_write))
     if settings.auth_strategy == "keystone":
         return keystone.wrap(app, settings.keystone_authtoken)
     return app

@@ -33,9 +33,7 @@ class ServiceBase:
 
     def __init__(self, storage: Storage, settings: Settings, clock: Clock = wall_clock,
                  ids: Callable[[], str] = new_id, sleep: Callable[[float], None] = time.sleep,
-                 draw: Callable[[], float] = random.random) -> None:
-        #: the store as opened: one driver, or the pools' router (``storage/pools/``)
-        self.deployment = storage
+                 draw: Callable[[], float] = random.random, templates: QueueTemplates | None = None) -> None:
         #: the deployment seen through encryption at rest (bodies sealed where a queue asks)
         self.storage = encrypted(storage, settings)
         self.settings = settings
@@ -43,7 +41,9 @@ class ServiceBase:
         self.clock = clock
         self.ids = ids
         self.sleep = sleep
-        self.templates = QueueTemplates(storage, settings)
+        #: the queue templates new queues start from (``create_app`` hands in the ones its
+        #: template resources serve; by default the deployment's own)
+        self.templates = templates if templates is not None else QueueTemplates(storage, settings)
         #: called with (project, queue) after a write that may make messages of the queue
         #: claimable; long polling (``service/waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits

@@ -10,7 +10,6 @@ from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.models import (
     QueueStats,
-    QueueTemplate,
 )
 from zaqar_lite.notify.records import remove_queue_subscriptions
 from zaqar_lite.rules import templates as template_rules
@@ -61,22 +60,6 @@ class Queues(ServiceBase):
                     f"Queue template {template.name} (pattern {template.pattern}) applies to queue "
                     f"{queue}: {exc}") from None
         return self.storage.create_queue(project, queue, stored, self.clock())
-
-    def list_templates(self) -> list[QueueTemplate]:
-        """Return every queue template by name, those of the configuration file included."""
-        return self.templates.all()
-
-    def get_template(self, name: str) -> QueueTemplate:
-        """Return one queue template (raises TemplateDoesNotExist)."""
-        return self.templates.get(name)
-
-    def put_template(self, name: str, pattern: Any, metadata: Any) -> bool:
-        """Define or replace a queue template; return whether it was new."""
-        return self.templates.put(name, pattern, metadata)
-
-    def delete_template(self, name: str) -> None:
-        """Remove a queue template; queues created from it keep their metadata."""
-        self.templates.delete(name)
 
     def queue_metadata(self, project: str, queue: str) -> dict[str, Any]:
         """Return a queue's metadata with reserved defaults (also for a missing queue, as Zaqar)."""

@@ -1,7 +1,7 @@
 """The operators' web console: HTML pages at ``/console``, served only when ``[console] enabled``.
 
 It is not part of the v2 API (and not in ``docs/openapi.yaml``): its routes
-are added by ``make_app`` (each worker's app) beside the API's when enabled, and without them
+are added by ``create_app`` (each worker's app) beside the API's when enabled, and without them
 every ``/console`` path is the API's 404. How it authenticates (the project in
 the URL, the token in an HttpOnly cookie) and refuses forged forms is written
 in ``api/middleware.py`` and :mod:`zaqar_lite.api.console.forms`.
