@@ -88,3 +88,13 @@ def test_the_rules_know_no_store():
     for path in (PACKAGE / "claims").glob("*.py"):
         stores = sorted(m for m in imported(path) if part_of(m) in ("storage", "notify", "service", "api"))
         assert stores == [], f"{path.relative_to(PACKAGE)} imports {stores}"
+
+
+#: the most lines a module of storage/ may have (docs/architecture.rst, "Storage")
+STORAGE_MODULE_LINES = 450
+
+
+def test_storage_modules_stay_small():
+    for path in sorted((PACKAGE / "storage").rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        assert lines < STORAGE_MODULE_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines"
