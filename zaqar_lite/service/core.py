@@ -14,6 +14,7 @@ from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.encrypted import encrypted
+from zaqar_lite.storage.tasks import RedriveTasks
 from zaqar_lite.templates import QueueTemplates
 
 LOG = logging.getLogger("zaqar_lite.service")
@@ -44,6 +45,8 @@ class ServiceBase:
         self.ids = ids
         self.sleep = sleep
         self.templates = QueueTemplates(storage, settings)
+        #: the redrive tasks, kept in the deployment's records
+        self.tasks = RedriveTasks(storage)
         #: called with (project, queue) after a write that may make messages of the queue
         #: claimable; long polling (``waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits

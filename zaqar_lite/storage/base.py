@@ -2,8 +2,8 @@
 
 :class:`Storage` is the contract (its queue, message and record parts:
 :mod:`~zaqar_lite.storage.queues`, :mod:`~zaqar_lite.storage.messages`,
-:mod:`~zaqar_lite.storage.records`, and the redrive tasks built on the records,
-:mod:`~zaqar_lite.storage.tasks`).
+:mod:`~zaqar_lite.storage.records`; the features kept in records are built
+over them, e.g. :mod:`~zaqar_lite.storage.tasks`).
 Drivers only store and atomically move; every decision is made by
 :mod:`zaqar_lite.claims.policy`. :class:`PlannedStorage` and
 :class:`PlannedClaimStorage` implement the sweep, delete, release and claim
@@ -52,13 +52,12 @@ from zaqar_lite.storage.messages import PostPlan as PostPlan
 # for the stores of storage's subpackages that keep their records in another store
 from zaqar_lite.storage.records import RecordsKeptElsewhere as RecordsKeptElsewhere
 from zaqar_lite.storage.records import RecordStore as RecordStore
-from zaqar_lite.storage.tasks import RedriveTaskStore
 
 #: reads of a message whose guarded write keeps losing to concurrent changes, before giving up
 CHANGE_ATTEMPTS = 10
 
 
-class Storage(MessageStore, RedriveTaskStore):
+class Storage(MessageStore, RecordStore):
     """Abstract storage driver; one instance per process, safe across processes."""
 
     #: short name shown in logs and health (``sqlite``, ``redis``, ...)

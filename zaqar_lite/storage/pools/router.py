@@ -34,7 +34,6 @@ from zaqar_lite.models import (
     Message,
     Move,
     QueueStats,
-    RedriveTask,
     SweepResult,
 )
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
@@ -224,14 +223,6 @@ class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
         home = self._existing_home(project, queue) or DEFAULT
         policy = self._dead_letter_here(project, queue, home, dead_letter)
         return self.pool_store(home).sweep_queue(project, queue, now, policy)
-
-    # -- records: the default store's (RecordsKeptElsewhere) --------------------------
-
-    def create_redrive_task(self, project: str, task: RedriveTask) -> None:
-        """Start a task whose destination shares its queue's pool (400 naming both otherwise)."""
-        if task.destination is not None:
-            self.check_same_pool(project, task.queue, task.destination, "redrive destination")
-        super().create_redrive_task(project, task)
 
     # -- health ---------------------------------------------------------------------
 
