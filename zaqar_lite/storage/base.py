@@ -49,8 +49,7 @@ from zaqar_lite.storage.messages import ClaimPlan as ClaimPlan
 from zaqar_lite.storage.messages import MessageStore
 from zaqar_lite.storage.messages import PostPlan as PostPlan
 
-# for the stores of storage's subpackages that keep their records in another store
-from zaqar_lite.storage.records import RecordsKeptElsewhere as RecordsKeptElsewhere
+# the record part of the contract, for storage's subpackages (which import only base)
 from zaqar_lite.storage.records import RecordStore as RecordStore
 
 #: reads of a message whose guarded write keeps losing to concurrent changes, before giving up

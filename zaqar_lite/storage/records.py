@@ -1,9 +1,14 @@
 """The versioned-record part of the storage contract (subscriptions, delivery cursors, leases).
 
 A record is a JSON object under (project, kind, key), written only by
-compare-and-set on its version. Everything built on them (subscriptions,
-delivery cursors, notifier leases) is policy in :mod:`zaqar_lite.notify`.
-Every driver implements it (:class:`~zaqar_lite.storage.base.Storage` is one).
+compare-and-set on its version. Every driver implements it
+(:class:`~zaqar_lite.storage.base.Storage` is one). A feature kept in records
+is a class composed over a record store, ``<Feature>(records)``, that alone
+knows its kinds, keys and values: the redrive tasks
+(:class:`~zaqar_lite.storage.tasks.RedriveTasks`), the pools' catalog
+(:mod:`zaqar_lite.storage.pools.catalog`), the queue templates and the
+subscriptions; the lease a holder takes on one record is
+:class:`~zaqar_lite.storage.lease.RecordLease`.
 """
 
 from __future__ import annotations
@@ -51,26 +56,3 @@ class RecordStore(abc.ABC):
     def record_projects(self, kind: str) -> list[str]:
         """Return every project that has at least one record of a kind."""
 
-
-class RecordsKeptElsewhere(RecordStore):
-    """The records of a store that keeps them in another (a wrapper's inner store, the pools' default)."""
-
-    #: the store holding the records
-    record_store: RecordStore
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        return self.record_store.get_record(project, kind, key)
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        return self.record_store.put_record(project, kind, key, value, expected_version)
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        return self.record_store.delete_record(project, kind, key, expected_version)
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        return self.record_store.list_records(project, kind, prefix=prefix, marker=marker, limit=limit)
-
-    def record_projects(self, kind: str) -> list[str]:
-        return self.record_store.record_projects(kind)
