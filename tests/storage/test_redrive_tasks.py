@@ -16,6 +16,7 @@ from zaqar_lite import errors
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.models import RedriveFilter, RedriveRequest, RedriveTask
 from zaqar_lite.storage import tasks
+from zaqar_lite.storage.lease import LeaseLost
 from zaqar_lite.storage.tasks import RedriveTasks
 
 P = "project-a"
@@ -124,6 +125,20 @@ def test_the_running_mark_is_released_only_for_its_own_task(redrive_tasks):
     redrive_tasks.release_queue(P, "dlq", "11111111-1111-4111-8111-111111111111")
     assert redrive_tasks.running() == [("project-b", "dlq9", "22222222-2222-4222-8222-222222222222")]
 
+
+
+def test_a_task_is_leased_on_its_own_record_by_one_server_at_a_time(driver, redrive_tasks, clock):
+    redrive_tasks.create(P, task())
+    first = redrive_tasks.lease(P, "dlq", "11111111-1111-4111-8111-111111111111", "server-1", 30, clock)
+    second = redrive_tasks.lease(P, "dlq", "11111111-1111-4111-8111-111111111111", "server-2", 30, clock)
+    assert first.acquire() is True
+    assert second.acquire() is False
+    stored = driver.get_record(P, "redrive_task", "dlq/11111111-1111-4111-8111-111111111111").value
+    assert (stored["owner"], stored["lease_expires"], stored["status"]) == ("server-1", T0 + 30, "running")
+    clock.advance(31)
+    assert second.acquire() is True
+    with pytest.raises(LeaseLost):
+        first.write(lambda t: dataclasses.replace(t, moved=1))
 
 # -- the service's task steps on every driver ---------------------------------------
 
