@@ -9,6 +9,10 @@ lives in the ``[storage] uri`` store, the *default store* (every queue, before
 the first pool is registered), which also keeps the records: subscriptions,
 delivery cursors, leases, redrive tasks, queue templates.
 
+It is a :class:`~zaqar_lite.storage.forwarding.ForwardingStorage`: every call
+it does not write here goes to the store of its queue's pool (``_store_for``,
+a post's: ``_store_for_post``), the records to the default store.
+
 Calls that may create a queue place it first; calls that link two queues keep
 them in one pool (:meth:`~.placements.PoolPlacements.check_same_pool`).
 Claims and sweeps hand the pool's driver a dead-letter queue of the same
