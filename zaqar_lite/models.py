@@ -279,7 +279,7 @@ class RedriveTask:
     when it started), FIFO; ``cursor`` is the marker of the last message it
     moved (every earlier one was examined) and ``pending`` the ids of the
     batch being moved. ``owner``/``lease_expires`` is the lease of the server
-    running it (:class:`zaqar_lite.notify.lease.RecordLease`).
+    running it (:class:`zaqar_lite.storage.lease.RecordLease`).
     """
 
     id: str

@@ -4,7 +4,7 @@
 file lock (:class:`~zaqar_lite.server.sweeper.MachineLock`) lets one worker of a
 machine run tasks at a time, as the sweeper. Across machines, each task is
 held by one server at a time through a lease on its record
-(:class:`~zaqar_lite.notify.lease.RecordLease`, the notifier's lease): a
+(:class:`~zaqar_lite.storage.lease.RecordLease`, as the notifier's lease): a
 server that dies keeps its tasks until their leases lapse, then any server
 (the restarted one too) resumes them from their recorded progress.
 
@@ -27,9 +27,9 @@ from collections.abc import Callable
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.errors import StorageUnavailable
 from zaqar_lite.models import RedriveTask
-from zaqar_lite.notify.lease import LeaseLost, RecordLease
 from zaqar_lite.server.sweeper import MachineLock
 from zaqar_lite.service import Messaging
+from zaqar_lite.storage.lease import LeaseLost, RecordLease
 
 LOG = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from zaqar_lite.config import Settings
 from zaqar_lite.service.templates import QueueTemplates
 from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.encrypted import encrypted
+from zaqar_lite.storage.tasks import RedriveTasks
 
 LOG = logging.getLogger("zaqar_lite.service")
 
@@ -44,6 +45,8 @@ class ServiceBase:
         #: the queue templates new queues start from (``create_app`` hands in the ones its
         #: template resources serve; by default the deployment's own)
         self.templates = templates if templates is not None else QueueTemplates(storage, settings)
+        #: the redrive tasks, kept in the deployment's records
+        self.tasks = RedriveTasks(storage)
         #: called with (project, queue) after a write that may make messages of the queue
         #: claimable; long polling (``service/waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits

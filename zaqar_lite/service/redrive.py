@@ -16,9 +16,8 @@ from zaqar_lite.models import (
     RedriveResult,
     RedriveTask,
 )
-from zaqar_lite.notify.lease import RecordLease
 from zaqar_lite.service.core import LOG, ServiceBase
-from zaqar_lite.storage.tasks import TASK, task_key
+from zaqar_lite.storage.lease import RecordLease
 
 #: reads of a redrive task whose compare-and-set keeps losing to its runner, before giving up
 CHANGE_ATTEMPTS = 20
@@ -162,22 +161,22 @@ class Redrive(ServiceBase):
             destination=request.destination, filter=request.filter, limit=request.limit or None,
             max_per_second=request.max_per_second or float(self.limits.max_redrive_rate),
             until_marker=newest.marker if newest is not None else -1)
-        self.storage.create_redrive_task(project, task)
+        self.tasks.create(project, task)
         LOG.info("redrive task %s started on %s/%s", task.id, project, queue)
-        for old in redrive_policy.forgotten(self.storage.list_redrive_tasks(project, queue),
+        for old in redrive_policy.forgotten(self.tasks.of(project, queue),
                                             self.limits.redrive_tasks_kept):
-            self.storage.delete_redrive_task(project, queue, old.id)
+            self.tasks.delete(project, queue, old.id)
         return task
 
     def redrive_tasks(self, project: str, queue: str | None = None) -> list[RedriveTask]:
         """Return the redrive tasks of a queue (of the whole project when None), newest first."""
-        tasks = self.storage.list_redrive_tasks(project, queue)
+        tasks = self.tasks.of(project, queue)
         return sorted(tasks, key=lambda t: (t.created, t.id), reverse=True)
 
     def redrive_task_page(self, project: str, after: redrive_policy.TaskPlace | None,
                           limit: int) -> list[RedriveTask]:
         """Return a page of the project's redrive tasks, every queue's, newest first, after ``after``."""
-        return redrive_policy.newest_first_page(self.storage.list_redrive_tasks(project), after, limit)
+        return redrive_policy.newest_first_page(self.tasks.of(project), after, limit)
 
     def redrive_task(self, project: str, queue: str, task_id: str) -> RedriveTask:
         """Return one redrive task of a queue.
@@ -185,7 +184,7 @@ class Redrive(ServiceBase):
         Raises:
             RedriveTaskDoesNotExist: no such task (or it was forgotten).
         """
-        found = self.storage.get_redrive_task(project, queue, task_id)
+        found = self.tasks.get(project, queue, task_id)
         if found is None:
             raise errors.RedriveTaskDoesNotExist(task_id, queue)
         return found[0]
@@ -199,7 +198,7 @@ class Redrive(ServiceBase):
             RedriveTaskDoesNotExist, RedriveTaskFinished (it is not running).
         """
         for attempt in range(CHANGE_ATTEMPTS):
-            found = self.storage.get_redrive_task(project, queue, task_id)
+            found = self.tasks.get(project, queue, task_id)
             if found is None:
                 raise errors.RedriveTaskDoesNotExist(task_id, queue)
             if attempt and found[0].status == redrive_policy.CANCELLED:
@@ -209,26 +208,24 @@ class Redrive(ServiceBase):
                 break
             task = redrive_policy.cancelled(found[0], self.clock())
             try:
-                self.storage.update_redrive_task(project, task, found[1])
+                self.tasks.update(project, task, found[1])
             except errors.Conflict:
                 continue
             break
         else:
             raise errors.StorageUnavailable("the redrive task is changing too often; try again")
-        self.storage.release_redrive_queue(project, queue, task_id)
+        self.tasks.release_queue(project, queue, task_id)
         LOG.info("redrive task %s on %s/%s cancelled", task_id, project, queue)
         return task
 
     def running_redrive_tasks(self) -> list[tuple[str, str, str]]:
         """Return ``(project, queue, task id)`` of every running redrive task of the store."""
-        return self.storage.running_redrive_tasks()
+        return self.tasks.running()
 
     def redrive_task_lease(self, project: str, queue: str, task_id: str,
                            owner: str) -> RecordLease[RedriveTask]:
         """Return ``owner``'s lease on a task's record (not taken yet: call its ``acquire``)."""
-        initial = RedriveTask(id=task_id, queue=queue, status=redrive_policy.RUNNING, created=0.0)
-        return RecordLease(self.storage, project, TASK, task_key(queue, task_id), owner,
-                           self.settings.redrive_task_lease, self.clock, RedriveTask.from_record, initial)
+        return self.tasks.lease(project, queue, task_id, owner, self.settings.redrive_task_lease, self.clock)
 
     def advance_redrive_task(self, lease: RecordLease[RedriveTask]) -> int | None:
         """Move the next batch of a task whose lease is held, recording progress; None once it has ended.
@@ -295,7 +292,7 @@ class Redrive(ServiceBase):
     def _end_redrive_task(self, lease: RecordLease[RedriveTask], status: str,
                           error: str | None = None) -> None:
         task = lease.write(lambda t: redrive_policy.ended(t, status, self.clock(), error))
-        self.storage.release_redrive_queue(lease.project, task.queue, task.id)
+        self.tasks.release_queue(lease.project, task.queue, task.id)
         lease.release()
         LOG.info("redrive task %s on %s/%s %s: %d moved%s", task.id, lease.project, task.queue,
                  task.status, task.moved, f" ({task.error})" if task.error else "")

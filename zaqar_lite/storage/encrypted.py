@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
@@ -44,24 +44,27 @@ from zaqar_lite.models import (
     Claim,
     ClaimRequest,
     ClaimResult,
-    DeadLetterPolicy,
     Message,
     Move,
-    QueueStats,
-    SweepResult,
 )
 from zaqar_lite.rules import encryption
-from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
+from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
+from zaqar_lite.storage.forwarding import ForwardingStorage
 
 LOG = logging.getLogger(__name__)
 
 
-class EncryptedStorage(RecordsKeptElsewhere, Storage):
-    """A driver whose message bodies are sealed at rest on queues that ask for it."""
+class EncryptedStorage(ForwardingStorage):
+    """A driver whose message bodies are sealed at rest on queues that ask for it.
+
+    What it does not override it passes on to the driver as is: deletes,
+    purges, stats (whose oldest and newest are shown without their bodies,
+    left as stored), renewals and releases of claims, sweeps, records, listings
+    and health.
+    """
 
     def __init__(self, inner: Storage, keyring: encryption.Keyring) -> None:
-        self.inner = inner
-        self.record_store = inner
+        super().__init__(inner)
         self.keyring = keyring
         self.name = inner.name
         self.visibility_lag = inner.visibility_lag
@@ -197,32 +200,17 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
                      for mv in moves if mv.read.id in stored]
         return self.inner.move_messages(project, queue, as_stored, target_queue, now)
 
-    # -- everything else, as the driver does it --------------------------------
+    # -- what a queue's metadata may say -------------------------------------
 
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
-                       now: float) -> None:
-        self.inner.delete_message(project, queue, message_id, claim_id, now)
+    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
+        meta.check_encryption(metadata, self.keyring.can_seal)
+        return self.inner.create_queue(project, queue, metadata, now)
 
-    def delete_messages(self, project: str, queue: str, ids: Sequence[str], claim_ids: Sequence[str] | None,
-                        now: float) -> None:
-        self.inner.delete_messages(project, queue, ids, claim_ids, now)
+    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
+        meta.check_encryption(metadata, self.keyring.can_seal)
+        self.inner.set_queue_metadata(project, queue, metadata)
 
-    def purge_messages(self, project: str, queue: str) -> None:
-        self.inner.purge_messages(project, queue)
-
-    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
-        """Return the counts; the oldest and newest are shown without their bodies, left as stored."""
-        return self.inner.queue_stats(project, queue, now)
-
-    def next_visible_at(self, project: str, queue: str, now: float) -> float | None:
-        return self.inner.next_visible_at(project, queue, now)
-
-    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
-        self.inner.renew_claim(project, queue, claim_id, now, ttl, grace)
-
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
-                      undo: bool = False) -> None:
-        self.inner.release_claim(project, queue, claim_id, now, undo=undo)
+    # -- failure reasons: sealed on a queue that encrypts ----------------------
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
@@ -235,48 +223,6 @@ class EncryptedStorage(RecordsKeptElsewhere, Storage):
                 sealed = encryption.seal_reason(reason, self.keyring, project, message_id)
                 failure = {**failure, "error": sealed}
         self.inner.release_message(project, queue, message_id, claim_id, now, failure, history_limit, delay)
-
-    def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
-        return self.inner.sweep_queue(project, queue, now, dead_letter)
-
-    def ping(self) -> bool:
-        return self.inner.ping()
-
-    def check_same_pool(self, project: str, queue: str, other: str, role: str) -> None:
-        self.inner.check_same_pool(project, queue, other, role)
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def create_queue(self, project: str, queue: str, metadata: Mapping[str, Any], now: float) -> bool:
-        meta.check_encryption(metadata, self.keyring.can_seal)
-        return self.inner.create_queue(project, queue, metadata, now)
-
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        return self.inner.get_queue_metadata(project, queue)
-
-    def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
-        meta.check_encryption(metadata, self.keyring.can_seal)
-        self.inner.set_queue_metadata(project, queue, metadata)
-
-    def delete_queue(self, project: str, queue: str) -> None:
-        self.inner.delete_queue(project, queue)
-
-    def list_queues(self, project: str, *, marker: str | None, limit: int,
-                    name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        return self.inner.list_queues(project, marker=marker, limit=limit, name_contains=name_contains)
-
-    def count_queues(self, project: str) -> int:
-        return self.inner.count_queues(project)
-
-    def all_queues(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        return self.inner.all_queues()
-
-    def due_queues(self, now: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        return self.inner.due_queues(now)
 
 
 def _holds_sealed(message: Message) -> bool:

@@ -1,15 +1,14 @@
 """The versioned-record part of the storage contract: whatever is kept beside queues and messages.
 
 A record is a JSON object under (project, kind, key), written only by
-compare-and-set on its version. What is built on them lives with its users:
-subscriptions, delivery cursors and leases in :mod:`zaqar_lite.notify`,
-redrive tasks in :mod:`zaqar_lite.storage.tasks`, the operator's queue
-templates in :mod:`zaqar_lite.service.templates`, the console's sessions in
-:mod:`zaqar_lite.service.operations`, the pools' catalog in
-:mod:`zaqar_lite.storage.pools.catalog`.
-Every driver implements it (:class:`~zaqar_lite.storage.base.Storage` is one);
-a store around another (encryption at rest, the pools' router) hands its
-records on (:class:`RecordsKeptElsewhere`).
+compare-and-set on its version. Every driver implements it
+(:class:`~zaqar_lite.storage.base.Storage` is one). A feature kept in records
+is a class composed over a record store, ``<Feature>(records)``, that alone
+knows its kinds, keys and values: the redrive tasks
+(:class:`~zaqar_lite.storage.tasks.RedriveTasks`), the pools' catalog
+(:mod:`zaqar_lite.storage.pools.catalog`), the queue templates, the
+subscriptions and the console's sessions; the lease a holder takes on one record is
+:class:`~zaqar_lite.storage.lease.RecordLease`.
 """
 
 from __future__ import annotations
@@ -57,26 +56,3 @@ class RecordStore(abc.ABC):
     def record_projects(self, kind: str) -> list[str]:
         """Return every project that has at least one record of a kind."""
 
-
-class RecordsKeptElsewhere(RecordStore):
-    """The records of a store that keeps them in another (a wrapper's inner store, the pools' default)."""
-
-    #: the store holding the records
-    record_store: RecordStore
-
-    def get_record(self, project: str, kind: str, key: str) -> Record | None:
-        return self.record_store.get_record(project, kind, key)
-
-    def put_record(self, project: str, kind: str, key: str, value: Mapping[str, Any],
-                   expected_version: int | None) -> int:
-        return self.record_store.put_record(project, kind, key, value, expected_version)
-
-    def delete_record(self, project: str, kind: str, key: str, expected_version: int | None = None) -> bool:
-        return self.record_store.delete_record(project, kind, key, expected_version)
-
-    def list_records(self, project: str, kind: str, *, prefix: str = "", marker: str | None = None,
-                     limit: int = 1000) -> list[Record]:
-        return self.record_store.list_records(project, kind, prefix=prefix, marker=marker, limit=limit)
-
-    def record_projects(self, kind: str) -> list[str]:
-        return self.record_store.record_projects(kind)

@@ -1,8 +1,8 @@
-"""The redrive-task part of the storage contract, on every driver; and a task resumed after a crash.
+"""The redrive tasks kept in every driver's records; and a task resumed after a crash.
 
-The task primitives (``storage/tasks.py``) are written once over each
-driver's versioned records: these tests hold every driver to them, and run
-the service's task steps on every driver, a server dying between the move of
+The task primitives (``storage/tasks.py``, ``RedriveTasks(records)``) are
+written once over each driver's versioned records: these tests hold every
+driver to them, and run the service's task steps on every driver, a server dying between the move of
 a batch and the record of its progress included.
 """
 
@@ -16,6 +16,8 @@ from zaqar_lite import errors
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.models import RedriveFilter, RedriveRequest, RedriveTask
 from zaqar_lite.storage import tasks
+from zaqar_lite.storage.lease import LeaseLost
+from zaqar_lite.storage.tasks import RedriveTasks
 
 P = "project-a"
 T0 = 4_102_444_800.0
@@ -25,82 +27,118 @@ def task(task_id: str = "11111111-1111-4111-8111-111111111111", queue: str = "dl
     return RedriveTask(id=task_id, queue=queue, status="running", created=T0, **fields)
 
 
-def ended(driver, project: str, queue: str, task_id: str, status: str = "completed") -> None:
-    stored, version = driver.get_redrive_task(project, queue, task_id)
-    driver.update_redrive_task(project, dataclasses.replace(stored, status=status, finished=T0 + 1), version)
+def ended(redrive_tasks: RedriveTasks, project: str, queue: str, task_id: str,
+          status: str = "completed") -> None:
+    stored, version = redrive_tasks.get(project, queue, task_id)
+    redrive_tasks.update(project, dataclasses.replace(stored, status=status, finished=T0 + 1), version)
 
 
-def test_a_task_is_stored_and_read_back_whole(driver):
+@pytest.fixture
+def redrive_tasks(driver) -> RedriveTasks:
+    """The redrive tasks kept in the driver's records."""
+    return RedriveTasks(driver)
+
+
+def test_a_task_is_stored_and_read_back_whole(redrive_tasks):
     made = task(destination="replay", limit=7, max_per_second=2.5, until_marker=42,
                 filter=RedriveFilter(source_queue="src", error_type="E", signature="0123456789ab",
                                      ids=frozenset({"b", "a"})),
                 pending=("a", "b"), cursor=3, to_move=5, moved=1)
-    driver.create_redrive_task(P, made)
-    stored, version = driver.get_redrive_task(P, "dlq", made.id)
+    redrive_tasks.create(P, made)
+    stored, version = redrive_tasks.get(P, "dlq", made.id)
     assert stored == made
     assert version == 1
-    assert driver.get_redrive_task(P, "other", made.id) is None
-    assert driver.get_redrive_task("project-b", "dlq", made.id) is None
+    assert redrive_tasks.get(P, "other", made.id) is None
+    assert redrive_tasks.get("project-b", "dlq", made.id) is None
 
 
-def test_one_task_runs_per_queue_of_a_project(driver):
-    driver.create_redrive_task(P, task("11111111-1111-4111-8111-111111111111"))
+def test_a_task_is_kept_in_two_records_of_the_store_as_documented(driver, redrive_tasks):
+    redrive_tasks.create(P, task())
+    value = {"id": "11111111-1111-4111-8111-111111111111", "queue": "dlq", "status": "running",
+             "created": T0, "destination": None,
+             "filter": {"source_queue": None, "error_type": None, "signature": None, "ids": None},
+             "limit": None, "max_per_second": 1.0, "finished": None, "moved": 0, "to_move": None,
+             "error": None, "until_marker": None, "cursor": None, "pending": [], "owner": None,
+             "lease_expires": 0.0}
+    stored = driver.get_record(P, "redrive_task", "dlq/11111111-1111-4111-8111-111111111111")
+    assert (stored.value, stored.version) == (value, 1)
+    running = driver.get_record(P, "redrive_running", "dlq")
+    assert running.value == {"task_id": "11111111-1111-4111-8111-111111111111", "task": value}
+    assert driver.record_projects("redrive_running") == [P]
+
+
+def test_one_task_runs_per_queue_of_a_project(redrive_tasks):
+    redrive_tasks.create(P, task("11111111-1111-4111-8111-111111111111"))
     with pytest.raises(errors.RedriveTaskRunning, match="11111111-1111-4111-8111-111111111111"):
-        driver.create_redrive_task(P, task("22222222-2222-4222-8222-222222222222"))
-    assert driver.get_redrive_task(P, "dlq", "22222222-2222-4222-8222-222222222222") is None
-    driver.create_redrive_task(P, task("33333333-3333-4333-8333-333333333333", queue="other"))
-    driver.create_redrive_task("project-b", task("44444444-4444-4444-8444-444444444444"))
+        redrive_tasks.create(P, task("22222222-2222-4222-8222-222222222222"))
+    assert redrive_tasks.get(P, "dlq", "22222222-2222-4222-8222-222222222222") is None
+    redrive_tasks.create(P, task("33333333-3333-4333-8333-333333333333", queue="other"))
+    redrive_tasks.create("project-b", task("44444444-4444-4444-8444-444444444444"))
 
 
-def test_a_task_that_ended_frees_its_queue_even_if_its_runner_did_not_say_so(driver):
-    driver.create_redrive_task(P, task("11111111-1111-4111-8111-111111111111"))
-    ended(driver, P, "dlq", "11111111-1111-4111-8111-111111111111", "failed")
-    driver.create_redrive_task(P, task("22222222-2222-4222-8222-222222222222"))
-    assert driver.running_redrive_tasks() == [(P, "dlq", "22222222-2222-4222-8222-222222222222")]
+def test_a_task_that_ended_frees_its_queue_even_if_its_runner_did_not_say_so(redrive_tasks):
+    redrive_tasks.create(P, task("11111111-1111-4111-8111-111111111111"))
+    ended(redrive_tasks, P, "dlq", "11111111-1111-4111-8111-111111111111", "failed")
+    redrive_tasks.create(P, task("22222222-2222-4222-8222-222222222222"))
+    assert redrive_tasks.running() == [(P, "dlq", "22222222-2222-4222-8222-222222222222")]
 
 
-def test_a_start_that_stopped_half_way_is_finished_by_the_next_one(driver):
+def test_a_start_that_stopped_half_way_is_finished_by_the_next_one(driver, redrive_tasks):
     half = task("11111111-1111-4111-8111-111111111111")
     driver.put_record(P, tasks.RUNNING, "dlq", {"task_id": half.id, "task": half.to_record()}, None)
     with pytest.raises(errors.RedriveTaskRunning):
-        driver.create_redrive_task(P, task("22222222-2222-4222-8222-222222222222"))
-    assert driver.get_redrive_task(P, "dlq", half.id)[0] == half
+        redrive_tasks.create(P, task("22222222-2222-4222-8222-222222222222"))
+    assert redrive_tasks.get(P, "dlq", half.id)[0] == half
 
 
-def test_a_task_is_updated_by_compare_and_set_only(driver):
+def test_a_task_is_updated_by_compare_and_set_only(redrive_tasks):
     made = task()
-    driver.create_redrive_task(P, made)
-    assert driver.update_redrive_task(P, dataclasses.replace(made, moved=3), 1) == 2
+    redrive_tasks.create(P, made)
+    assert redrive_tasks.update(P, dataclasses.replace(made, moved=3), 1) == 2
     with pytest.raises(errors.Conflict):
-        driver.update_redrive_task(P, dataclasses.replace(made, moved=9), 1)
-    assert driver.get_redrive_task(P, "dlq", made.id) == (dataclasses.replace(made, moved=3), 2)
+        redrive_tasks.update(P, dataclasses.replace(made, moved=9), 1)
+    assert redrive_tasks.get(P, "dlq", made.id) == (dataclasses.replace(made, moved=3), 2)
 
 
-def test_tasks_are_listed_per_queue_or_per_project_and_forgotten(driver):
+def test_tasks_are_listed_per_queue_or_per_project_and_forgotten(redrive_tasks):
     ids = ["11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"]
-    driver.create_redrive_task(P, task(ids[0]))
-    ended(driver, P, "dlq", ids[0])
-    driver.create_redrive_task(P, task(ids[1]))
-    driver.create_redrive_task(P, task("33333333-3333-4333-8333-333333333333", queue="dlq2"))
-    assert [t.id for t in driver.list_redrive_tasks(P, "dlq")] == ids
-    assert [(t.queue, t.id) for t in driver.list_redrive_tasks(P)] == [
+    redrive_tasks.create(P, task(ids[0]))
+    ended(redrive_tasks, P, "dlq", ids[0])
+    redrive_tasks.create(P, task(ids[1]))
+    redrive_tasks.create(P, task("33333333-3333-4333-8333-333333333333", queue="dlq2"))
+    assert [t.id for t in redrive_tasks.of(P, "dlq")] == ids
+    assert [(t.queue, t.id) for t in redrive_tasks.of(P)] == [
         ("dlq", ids[0]), ("dlq", ids[1]), ("dlq2", "33333333-3333-4333-8333-333333333333")]
-    assert driver.list_redrive_tasks("project-b") == []
-    assert driver.delete_redrive_task(P, "dlq", ids[0]) is True
-    assert driver.delete_redrive_task(P, "dlq", ids[0]) is False
-    assert [t.id for t in driver.list_redrive_tasks(P, "dlq")] == ids[1:]
+    assert redrive_tasks.of("project-b") == []
+    assert redrive_tasks.delete(P, "dlq", ids[0]) is True
+    assert redrive_tasks.delete(P, "dlq", ids[0]) is False
+    assert [t.id for t in redrive_tasks.of(P, "dlq")] == ids[1:]
 
 
-def test_the_running_mark_is_released_only_for_its_own_task(driver):
-    driver.create_redrive_task(P, task("11111111-1111-4111-8111-111111111111"))
-    driver.create_redrive_task("project-b", task("22222222-2222-4222-8222-222222222222", queue="dlq9"))
-    driver.release_redrive_queue(P, "dlq", "99999999-9999-4999-8999-999999999999")
-    assert sorted(driver.running_redrive_tasks()) == [
+def test_the_running_mark_is_released_only_for_its_own_task(redrive_tasks):
+    redrive_tasks.create(P, task("11111111-1111-4111-8111-111111111111"))
+    redrive_tasks.create("project-b", task("22222222-2222-4222-8222-222222222222", queue="dlq9"))
+    redrive_tasks.release_queue(P, "dlq", "99999999-9999-4999-8999-999999999999")
+    assert sorted(redrive_tasks.running()) == [
         (P, "dlq", "11111111-1111-4111-8111-111111111111"),
         ("project-b", "dlq9", "22222222-2222-4222-8222-222222222222")]
-    driver.release_redrive_queue(P, "dlq", "11111111-1111-4111-8111-111111111111")
-    assert driver.running_redrive_tasks() == [("project-b", "dlq9", "22222222-2222-4222-8222-222222222222")]
+    redrive_tasks.release_queue(P, "dlq", "11111111-1111-4111-8111-111111111111")
+    assert redrive_tasks.running() == [("project-b", "dlq9", "22222222-2222-4222-8222-222222222222")]
 
+
+
+def test_a_task_is_leased_on_its_own_record_by_one_server_at_a_time(driver, redrive_tasks, clock):
+    redrive_tasks.create(P, task())
+    first = redrive_tasks.lease(P, "dlq", "11111111-1111-4111-8111-111111111111", "server-1", 30, clock)
+    second = redrive_tasks.lease(P, "dlq", "11111111-1111-4111-8111-111111111111", "server-2", 30, clock)
+    assert first.acquire() is True
+    assert second.acquire() is False
+    stored = driver.get_record(P, "redrive_task", "dlq/11111111-1111-4111-8111-111111111111").value
+    assert (stored["owner"], stored["lease_expires"], stored["status"]) == ("server-1", T0 + 30, "running")
+    clock.advance(31)
+    assert second.acquire() is True
+    with pytest.raises(LeaseLost):
+        first.write(lambda t: dataclasses.replace(t, moved=1))
 
 # -- the service's task steps on every driver ---------------------------------------
 

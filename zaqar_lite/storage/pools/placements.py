@@ -33,7 +33,7 @@ from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.models import DeadLetterPolicy, Pool
 from zaqar_lite.rules import pools as rules
-from zaqar_lite.storage.base import RecordStore, Storage
+from zaqar_lite.storage.base import Storage
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.pools.catalog import DEFAULT, Catalog
 
@@ -48,8 +48,9 @@ class PoolPlacements:
                  monotonic: Callable[[], float] = time.monotonic,
                  draw: Callable[[str, str], float] = lambda project, queue: random.random()) -> None:
         self.default = default
-        #: where records live: the default store (subscriptions, redrive tasks, templates)
-        self.record_store: RecordStore = default
+        #: the store the router passes the records (subscriptions, redrive tasks, templates)
+        #: and the calls on no one queue to: the default store (storage/forwarding.py)
+        self.inner: Storage = default
         self.catalog = catalog
         self.opener = opener
         self.refresh_interval = refresh_interval
@@ -144,7 +145,7 @@ class PoolPlacements:
             found = self._place(project, queue, DEFAULT)  # made before pools (or by a process unaware)
         return found
 
-    def _store(self, project: str, queue: str) -> Storage:
+    def _store_for(self, project: str, queue: str) -> Storage:
         """Return the store of a queue for a call that does not create it."""
         return self.pool_store(self._existing_home(project, queue) or DEFAULT)
 

@@ -11,6 +11,10 @@ delivery cursors, leases, redrive tasks, queue templates, console sessions
 (the catalog's records are in the ``[pools] catalog`` store, by default this
 one).
 
+It is a :class:`~zaqar_lite.storage.forwarding.ForwardingStorage`: every call
+it does not write here goes to the store of its queue's pool (``_store_for``,
+a post's: ``_store_for_post``), the records to the default store.
+
 Calls that may create a queue place it first; calls that link two queues keep
 them in one pool (:meth:`~.placements.PoolPlacements.check_same_pool`).
 Claims and sweeps hand the pool's driver a dead-letter queue of the same
@@ -28,25 +32,22 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.models import (
-    Claim,
     ClaimRequest,
     ClaimResult,
     DeadLetterPolicy,
-    Message,
     Move,
-    QueueStats,
-    RedriveTask,
     SweepResult,
 )
 from zaqar_lite.rules import pools as rules
-from zaqar_lite.storage.base import ClaimPlan, PostPlan, RecordsKeptElsewhere, Storage
+from zaqar_lite.storage.base import ClaimPlan, Storage
+from zaqar_lite.storage.forwarding import ForwardingStorage
 from zaqar_lite.storage.pools.catalog import DEFAULT
 from zaqar_lite.storage.pools.placements import PoolPlacements, shown_pool
 
 LOG = logging.getLogger(__name__)
 
 
-class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
+class PooledStorage(PoolPlacements, ForwardingStorage):
     """The stores of a deployment: the default store and every pool of the catalog."""
 
     name = "pools"
@@ -73,19 +74,11 @@ class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
             rules.check_same_pool(queue, shown_pool(home), dlq, shown_pool(theirs),
                                   f"dead-letter queue ({meta.DEAD_LETTER_QUEUE})")
 
-    def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
-        """Read a queue's metadata from its pool."""
-        return self._store(project, queue).get_queue_metadata(project, queue)
-
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         """Write a queue's metadata in its pool, its dead-letter queue checked to share it."""
         home = self._existing_home(project, queue) or DEFAULT
         self._check_links(project, queue, home, metadata)
         self.pool_store(home).set_queue_metadata(project, queue, metadata)
-
-    def delete_queue(self, project: str, queue: str) -> None:
-        """Delete a queue in its pool (its placement stays: a queue of that name comes back there)."""
-        self._store(project, queue).delete_queue(project, queue)
 
     def list_queues(self, project: str, *, marker: str | None, limit: int,
                     name_contains: str | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -124,53 +117,12 @@ class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
         yield from self.pool_store(pool).all_queues()
 
     # -- messages and claims: the queue's pool -------------------------------------
+    # Every call on one queue not written here goes to the store of its pool (``_store_for``,
+    # :mod:`.placements`), a post to that of the pool it is placed in first.
 
-    def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
-        """Post in the queue's pool (placing a new queue)."""
-        return self.pool_store(self._home(project, queue)).post_messages(project, queue, messages, now)
-
-    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
-        """Post in the queue's pool (placing a new queue)."""
-        return self.pool_store(self._home(project, queue)).post_planned(project, queue, plan, now)
-
-    def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
-                      include_claimed: bool, include_delayed: bool,
-                      exclude_client_id: str | None) -> list[Message]:
-        """List from the queue's pool."""
-        return self._store(project, queue).list_messages(
-            project, queue, now=now, marker=marker, limit=limit, include_claimed=include_claimed,
-            include_delayed=include_delayed, exclude_client_id=exclude_client_id)
-
-    def get_messages(self, project: str, queue: str, ids: Sequence[str], now: float) -> list[Message]:
-        """Read from the queue's pool."""
-        return self._store(project, queue).get_messages(project, queue, ids, now)
-
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None,
-                       now: float) -> None:
-        """Delete in the queue's pool."""
-        self._store(project, queue).delete_message(project, queue, message_id, claim_id, now)
-
-    def delete_messages(self, project: str, queue: str, ids: Sequence[str],
-                        claim_ids: Sequence[str] | None, now: float) -> None:
-        """Delete in the queue's pool."""
-        self._store(project, queue).delete_messages(project, queue, ids, claim_ids, now)
-
-    def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
-                             now: float) -> Message:
-        """Edit in the queue's pool."""
-        return self._store(project, queue).edit_delayed_message(project, queue, message_id, changes, now)
-
-    def pop_messages(self, project: str, queue: str, limit: int, now: float) -> list[Message]:
-        """Pop in the queue's pool."""
-        return self._store(project, queue).pop_messages(project, queue, limit, now)
-
-    def purge_messages(self, project: str, queue: str) -> None:
-        """Purge in the queue's pool."""
-        self._store(project, queue).purge_messages(project, queue)
-
-    def queue_stats(self, project: str, queue: str, now: float) -> QueueStats:
-        """Count in the queue's pool."""
-        return self._store(project, queue).queue_stats(project, queue, now)
+    def _store_for_post(self, project: str, queue: str) -> Storage:
+        """Return the store of the queue's pool, placing a new queue first."""
+        return self.pool_store(self._home(project, queue))
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         """Claim in the queue's pool, dead-lettering only into a queue of the same pool."""
@@ -191,49 +143,17 @@ class PooledStorage(PoolPlacements, RecordsKeptElsewhere, Storage):
             return dataclasses.replace(request, dead_letter=policy)
         return self.pool_store(home).claim_planned(project, queue, here)
 
-    def next_visible_at(self, project: str, queue: str, now: float) -> float | None:
-        """Ask the queue's pool."""
-        return self._store(project, queue).next_visible_at(project, queue, now)
-
-    def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
-        """Read in the queue's pool."""
-        return self._store(project, queue).get_claim(project, queue, claim_id, now)
-
-    def renew_claim(self, project: str, queue: str, claim_id: str, now: float, ttl: int, grace: int) -> None:
-        """Renew in the queue's pool."""
-        self._store(project, queue).renew_claim(project, queue, claim_id, now, ttl, grace)
-
-    def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
-                      undo: bool = False) -> None:
-        """Release (or undo) in the queue's pool."""
-        self._store(project, queue).release_claim(project, queue, claim_id, now, undo=undo)
-
-    def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
-                        failure: Mapping[str, Any] | None, history_limit: int,
-                        delay: float | None = None) -> None:
-        """Release in the queue's pool."""
-        self._store(project, queue).release_message(project, queue, message_id, claim_id, now, failure,
-                                                    history_limit, delay)
-
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:
         """Move within the queue's pool; a target in another pool is refused (400 naming both)."""
         self.check_same_pool(project, queue, target_queue, "redrive destination")
-        return self._store(project, queue).move_messages(project, queue, moves, target_queue, now)
+        return self._store_for(project, queue).move_messages(project, queue, moves, target_queue, now)
 
     def sweep_queue(self, project: str, queue: str, now: float, dead_letter: DeadLetterPolicy) -> SweepResult:
         """Sweep in the queue's pool, dead-lettering only into a queue of the same pool."""
         home = self._existing_home(project, queue) or DEFAULT
         policy = self._dead_letter_here(project, queue, home, dead_letter)
         return self.pool_store(home).sweep_queue(project, queue, now, policy)
-
-    # -- records: the default store's (RecordsKeptElsewhere) --------------------------
-
-    def create_redrive_task(self, project: str, task: RedriveTask) -> None:
-        """Start a task whose destination shares its queue's pool (400 naming both otherwise)."""
-        if task.destination is not None:
-            self.check_same_pool(project, task.queue, task.destination, "redrive destination")
-        super().create_redrive_task(project, task)
 
     # -- health ---------------------------------------------------------------------
 
