@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.transforms.fields import body_schema, path_items
+from spark_jobs.transforms.fields import body_schema, path_items, path_values
 
 #: kinds of items that name a cause: rules conclude one of these from the others
 CAUSE_ITEMS = ("error_type=", "signature=")
@@ -22,10 +22,46 @@ SOURCE_ITEMS = ("queue=", "shape=", "client=")
 CONTEXT_ITEMS = ("reason=", "hour=")
 #: body paths that name the poster, tried in order: a ``client=`` item shows this label, not the Client-ID
 CLIENT_LABEL_PATHS = ("producer", "client_name", "client.name")
+#: what sits between a body path and a value in a negated item: ``card.network!=amex``
+NEGATION = "!="
+#: fewest listed values a body path needs for its negated items (with two, a negation is the other value)
+NEGATED_MIN_VALUES = 3
+#: share of one cause's dead letters in its queue that an item not predictive alone must be on to be mined
+CONJUNCT_COVERAGE = 0.5
+
+
+def negations(
+    fields: Sequence[str], listed: Mapping[str, Sequence[str] | None], source_fields: Sequence[str] = ()
+) -> dict[str, list[str]]:
+    """Return the body paths whose values are also negated items, each with those values.
+
+    ``listed``: each path's values (``None``: too many to list). A path that
+    only restates the source, or has fewer than :data:`NEGATED_MIN_VALUES`
+    values, has none: ``<path>!=<value>`` would say what another item says.
+    """
+    return {
+        field: sorted(listed[field] or ())
+        for field in fields
+        if field not in source_fields and len(listed.get(field) or ()) >= NEGATED_MIN_VALUES
+    }
+
+
+def is_negated(item: str) -> bool:
+    """Say whether an item is a negated one (``<path>!=<value>``): no body path has ``=`` or ``!``."""
+    path, equals, _ = item.partition("=")
+    return bool(equals) and path.endswith("!")
+
+
+def item_path(item: str) -> str:
+    """Return what an item is about: ``card.network`` of ``card.network=amex`` and ``card.network!=visa``."""
+    return item.partition("=")[0].removesuffix("!")
 
 
 def message_features(
-    enriched: DataFrame, fields: Sequence[str] = (), client_labels: Sequence[str] = CLIENT_LABEL_PATHS
+    enriched: DataFrame,
+    fields: Sequence[str] = (),
+    client_labels: Sequence[str] = CLIENT_LABEL_PATHS,
+    negated: Mapping[str, Sequence[str]] | None = None,
 ) -> DataFrame:
     """Return ``(id, project, source_queue, items)``: the items pattern mining sees in each dead letter.
 
@@ -34,8 +70,11 @@ def message_features(
     ``client_labels`` the body carries as text, else its Client-ID), ``hour=``
     UTC hour of day it was posted, ``reason=``, and ``<path>=<value>`` for
     each of ``fields`` (body paths such as ``currency``, ``card.network`` or
-    ``items[].sku``). The body is parsed once, by ``from_json``.
+    ``items[].sku``), and ``<path>!=<value>`` for each value of ``negated``
+    (:func:`negations`) a body with that path does not have there (a body
+    without the path has none of its negations). The body is parsed once, by ``from_json``.
     """
+    negated = {path: values for path, values in (negated or {}).items() if path in fields and values}
     fields = [f for f in fields if f not in client_labels]
     parsed = F.col("parsed")  # a column of its own, parsed once (see body_field_profile)
     label = F.coalesce(*[_text(parsed, path) for path in client_labels], F.col("client_id"))
@@ -49,10 +88,24 @@ def message_features(
         F.concat(F.lit("hour="), hour),
         F.concat(F.lit("reason="), F.col("reason")),
     )
-    listed = F.concat(F.filter(items, lambda item: item.isNotNull()), path_items(parsed, fields))
+    listed = F.concat(
+        F.filter(items, lambda item: item.isNotNull()),
+        path_items(parsed, fields),
+        *[_negated_items(parsed, path, values) for path, values in sorted(negated.items())],
+    )
     return enriched.select(
         "*", F.from_json("body", body_schema([*fields, *client_labels])).alias("parsed")
     ).select("id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items"))
+
+
+def _negated_items(parsed: Column, path: str, values: Sequence[str]) -> Column:
+    """Return ``array<string>`` of ``<path>!=<value>`` for each of ``values`` the body has not at ``path``."""
+    present = path_values(parsed, path)
+    absent = F.filter(F.array(*[F.lit(v) for v in values]), lambda v: ~F.array_contains(present, v))
+    prefix = F.lit(path + NEGATION)
+    return F.when(F.size(present) > 0, F.transform(absent, lambda v: F.concat(prefix, v))).otherwise(
+        F.array().cast("array<string>")
+    )
 
 
 def _text(parsed: Column, path: str) -> Column:
@@ -101,9 +154,14 @@ def signal_items(
     item (``error_type=`` or ``signature=``), at least ``min_confidence`` of
     the queue's dead letters with the item, and either separate that cause
     from the rest of the queue (its share of the cause is ``separation``
-    above the queue's) or, unless it is a :data:`CONTEXT_ITEMS` item, be on
-    every dead letter of the queue (then it explains as much as the queue:
-    the pruning of :func:`cause_rules` decides).
+    above the queue's) or, unless it is a :data:`CONTEXT_ITEMS` or a negated
+    item, be on every dead letter of the queue (then it explains as much as
+    the queue: the pruning of :func:`cause_rules` decides). An item below
+    ``min_confidence`` that separates a cause is kept too when it is on at
+    least :data:`CONJUNCT_COVERAGE` of the cause's dead letters in the queue:
+    with another it may name the cause (``currency=GBP`` and
+    ``card.network!=amex``), as MacroBase combines the attributes frequent
+    among the outliers and keeps the combinations of high risk ratio.
     """
     per_cause: dict[tuple[str, str, str, str], int] = {}
     totals: dict[tuple[str, str, str], int] = {}
@@ -122,8 +180,10 @@ def signal_items(
         if total is None or queue_total is None or queue_n is None:
             continue
         separates = n / total - queue_n / queue_total >= separation
-        whole_queue = total == queue_total and not item.startswith(CONTEXT_ITEMS)
-        if n >= min_messages and n / total >= min_confidence and (separates or whole_queue):
+        whole_queue = total == queue_total and not item.startswith(CONTEXT_ITEMS) and not is_negated(item)
+        predicts = n / total >= min_confidence and (separates or whole_queue)
+        conjunct = separates and n / queue_n >= CONJUNCT_COVERAGE
+        if n >= min_messages and (predicts or conjunct):
             found.add(item)
     return sorted(found)
 
@@ -139,14 +199,21 @@ def _array_text(items: Sequence[str]) -> str:
     return "[" + ", ".join(items) + "]"
 
 
-def _candidate(rule: Mapping[str, Any], max_antecedent: int) -> bool:
+def _candidate(rule: Mapping[str, Any], max_antecedent: int, source_items: tuple[str, ...]) -> bool:
     consequent, antecedent = rule["consequent"], rule["antecedent"]
+    negated_paths = [item_path(i) for i in antecedent if is_negated(i)]
+    not_values = (*source_items, *CONTEXT_ITEMS)
+    values = [i for i in antecedent if not is_negated(i) and not i.startswith(not_values)]
     return (
         len(consequent) == 1
         and consequent[0].startswith(CAUSE_ITEMS)
         and not any(i.startswith(CAUSE_ITEMS) for i in antecedent)
         and rule["lift"] > 1.0
         and len(antecedent) <= max_antecedent
+        # a path both negated and named again: one value of it, or a few values of one path, says it
+        and not any(sum(item_path(i) == path for i in antecedent) > 1 for path in negated_paths)
+        # a negation qualifies a value of the body: alone it names what the dead letters are not
+        and (not negated_paths or bool(values))
     )
 
 
@@ -178,8 +245,14 @@ def cause_rules(
     lift, support), ``itemsets`` its frequent itemsets (items, freq); both
     are few (hundreds), so this runs on the driver. Kept:
     one cause item concluded (an error type or a signature) from items that
-    are not causes, with lift above 1 and at most ``max_antecedent`` items.
-    Dropped, when another rule concludes the same at least as confidently
+    are not causes, with lift above 1 and at most ``max_antecedent`` items,
+    no path of a negated item named twice, and a negated item only beside a
+    body value (``currency=GBP card.network!=amex``; an item neither of
+    ``source_items`` nor of :data:`CONTEXT_ITEMS`).
+    Dropped: a rule whose antecedent has a part that concludes the same on
+    its own (only the smallest explanations are listed, as MacroBase's are:
+    ``card.network=amex`` and not also ``card.network=amex currency=GBP``); and,
+    when another rule concludes the same at least as confidently
     and every message of the rule has the other's antecedent: a rule whose
     antecedent has a subset that does, a rule whose messages are a strict
     part of the other's (the broader rule explains it), and a rule whose
@@ -201,7 +274,7 @@ def cause_rules(
             **{k: r[k] for k in ("confidence", "lift", "support")},
         }
         for r in rules
-        if _candidate(r, max_antecedent)
+        if _candidate(r, max_antecedent, tuple(source_items))
     ]
     sources = tuple(source_items)
     concluding: dict[tuple[str, ...], list[dict[str, Any]]] = {}
@@ -212,8 +285,11 @@ def cause_rules(
         for rule in candidates
         if not any(
             other["antecedent"] != rule["antecedent"]
-            and other["confidence"] >= rule["confidence"] - 1e-9
-            and _is_redundant(rule, other, freq, sources)
+            and (
+                set(other["antecedent"]) < set(rule["antecedent"])
+                or other["confidence"] >= rule["confidence"] - 1e-9
+                and _is_redundant(rule, other, freq, sources)
+            )
             for other in concluding[rule["consequent"]]
         )
     ]
@@ -249,7 +325,7 @@ def association_rules(
 ) -> list[dict[str, Any]]:
     """Mine the features with FP-Growth and return :func:`cause_rules` of its association rules.
 
-    ``items``: the non-cause items to mine (:func:`signal_items`); the others
+    ``items``: the non-cause items to mine (:func:`signal_items`), negated ones among them; the others
     are left out of each transaction first (every transaction stays, so
     supports remain shares of all dead letters). FP-Growth's rules and its
     itemsets of up to ``2 x max_antecedent`` items are collected (few);
