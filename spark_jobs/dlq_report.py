@@ -126,12 +126,11 @@ def mine_rules(
     negated: dict[str, list[str]] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Return the cause rules (collected) and how many items carried signal."""
-    features = transforms.message_features(enriched, fields, negated=negated).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    features = transforms.message_features(enriched, fields).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         signal = transforms.signal_items(
-            _rows(transforms.signal_counts(features)), options.min_rule_messages, options.min_confidence
+            _rows(transforms.signal_counts(features, negated or {})), options.min_rule_messages,
+            options.min_confidence, negated=negated,
         )
         if not signal:  # no item separates a cause: every rule would conclude a cause from a cause
             return [], 0

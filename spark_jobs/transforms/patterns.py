@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.transforms.fields import body_schema, path_items, path_values
+from spark_jobs.transforms.fields import body_schema, path_items
 
 #: kinds of items that name a cause: rules conclude one of these from the others
 CAUSE_ITEMS = ("error_type=", "signature=")
@@ -37,12 +37,15 @@ def negations(
 
     ``listed``: each path's values (``None``: too many to list). A path that
     only restates the source, or has fewer than :data:`NEGATED_MIN_VALUES`
-    values, has none: ``<path>!=<value>`` would say what another item says.
+    values, has none: ``<path>!=<value>`` would say what another item says;
+    nor has a path named as an item the report makes itself (``queue``, ``client``...).
     """
+    own = {prefix.removesuffix("=") for prefix in (*CAUSE_ITEMS, *SOURCE_ITEMS, *CONTEXT_ITEMS)}
     return {
         field: sorted(listed[field] or ())
         for field in fields
-        if field not in source_fields and len(listed.get(field) or ()) >= NEGATED_MIN_VALUES
+        if field not in source_fields and field not in own
+        and len(listed.get(field) or ()) >= NEGATED_MIN_VALUES
     }
 
 
@@ -58,10 +61,7 @@ def item_path(item: str) -> str:
 
 
 def message_features(
-    enriched: DataFrame,
-    fields: Sequence[str] = (),
-    client_labels: Sequence[str] = CLIENT_LABEL_PATHS,
-    negated: Mapping[str, Sequence[str]] | None = None,
+    enriched: DataFrame, fields: Sequence[str] = (), client_labels: Sequence[str] = CLIENT_LABEL_PATHS
 ) -> DataFrame:
     """Return ``(id, project, source_queue, items)``: the items pattern mining sees in each dead letter.
 
@@ -70,11 +70,10 @@ def message_features(
     ``client_labels`` the body carries as text, else its Client-ID), ``hour=``
     UTC hour of day it was posted, ``reason=``, and ``<path>=<value>`` for
     each of ``fields`` (body paths such as ``currency``, ``card.network`` or
-    ``items[].sku``), and ``<path>!=<value>`` for each value of ``negated``
-    (:func:`negations`) a body with that path does not have there (a body
-    without the path has none of its negations). The body is parsed once, by ``from_json``.
+    ``items[].sku``). The body is parsed once, by ``from_json``. Negated
+    items are not listed: :func:`signal_counts` counts them from these and
+    :func:`association_rules` adds those with signal.
     """
-    negated = {path: values for path, values in (negated or {}).items() if path in fields and values}
     fields = [f for f in fields if f not in client_labels]
     parsed = F.col("parsed")  # a column of its own, parsed once (see body_field_profile)
     label = F.coalesce(*[_text(parsed, path) for path in client_labels], F.col("client_id"))
@@ -88,24 +87,31 @@ def message_features(
         F.concat(F.lit("hour="), hour),
         F.concat(F.lit("reason="), F.col("reason")),
     )
-    listed = F.concat(
-        F.filter(items, lambda item: item.isNotNull()),
-        path_items(parsed, fields),
-        *[_negated_items(parsed, path, values) for path, values in sorted(negated.items())],
-    )
+    listed = F.concat(F.filter(items, lambda item: item.isNotNull()), path_items(parsed, fields))
     return enriched.select(
         "*", F.from_json("body", body_schema([*fields, *client_labels])).alias("parsed")
     ).select("id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items"))
 
 
-def _negated_items(parsed: Column, path: str, values: Sequence[str]) -> Column:
-    """Return ``array<string>`` of ``<path>!=<value>`` for each of ``values`` the body has not at ``path``."""
-    present = path_values(parsed, path)
-    absent = F.filter(F.array(*[F.lit(v) for v in values]), lambda v: ~F.array_contains(present, v))
-    prefix = F.lit(path + NEGATION)
-    return F.when(F.size(present) > 0, F.transform(absent, lambda v: F.concat(prefix, v))).otherwise(
-        F.array().cast("array<string>")
-    )
+def _has_path(items: Column, path: str) -> Column:
+    """Return whether a dead letter's items name a value of a body path."""
+    return F.exists(items, lambda i: i.startswith(path + "="))
+
+
+def negated_items(items: Column, negated: Iterable[str]) -> Column:
+    """Return ``array<string>`` of the negated items (``<path>!=<value>``) of ``negated`` that hold.
+
+    One holds when the dead letter's items name a value of the path and not
+    that one (a body without the path has none of its negations).
+    """
+    held = [
+        F.when(_has_path(items, item_path(item)) & ~F.array_contains(items, item.replace(NEGATION, "=", 1)),
+               F.lit(item))
+        for item in sorted(negated)
+    ]
+    if not held:
+        return F.array().cast("array<string>")
+    return F.filter(F.array(*held), lambda item: item.isNotNull())
 
 
 def _text(parsed: Column, path: str) -> Column:
@@ -122,23 +128,57 @@ def _is_cause(item: Column) -> Column:
     return condition
 
 
-def signal_counts(features: DataFrame) -> DataFrame:
+def signal_counts(features: DataFrame, negated_paths: Iterable[str] = ()) -> DataFrame:
     """Return how many dead letters of each source queue carry each item with each cause.
 
     ``features`` has project, source_queue and items (:func:`message_features`).
     Columns: project, source_queue, item (not a cause item), error_type and
     signature (the message's cause items), n. One aggregation; its rows are
     few at any size (queues x items x causes), so :func:`signal_items`
-    finishes on the driver.
+    finishes on the driver. For each of ``negated_paths``, the item
+    ``<path>!=`` counts the dead letters with a value of the path: less those
+    with one value, they are those without it (:func:`signal_items`), so a
+    dead letter carries one item per path, not one per value it has not.
     """
     queue = ["project", "source_queue"]
+    present = [
+        F.when(_has_path(F.col("items"), path), F.lit(path + NEGATION)) for path in sorted(negated_paths)
+    ]
+    listed = F.filter("items", lambda i: ~_is_cause(i))
+    if present:
+        listed = F.concat(listed, F.filter(F.array(*present), lambda i: i.isNotNull()))
     exploded = features.select(
         *queue,
-        F.explode(F.filter("items", lambda i: ~_is_cause(i))).alias("item"),
+        F.explode(listed).alias("item"),
         F.filter("items", lambda i: i.startswith("error_type="))[0].alias("error_type"),
         F.filter("items", lambda i: i.startswith("signature="))[0].alias("signature"),
     )
     return exploded.groupBy(*queue, "item", "error_type", "signature").agg(F.count(F.lit(1)).alias("n"))
+
+
+def negated_counts(
+    counts: Iterable[Mapping[str, Any]], negated: Mapping[str, Sequence[str]]
+) -> list[dict[str, Any]]:
+    """Return :func:`signal_counts` rows with each ``<path>!=`` row made one row per negated item.
+
+    ``<path>!=<value>``: the dead letters with a value of the path (the
+    ``<path>!=`` row) less those with that value (the ``<path>=<value>`` row
+    of the same queue and causes); none is listed for none.
+    """
+    rows = [dict(row) for row in counts]
+    key = ("project", "source_queue", "error_type", "signature")
+    with_value = {(*(row[k] for k in key), row["item"]): row["n"] for row in rows}
+    listed = []
+    for row in rows:
+        path = row["item"].removesuffix(NEGATION)
+        if not row["item"].endswith(NEGATION) or path not in negated:
+            listed.append(row)
+            continue
+        for value in negated[path]:
+            n = row["n"] - with_value.get((*(row[k] for k in key), f"{path}={value}"), 0)
+            if n > 0:
+                listed.append({**row, "item": f"{path}{NEGATION}{value}", "n": n})
+    return listed
 
 
 def signal_items(
@@ -146,6 +186,7 @@ def signal_items(
     min_messages: int,
     min_confidence: float,
     separation: float = SEPARATION,
+    negated: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """Return the items that can carry signal, sorted: the only ones mined further.
 
@@ -162,7 +203,11 @@ def signal_items(
     with another it may name the cause (``currency=GBP`` and
     ``card.network!=amex``), as MacroBase combines the attributes frequent
     among the outliers and keeps the combinations of high risk ratio.
+    ``negated``: the values of each path counted as negated items
+    (:func:`negations`, :func:`negated_counts`).
     """
+    if negated:
+        counts = negated_counts(counts, negated)
     per_cause: dict[tuple[str, str, str, str], int] = {}
     totals: dict[tuple[str, str, str], int] = {}
     for row in counts:
@@ -325,7 +370,8 @@ def association_rules(
 ) -> list[dict[str, Any]]:
     """Mine the features with FP-Growth and return :func:`cause_rules` of its association rules.
 
-    ``items``: the non-cause items to mine (:func:`signal_items`), negated ones among them; the others
+    ``items``: the non-cause items to mine (:func:`signal_items`), negated
+    ones among them (added to the dead letters they hold for); the others
     are left out of each transaction first (every transaction stays, so
     supports remain shares of all dead letters). FP-Growth's rules and its
     itemsets of up to ``2 x max_antecedent`` items are collected (few);
@@ -339,7 +385,11 @@ def association_rules(
     if items is not None:
         keep = F.array(*[F.lit(i) for i in items]) if items else F.array().cast("array<string>")
         features = features.select(
-            "id", F.filter("items", lambda i: _is_cause(i) | F.array_contains(keep, i)).alias("items")
+            "id",
+            F.concat(
+                F.filter("items", lambda i: _is_cause(i) | F.array_contains(keep, i)),
+                negated_items(F.col("items"), [i for i in items if is_negated(i)]),
+            ).alias("items"),
         )
     growth = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence)
     if partitions:

@@ -387,22 +387,64 @@ def test_a_negated_item_names_its_path_and_value():
     assert transforms.item_path("note=a!=b") == "note"
 
 
-def test_message_features_negate_the_values_a_body_has_not(dead_letters):
-    df = dead_letters(
-        dead_letter("m1", body='{"card": {"network": "visa"}, "currency": "GBP"}'),
-        dead_letter("m2", body='{"currency": "USD"}'),
-        dead_letter("m3", body='{"card": {"network": "mc"}, "tags": ["a", "b"]}'),
+def test_negated_counts_are_the_dead_letters_with_the_path_less_those_with_the_value():
+    def row(item, error_type, n):
+        return {"project": "p", "source_queue": "pay", "item": item, "error_type": error_type,
+                "signature": "signature=s", "n": n}
+
+    counts = [
+        row("card!=", "error_type=U", 5), row("card=visa", "error_type=U", 3),
+        row("card=mc", "error_type=U", 2), row("card!=", "error_type=T", 4),
+        row("card=amex", "error_type=T", 4),
+        row("tags[]!=", "error_type=T", 3), row("tags[]=a", "error_type=T", 3),
+        row("tags[]=b", "error_type=T", 1),
+        row("currency=GBP", "error_type=U", 5),
+    ]
+    listed = transforms.negated_counts(counts, {"card": ["amex", "mc", "visa"], "tags[]": ["a", "b", "c"]})
+    assert sorted((r["item"], r["error_type"], r["n"]) for r in listed) == [
+        ("card!=amex", "error_type=U", 5),
+        ("card!=mc", "error_type=T", 4),
+        ("card!=mc", "error_type=U", 3),
+        ("card!=visa", "error_type=T", 4),
+        ("card!=visa", "error_type=U", 2),
+        ("card=amex", "error_type=T", 4),
+        ("card=mc", "error_type=U", 2),
+        ("card=visa", "error_type=U", 3),
+        ("currency=GBP", "error_type=U", 5),
+        ("tags[]!=b", "error_type=T", 2),  # an array: the 3 with a value, less the one with b
+        ("tags[]!=c", "error_type=T", 3),
+        ("tags[]=a", "error_type=T", 3),
+        ("tags[]=b", "error_type=T", 1),
+    ]
+
+
+def test_a_cause_named_with_a_negated_item_is_counted_and_mined(spark):
+    def message(cause, *items):
+        return [f"error_type={cause}", f"signature=s-{cause}", "queue=pay", *items]
+
+    items = [
+        *[message("U", "card=visa", "currency=GBP")] * 3,
+        *[message("U", "card=mc", "currency=GBP")] * 3,
+        *[message("T", "card=amex", "currency=GBP")] * 3,
+        *[message("T", "card=amex", "currency=USD")] * 3,
+        *[message("D", "card=visa", "currency=USD")] * 3,
+        *[message("D", "card=mc", "currency=EUR")] * 3,
+        message("D"),  # no card: "card!=amex" does not hold
+    ]
+    features = spark.createDataFrame(
+        [(str(i), "p", "pay", it) for i, it in enumerate(items)],
+        "id string, project string, source_queue string, items array<string>",
     )
-    features = transforms.message_features(
-        transforms.enrich(df), ["card.network", "currency", "tags[]"],
-        negated={"card.network": ["amex", "mc", "visa"], "tags[]": ["a", "b", "c"], "other": ["x"]},
-    )
-    negated = {r["id"]: [i for i in r["items"] if "!=" in i] for r in features.collect()}
-    assert negated == {
-        "m1": ["card.network!=amex", "card.network!=mc"],
-        "m2": [],  # no card: none of its negations
-        "m3": ["card.network!=amex", "card.network!=visa", "tags[]!=c"],
-    }
+    counts = [r.asDict() for r in transforms.signal_counts(features, ["card"]).collect()]
+    assert sorted((r["error_type"], r["n"]) for r in counts if r["item"] == "card!=") == [
+        ("error_type=D", 6), ("error_type=T", 6), ("error_type=U", 6)
+    ]
+    negated = {"card": ["amex", "mc", "visa"]}
+    signal = transforms.signal_items(counts, 3, 0.8, negated=negated)
+    assert {"card!=amex", "currency=GBP"} <= set(signal)
+    rules = transforms.association_rules(features, 0.1, 0.8, 2, signal)
+    assert [(r["antecedent"], r["confidence"], r["support"]) for r in rules
+            if r["consequent"] == ["error_type=U"]] == [(["card!=amex", "currency=GBP"], 1.0, 6 / 19)]
 
 
 RULE_FIELDS = ("antecedent", "consequent", "confidence", "lift", "support")
