@@ -95,31 +95,42 @@ def field_profile(
     if not paths:
         return None
     sample = enriched if rows <= FIELD_SAMPLE_ROWS else enriched.sample(FIELD_SAMPLE_ROWS / rows, seed=7)
-    profile = transforms.body_field_profile(sample, paths)
+    profile = transforms.body_field_profile(sample, paths, options.max_field_values)
     if options.fields is not None:
         return profile
     return transforms.categorical_fields(profile, options.max_field_values)
 
 
-def chosen_fields(profiled: Sequence[dict[str, Any]], options: Options) -> tuple[list[str], list[str]]:
-    """Return the body paths whose values become items, and those of them that only restate the source.
+def chosen_fields(
+    profiled: Sequence[dict[str, Any]], options: Options
+) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """Return the body paths whose values become items, those that only restate the source, the negations.
 
-    ``profiled`` is the collected :func:`field_profile`.
+    ``profiled`` is the collected :func:`field_profile`. The negations
+    (:func:`transforms.negations`): the paths whose values seen in the
+    sample also become negated items ``<path>!=<value>``.
     """
+    listed = {r["field"]: r["listed"] for r in profiled}
     if options.fields is not None:
         levels = {r["field"]: r["queue_values"] <= 1 for r in profiled}
         fields = list(options.fields)
-        return fields, [f for f in fields if levels.get(f)]
-    return [r["field"] for r in profiled], [r["field"] for r in profiled if r["source_level"]]
+        source_fields = [f for f in fields if levels.get(f)]
+    else:
+        fields = [r["field"] for r in profiled]
+        source_fields = [r["field"] for r in profiled if r["source_level"]]
+    return fields, source_fields, transforms.negations(fields, listed, source_fields)
 
 
-def mine_rules(enriched: DataFrame, rows: int, fields: Sequence[str], source_fields: Sequence[str],
-               options: Options) -> tuple[list[dict[str, Any]], int]:
+def mine_rules(
+    enriched: DataFrame, rows: int, fields: Sequence[str], source_fields: Sequence[str], options: Options,
+    negated: dict[str, list[str]] | None = None,
+) -> tuple[list[dict[str, Any]], int]:
     """Return the cause rules (collected) and how many items carried signal."""
     features = transforms.message_features(enriched, fields).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         signal = transforms.signal_items(
-            _rows(transforms.signal_counts(features)), options.min_rule_messages, options.min_confidence
+            _rows(transforms.signal_counts(features, negated or {})), options.min_rule_messages,
+            options.min_confidence, negated=negated,
         )
         if not signal:  # no item separates a cause: every rule would conclude a cause from a cause
             return [], 0
@@ -187,14 +198,15 @@ def transform(
     }
     profile = field_profile(enriched, shapes, rows, options)
     small = _collect_tables(tables if profile is None else {**tables, "fields": profile})
-    fields, source_fields = chosen_fields(small.get("fields", []), options)
+    fields, source_fields, negated = chosen_fields(small.get("fields", []), options)
     progress(
         f"fields: {len(fields)} body paths as candidate causes {fields or ''}"
         + (f", {source_fields} only restate the source" if source_fields else "")
+        + (f", {sorted(negated)} negated too" if negated else "")
         + f", with the signatures and time tables ({since(started)})"
     )
     started = time.monotonic()
-    rules, signal = mine_rules(enriched, rows, fields, source_fields, options) if rows else ([], 0)
+    rules, signal = mine_rules(enriched, rows, fields, source_fields, options, negated) if rows else ([], 0)
     progress(f"rules: {len(rules)} cause rules from {signal} items with signal, {rows} dead letters "
              f"({since(started)})")
     return Tables(

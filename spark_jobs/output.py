@@ -116,21 +116,17 @@ def _signatures(tables: Tables) -> list[dict[str, Any]]:
 
 
 def _rules(tables: Tables) -> list[dict[str, Any]]:
-    listed = []
-    for r in tables.rules:
-        messages = int(round(r["support"] * tables.rule_base))
-        listed.append(
-            {
-                "antecedent": r["antecedent"],
-                "consequent": r["consequent"],
-                "support": r["support"],
-                "confidence": r["confidence"],
-                "lift": r["lift"],
-                "messages": messages,
-                "explained": int(round(messages * (1 - 1 / r["lift"]))),
-            }
-        )
-    return listed
+    return [
+        {
+            "antecedent": r["antecedent"],
+            "consequent": r["consequent"],
+            "support": r["support"],
+            "confidence": r["confidence"],
+            "lift": r["lift"],
+            **report_html.rule_counts(r["support"], r["confidence"], r["lift"], tables.rule_base),
+        }
+        for r in tables.rules
+    ]
 
 
 def _time_section(tables: Tables) -> dict[str, Any]:

@@ -65,11 +65,70 @@ def _seconds(value: Any) -> str:
     return f"{seconds:.1f} s"
 
 
+def _percent(value: Any) -> str:
+    """Format a share (0..1) as a whole percentage, ``99.5%`` and ``0.4%`` keeping a decimal."""
+    share = 100 * float(value)
+    return f"{share:.0f}%" if round(share, 1) == round(share) else f"{share:.1f}%"
+
+
+def _item_text(text: str) -> str:
+    """Return an item as shown: a negated one ``path!=value`` spaced as ``path != value``."""
+    path, equals, value = text.partition("=")
+    return f"{path.removesuffix('!')} != {value}" if equals and path.endswith("!") else text
+
+
 TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("spark_jobs", "templates"),
     autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     finalize=_escaped)
-TEMPLATES.filters.update(num=_num, seconds=_seconds, px=lambda value: f"{value:.1f}")
+TEMPLATES.filters.update(num=_num, seconds=_seconds, percent=_percent, item_text=_item_text,
+                         px=lambda value: f"{value:.1f}")
+#: the error type item of a dead letter whose last failure had none (``transforms.NO_ERROR_TYPE``)
+NO_ERROR_TYPE = "(none)"
+
+
+def rule_counts(support: float, confidence: float, lift: float, base: int) -> dict[str, Any]:
+    """Return what a rule counts, in dead letters, from its shares of the ``base`` dead letters mined.
+
+    ``messages``: with the condition and the conclusion; ``condition_messages``:
+    with the condition; ``cause_messages``: with the conclusion; ``expected``:
+    how many of the condition's would have the conclusion at its rate among
+    all dead letters; ``explained``: ``messages - expected`` (``messages x (1 -
+    1/lift)``); ``risk_ratio``: how many times likelier the conclusion is with
+    the condition than without it (None: never without it).
+    """
+    messages = int(round(support * base))
+    explained = int(round(messages * (1 - 1 / lift)))
+    condition = int(round(support / confidence * base))
+    cause = int(round(confidence / lift * base))
+    outside, others = cause - messages, base - condition
+    risk_ratio = None if outside <= 0 or others <= 0 else (messages / condition) / (outside / others)
+    return {
+        "messages": messages,
+        "explained": explained,
+        "condition_messages": condition,
+        "cause_messages": cause,
+        "expected": messages - explained,
+        "risk_ratio": risk_ratio,
+    }
+
+
+def _conclusion(item: str, names: Mapping[str, str]) -> str:
+    """Return what a rule concludes, in words: ``error type X``, ``no error type``, ``signature <text>``."""
+    kind, _, value = item.partition("=")
+    if kind == "error_type":
+        return "no error type" if value == NO_ERROR_TYPE else f"error type {value}"
+    return f"signature {names.get(value, value)}"
+
+
+def _rule_rows(report: Mapping[str, Any], names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Return the rules shown, each with its counts (computed for a report saved without them)."""
+    base = report["summary"]["dead_letters"]
+    return [
+        {**rule_counts(r["support"], r["confidence"], r["lift"], base), **r,
+         "conclusion": _conclusion(r["consequent"][0], names)}
+        for r in report["rules"][:TOP_RULES]
+    ]
 
 
 def _nice_max(value: float) -> float:
@@ -219,12 +278,14 @@ def _cards(report: Mapping[str, Any]) -> list[tuple[str, int]]:
 def render(report: Mapping[str, Any]) -> str:
     """Return the HTML page of a report document (the ``report.json`` schema)."""
     projects = len({q["project"] for q in report["summary"]["queues"]})
+    names = {s["id"]: s["signature"] for s in report["signatures"]}
     return TEMPLATES.get_template("report.html").render(
         report=report,
         summary=report["summary"],
         cards=_cards(report),
-        names={s["id"]: s["signature"] for s in report["signatures"]},
-        rules=report["rules"][:TOP_RULES],
+        names=names,
+        no_error_type=NO_ERROR_TYPE,
+        rules=_rule_rows(report, names),
         signatures=report["signatures"][:TOP_SIGNATURES],
         shapes=report["shapes"][:TOP_SHAPES],
         time_chart=_time_chart(report, projects),

@@ -25,7 +25,7 @@ def scalar_paths(paths: Iterable[str]) -> list[str]:
 
     ``paths`` are ``path:type`` entries (:func:`body_paths`). Left out: the
     root, paths under more than one array, keys that would not read back
-    (``=``, ``[`` or an empty key), and the fields of a body encrypted at rest
+    (``=``, ``!``, ``[`` or an empty key), and the fields of a body encrypted at rest
     (its key id, nonce and ciphertext say nothing of why it failed; the report
     does not decrypt).
     """
@@ -33,7 +33,7 @@ def scalar_paths(paths: Iterable[str]) -> list[str]:
     for entry in paths:
         path, _, kind = entry.rpartition(":")
         if kind not in SCALAR_TYPES or path.startswith(("$", ENVELOPE)) or path.count("[]") > 1 \
-                or "=" in path:
+                or "=" in path or "!" in path:
             continue
         keys = [part.removesuffix("[]") for part in path.split(".")]
         if all(key and "[" not in key and "]" not in key for key in keys):
@@ -99,10 +99,12 @@ def _item_of(path: str) -> Callable[[Column], Column]:
     return lambda value: F.concat(prefix, value)
 
 
-def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
+def body_field_profile(enriched: DataFrame, paths: Sequence[str], max_listed: int = 12) -> DataFrame:
     """Return per body path: messages with a value, distinct values, most distinct values in one queue.
 
-    Columns: field, messages, values, queue_values. The report reads a sample
+    Columns: field, messages, values, queue_values, listed (the distinct
+    values, sorted, when there are at most ``max_listed``, else null: the
+    values a negated item ``<path>!=<value>`` can name). The report reads a sample
     and keeps the paths with few values (:func:`categorical_fields`); a path
     with one value in every source queue (a message type) only restates the source.
     Two small aggregations: per source queue and path (its messages and
@@ -110,7 +112,7 @@ def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
     """
     if not paths:
         return enriched.sparkSession.createDataFrame(
-            [], "field string, messages long, values int, queue_values int"
+            [], "field string, messages long, values int, queue_values int, listed array<string>"
         )
     # the parsed body is a column of its own: referenced in a lambda, an expression runs once per reference
     parsed = F.col("parsed")
@@ -130,24 +132,28 @@ def body_field_profile(enriched: DataFrame, paths: Sequence[str]) -> DataFrame:
         per_queue.groupBy("field")
         .agg(
             F.sum("messages").alias("messages"),
-            F.size(F.array_distinct(F.flatten(F.collect_list("values")))).alias("values"),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list("values")))).alias("distinct"),
             F.max(F.size("values")).alias("queue_values"),
+        )
+        .select(
+            "field", "messages", F.size("distinct").alias("values"), "queue_values",
+            F.when(F.size("distinct") <= max_listed, F.col("distinct")).alias("listed"),
         )
         .orderBy("field")
     )
 
 
 def categorical_fields(profile: DataFrame, max_values: int) -> DataFrame:
-    """Return ``(field, source_level)`` of the :func:`body_field_profile` paths that look categorical.
+    """Return ``(field, source_level, listed)`` of the :func:`body_field_profile` paths that look categorical.
 
     At most ``max_values`` distinct values, each seen twice on average: an id
     or an amount has about as many values as messages and predicts nothing.
     ``source_level``: one value in every source queue, so the field says no
-    more than where the message came from.
+    more than where the message came from. ``listed``: the profile's values.
     """
     return (
         profile.where((F.col("values") <= max_values) & (F.col("values") * 2 <= F.col("messages")))
-        .select("field", (F.col("queue_values") <= 1).alias("source_level"))
+        .select("field", (F.col("queue_values") <= 1).alias("source_level"), "listed")
         .orderBy("field")
     )
 

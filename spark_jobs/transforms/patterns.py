@@ -22,6 +22,42 @@ SOURCE_ITEMS = ("queue=", "shape=", "client=")
 CONTEXT_ITEMS = ("reason=", "hour=")
 #: body paths that name the poster, tried in order: a ``client=`` item shows this label, not the Client-ID
 CLIENT_LABEL_PATHS = ("producer", "client_name", "client.name")
+#: what sits between a body path and a value in a negated item: ``card.network!=amex``
+NEGATION = "!="
+#: fewest listed values a body path needs for its negated items (with two, a negation is the other value)
+NEGATED_MIN_VALUES = 3
+#: share of one cause's dead letters in its queue that an item not predictive alone must be on to be mined
+CONJUNCT_COVERAGE = 0.5
+
+
+def negations(
+    fields: Sequence[str], listed: Mapping[str, Sequence[str] | None], source_fields: Sequence[str] = ()
+) -> dict[str, list[str]]:
+    """Return the body paths whose values are also negated items, each with those values.
+
+    ``listed``: each path's values (``None``: too many to list). A path that
+    only restates the source, or has fewer than :data:`NEGATED_MIN_VALUES`
+    values, has none: ``<path>!=<value>`` would say what another item says;
+    nor has a path named as an item the report makes itself (``queue``, ``client``...).
+    """
+    own = {prefix.removesuffix("=") for prefix in (*CAUSE_ITEMS, *SOURCE_ITEMS, *CONTEXT_ITEMS)}
+    return {
+        field: sorted(listed[field] or ())
+        for field in fields
+        if field not in source_fields and field not in own
+        and len(listed.get(field) or ()) >= NEGATED_MIN_VALUES
+    }
+
+
+def is_negated(item: str) -> bool:
+    """Say whether an item is a negated one (``<path>!=<value>``): no body path has ``=`` or ``!``."""
+    path, equals, _ = item.partition("=")
+    return bool(equals) and path.endswith("!")
+
+
+def item_path(item: str) -> str:
+    """Return what an item is about: ``card.network`` of ``card.network=amex`` and ``card.network!=visa``."""
+    return item.partition("=")[0].removesuffix("!")
 
 
 def message_features(
@@ -34,7 +70,9 @@ def message_features(
     ``client_labels`` the body carries as text, else its Client-ID), ``hour=``
     UTC hour of day it was posted, ``reason=``, and ``<path>=<value>`` for
     each of ``fields`` (body paths such as ``currency``, ``card.network`` or
-    ``items[].sku``). The body is parsed once, by ``from_json``.
+    ``items[].sku``). The body is parsed once, by ``from_json``. Negated
+    items are not listed: :func:`signal_counts` counts them from these and
+    :func:`association_rules` adds those with signal.
     """
     fields = [f for f in fields if f not in client_labels]
     parsed = F.col("parsed")  # a column of its own, parsed once (see body_field_profile)
@@ -55,6 +93,27 @@ def message_features(
     ).select("id", "project", "source_queue", F.array_sort(F.array_distinct(listed)).alias("items"))
 
 
+def _has_path(items: Column, path: str) -> Column:
+    """Return whether a dead letter's items name a value of a body path."""
+    return F.exists(items, lambda i: i.startswith(path + "="))
+
+
+def negated_items(items: Column, negated: Iterable[str]) -> Column:
+    """Return ``array<string>`` of the negated items (``<path>!=<value>``) of ``negated`` that hold.
+
+    One holds when the dead letter's items name a value of the path and not
+    that one (a body without the path has none of its negations).
+    """
+    held = [
+        F.when(_has_path(items, item_path(item)) & ~F.array_contains(items, item.replace(NEGATION, "=", 1)),
+               F.lit(item))
+        for item in sorted(negated)
+    ]
+    if not held:
+        return F.array().cast("array<string>")
+    return F.filter(F.array(*held), lambda item: item.isNotNull())
+
+
 def _text(parsed: Column, path: str) -> Column:
     value = parsed
     for key in path.split("."):
@@ -69,23 +128,57 @@ def _is_cause(item: Column) -> Column:
     return condition
 
 
-def signal_counts(features: DataFrame) -> DataFrame:
+def signal_counts(features: DataFrame, negated_paths: Iterable[str] = ()) -> DataFrame:
     """Return how many dead letters of each source queue carry each item with each cause.
 
     ``features`` has project, source_queue and items (:func:`message_features`).
     Columns: project, source_queue, item (not a cause item), error_type and
     signature (the message's cause items), n. One aggregation; its rows are
     few at any size (queues x items x causes), so :func:`signal_items`
-    finishes on the driver.
+    finishes on the driver. For each of ``negated_paths``, the item
+    ``<path>!=`` counts the dead letters with a value of the path: less those
+    with one value, they are those without it (:func:`signal_items`), so a
+    dead letter carries one item per path, not one per value it has not.
     """
     queue = ["project", "source_queue"]
+    present = [
+        F.when(_has_path(F.col("items"), path), F.lit(path + NEGATION)) for path in sorted(negated_paths)
+    ]
+    listed = F.filter("items", lambda i: ~_is_cause(i))
+    if present:
+        listed = F.concat(listed, F.filter(F.array(*present), lambda i: i.isNotNull()))
     exploded = features.select(
         *queue,
-        F.explode(F.filter("items", lambda i: ~_is_cause(i))).alias("item"),
+        F.explode(listed).alias("item"),
         F.filter("items", lambda i: i.startswith("error_type="))[0].alias("error_type"),
         F.filter("items", lambda i: i.startswith("signature="))[0].alias("signature"),
     )
     return exploded.groupBy(*queue, "item", "error_type", "signature").agg(F.count(F.lit(1)).alias("n"))
+
+
+def negated_counts(
+    counts: Iterable[Mapping[str, Any]], negated: Mapping[str, Sequence[str]]
+) -> list[dict[str, Any]]:
+    """Return :func:`signal_counts` rows with each ``<path>!=`` row made one row per negated item.
+
+    ``<path>!=<value>``: the dead letters with a value of the path (the
+    ``<path>!=`` row) less those with that value (the ``<path>=<value>`` row
+    of the same queue and causes); none is listed for none.
+    """
+    rows = [dict(row) for row in counts]
+    key = ("project", "source_queue", "error_type", "signature")
+    with_value = {(*(row[k] for k in key), row["item"]): row["n"] for row in rows}
+    listed = []
+    for row in rows:
+        path = row["item"].removesuffix(NEGATION)
+        if not row["item"].endswith(NEGATION) or path not in negated:
+            listed.append(row)
+            continue
+        for value in negated[path]:
+            n = row["n"] - with_value.get((*(row[k] for k in key), f"{path}={value}"), 0)
+            if n > 0:
+                listed.append({**row, "item": f"{path}{NEGATION}{value}", "n": n})
+    return listed
 
 
 def signal_items(
@@ -93,6 +186,7 @@ def signal_items(
     min_messages: int,
     min_confidence: float,
     separation: float = SEPARATION,
+    negated: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """Return the items that can carry signal, sorted: the only ones mined further.
 
@@ -101,10 +195,19 @@ def signal_items(
     item (``error_type=`` or ``signature=``), at least ``min_confidence`` of
     the queue's dead letters with the item, and either separate that cause
     from the rest of the queue (its share of the cause is ``separation``
-    above the queue's) or, unless it is a :data:`CONTEXT_ITEMS` item, be on
-    every dead letter of the queue (then it explains as much as the queue:
-    the pruning of :func:`cause_rules` decides).
+    above the queue's) or, unless it is a :data:`CONTEXT_ITEMS` or a negated
+    item, be on every dead letter of the queue (then it explains as much as
+    the queue: the pruning of :func:`cause_rules` decides). An item below
+    ``min_confidence`` that separates a cause is kept too when it is on at
+    least :data:`CONJUNCT_COVERAGE` of the cause's dead letters in the queue:
+    with another it may name the cause (``currency=GBP`` and
+    ``card.network!=amex``), as MacroBase combines the attributes frequent
+    among the outliers and keeps the combinations of high risk ratio.
+    ``negated``: the values of each path counted as negated items
+    (:func:`negations`, :func:`negated_counts`).
     """
+    if negated:
+        counts = negated_counts(counts, negated)
     per_cause: dict[tuple[str, str, str, str], int] = {}
     totals: dict[tuple[str, str, str], int] = {}
     for row in counts:
@@ -122,8 +225,10 @@ def signal_items(
         if total is None or queue_total is None or queue_n is None:
             continue
         separates = n / total - queue_n / queue_total >= separation
-        whole_queue = total == queue_total and not item.startswith(CONTEXT_ITEMS)
-        if n >= min_messages and n / total >= min_confidence and (separates or whole_queue):
+        whole_queue = total == queue_total and not item.startswith(CONTEXT_ITEMS) and not is_negated(item)
+        predicts = n / total >= min_confidence and (separates or whole_queue)
+        conjunct = separates and n / queue_n >= CONJUNCT_COVERAGE
+        if n >= min_messages and (predicts or conjunct):
             found.add(item)
     return sorted(found)
 
@@ -139,14 +244,21 @@ def _array_text(items: Sequence[str]) -> str:
     return "[" + ", ".join(items) + "]"
 
 
-def _candidate(rule: Mapping[str, Any], max_antecedent: int) -> bool:
+def _candidate(rule: Mapping[str, Any], max_antecedent: int, source_items: tuple[str, ...]) -> bool:
     consequent, antecedent = rule["consequent"], rule["antecedent"]
+    negated_paths = [item_path(i) for i in antecedent if is_negated(i)]
+    not_values = (*source_items, *CONTEXT_ITEMS)
+    values = [i for i in antecedent if not is_negated(i) and not i.startswith(not_values)]
     return (
         len(consequent) == 1
         and consequent[0].startswith(CAUSE_ITEMS)
         and not any(i.startswith(CAUSE_ITEMS) for i in antecedent)
         and rule["lift"] > 1.0
         and len(antecedent) <= max_antecedent
+        # a path both negated and named again: one value of it, or a few values of one path, says it
+        and not any(sum(item_path(i) == path for i in antecedent) > 1 for path in negated_paths)
+        # a negation qualifies a value of the body: alone it names what the dead letters are not
+        and (not negated_paths or bool(values))
     )
 
 
@@ -178,8 +290,14 @@ def cause_rules(
     lift, support), ``itemsets`` its frequent itemsets (items, freq); both
     are few (hundreds), so this runs on the driver. Kept:
     one cause item concluded (an error type or a signature) from items that
-    are not causes, with lift above 1 and at most ``max_antecedent`` items.
-    Dropped, when another rule concludes the same at least as confidently
+    are not causes, with lift above 1 and at most ``max_antecedent`` items,
+    no path of a negated item named twice, and a negated item only beside a
+    body value (``currency=GBP card.network!=amex``; an item neither of
+    ``source_items`` nor of :data:`CONTEXT_ITEMS`).
+    Dropped: a rule whose antecedent has a part that concludes the same on
+    its own (only the smallest explanations are listed, as MacroBase's are:
+    ``card.network=amex`` and not also ``card.network=amex currency=GBP``); and,
+    when another rule concludes the same at least as confidently
     and every message of the rule has the other's antecedent: a rule whose
     antecedent has a subset that does, a rule whose messages are a strict
     part of the other's (the broader rule explains it), and a rule whose
@@ -201,7 +319,7 @@ def cause_rules(
             **{k: r[k] for k in ("confidence", "lift", "support")},
         }
         for r in rules
-        if _candidate(r, max_antecedent)
+        if _candidate(r, max_antecedent, tuple(source_items))
     ]
     sources = tuple(source_items)
     concluding: dict[tuple[str, ...], list[dict[str, Any]]] = {}
@@ -212,8 +330,11 @@ def cause_rules(
         for rule in candidates
         if not any(
             other["antecedent"] != rule["antecedent"]
-            and other["confidence"] >= rule["confidence"] - 1e-9
-            and _is_redundant(rule, other, freq, sources)
+            and (
+                set(other["antecedent"]) < set(rule["antecedent"])
+                or other["confidence"] >= rule["confidence"] - 1e-9
+                and _is_redundant(rule, other, freq, sources)
+            )
             for other in concluding[rule["consequent"]]
         )
     ]
@@ -249,7 +370,8 @@ def association_rules(
 ) -> list[dict[str, Any]]:
     """Mine the features with FP-Growth and return :func:`cause_rules` of its association rules.
 
-    ``items``: the non-cause items to mine (:func:`signal_items`); the others
+    ``items``: the non-cause items to mine (:func:`signal_items`), negated
+    ones among them (added to the dead letters they hold for); the others
     are left out of each transaction first (every transaction stays, so
     supports remain shares of all dead letters). FP-Growth's rules and its
     itemsets of up to ``2 x max_antecedent`` items are collected (few);
@@ -263,7 +385,11 @@ def association_rules(
     if items is not None:
         keep = F.array(*[F.lit(i) for i in items]) if items else F.array().cast("array<string>")
         features = features.select(
-            "id", F.filter("items", lambda i: _is_cause(i) | F.array_contains(keep, i)).alias("items")
+            "id",
+            F.concat(
+                F.filter("items", lambda i: _is_cause(i) | F.array_contains(keep, i)),
+                negated_items(F.col("items"), [i for i in items if is_negated(i)]),
+            ).alias("items"),
         )
     growth = FPGrowth(itemsCol="items", minSupport=min_support, minConfidence=min_confidence)
     if partitions:
