@@ -23,7 +23,7 @@ from zaqar_lite.service import Messaging
 
 
 def recorded(store: str) -> dict[str, dict[str, int]]:
-    """The recorded counts of ``store``, taken with this Python's bytecode (skip, or fail under CI, if not)."""
+    """The recorded counts of ``store`` if taken with this Python's bytecode (else skip; fail under CI)."""
     document = budget.load_budget()
     taken_with = document["python"].rsplit(".", 1)[0]
     running = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -116,12 +116,11 @@ class Session:
                 status: int, **kwargs: Any) -> falcon.testing.Result:
         """Simulate one request, counting its instructions in a counted round; check its status."""
         counter = InstructionCounter()
-        with no_collection():
-            if counted:
-                with counter:
-                    result = self.client.simulate_request(method, path, **kwargs)
-            else:
+        if counted:
+            with counter:
                 result = self.client.simulate_request(method, path, **kwargs)
+        else:
+            result = self.client.simulate_request(method, path, **kwargs)
         assert result.status_code == status, f"{name} on {queue}: {result.status} {result.text}"
         if counted:
             self.counts.setdefault(queue, {}).setdefault(name, []).append(counter.instructions)
@@ -147,19 +146,18 @@ class Session:
 
     def run(self, warm: int = WARM_ROUNDS, counted: int = COUNTED_ROUNDS) -> dict[str, dict[str, int]]:
         """Create the queues, warm up, count; return each queue's median count per request."""
+        with no_collection():
+            self._run(warm, counted)
+        return {queue: {name: int(statistics.median(self.counts[queue][name])) for name in REQUESTS}
+                for queue in QUEUES}
+
+    def _run(self, warm: int, counted: int) -> None:
         self.request("budget-dlq", "create", False, "PUT", "/v2/queues/budget-dlq", status=201, json={})
         for queue, metadata in QUEUES.items():
             self.request(queue, "create", False, "PUT", f"/v2/queues/{queue}", status=201, json=metadata)
         for count in [False] * warm + [True] * counted:
             for queue in QUEUES:
                 self.round(queue, count)
-        return {queue: {name: int(statistics.median(self.counts[queue][name])) for name in REQUESTS}
-                for queue in QUEUES}
-
-    def spread(self) -> dict[str, dict[str, tuple[int, int]]]:
-        """Each request's smallest and largest count in this run."""
-        return {queue: {name: (min(counts), max(counts)) for name, counts in by_name.items()}
-                for queue, by_name in self.counts.items()}
 
 
 def measure(storage_uri: str, **rounds: int) -> dict[str, dict[str, int]]:
