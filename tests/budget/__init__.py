@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.metadata
 import json
 import platform
 import statistics
@@ -187,9 +188,13 @@ def redis_uri() -> Iterator[str]:
 
 
 def versions() -> dict[str, str]:
-    """The versions a count depends on: the interpreter's bytecode and falcon's code."""
+    """The versions a count depends on: the interpreter's bytecode, falcon's code and the Redis client's."""
+    try:
+        redis_client = importlib.metadata.version("redis")
+    except importlib.metadata.PackageNotFoundError:
+        redis_client = "not installed"
     return {"python": platform.python_version(), "implementation": platform.python_implementation(),
-            "falcon": falcon.__version__}
+            "falcon": falcon.__version__, "redis-py": redis_client}
 
 
 def load_budget(path: Path = BUDGET_FILE) -> dict[str, Any]:
