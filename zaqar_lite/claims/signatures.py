@@ -52,7 +52,7 @@ _VARIABLE = f"(?<![^{_DELIMITERS}])(?:" + "|".join([
     r"(?=[0-9A-Fa-f:]*[0-9])[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){2,}" + f"(?!{_TOKEN_CHAR})",
     f"(?<==){_TOKEN_CHAR}+",
     f"(?:[.]{{1,2}}|~)?/{_TOKEN_CHAR}*",
-    f"[^{_DELIMITERS}0-9]*[0-9]{_TOKEN_CHAR}*(?:[ ](?:[KMGTPE]i?B|B|bytes)(?!{_TOKEN_CHAR}))?",
+    f"[^{_DELIMITERS}0-9]*[0-9]{_TOKEN_CHAR}*(?:[ ](?:[KMGTPE]i?B|B|bytes)(?![A-Za-z0-9_]))?",
 ]) + ")"
 #: the placeholder of every variable part
 PLACEHOLDER = "<*>"
