@@ -81,7 +81,8 @@ def normalised(template: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-def scores(truth: Sequence[str], groups: Sequence[str], templates: Sequence[str] | None = None) -> dict[str, float]:
+def scores(truth: Sequence[str], groups: Sequence[str],
+           templates: Sequence[str] | None = None) -> dict[str, float]:
     """Return GA, FGA and (given each line's template text) PA of a grouping against the labels."""
     truth_size = Counter(truth)
     members: dict[str, list[int]] = defaultdict(list)
@@ -98,7 +99,8 @@ def scores(truth: Sequence[str], groups: Sequence[str], templates: Sequence[str]
     fga = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     result = {"GA": exact_lines / len(truth), "FGA": fga}
     if templates is not None:
-        result["PA"] = sum(normalised(t) == normalised(g) for t, g in zip(templates, truth, strict=True)) / len(truth)
+        same = sum(normalised(t) == normalised(g) for t, g in zip(templates, truth, strict=True))
+        result["PA"] = same / len(truth)
     return result
 
 
@@ -150,8 +152,8 @@ def dead_letter_lines(api: Any, queue: str, lines: Sequence[str]) -> dict[str, i
     """
     dlq = f"{queue}-dlq"
     assert api.put(f"/v2/queues/{dlq}", json={}).status_code in (201, 204)
-    assert api.put(f"/v2/queues/{queue}", json={"_max_claim_count": 1, "_dead_letter_queue": dlq}).status_code in (
-        201, 204)
+    metadata = {"_max_claim_count": 1, "_dead_letter_queue": dlq}
+    assert api.put(f"/v2/queues/{queue}", json=metadata).status_code in (201, 204)
     line_of: dict[str, int] = {}
     for start in range(0, len(lines), BATCH):
         numbers = range(start, min(start + BATCH, len(lines)))
@@ -161,7 +163,8 @@ def dead_letter_lines(api: Any, queue: str, lines: Sequence[str]) -> dict[str, i
         for href, n in zip(posted.json()["resources"], numbers, strict=True):
             line_of[href.rsplit("/", 1)[1]] = n
     while True:
-        claimed = api.post(f"/v2/queues/{queue}/claims", json={"ttl": 300, "grace": 60}, params={"limit": BATCH})
+        claimed = api.post(f"/v2/queues/{queue}/claims", json={"ttl": 300, "grace": 60},
+                           params={"limit": BATCH})
         if claimed.status_code == 204:
             break
         assert claimed.status_code == 201, claimed.text
@@ -201,7 +204,8 @@ def through_report(sets: dict[str, list[str]], keep: Path | None = None) -> dict
             line_of = {name: dead_letter_lines(api, name.lower(), lines) for name, lines in sets.items()}
             deadline = time.monotonic() + 120
             for name, lines in sets.items():
-                while api.get(f"/v2/queues/{name.lower()}-dlq/stats").json()["messages"]["total"] < len(lines):
+                stats = f"/v2/queues/{name.lower()}-dlq/stats"
+                while api.get(stats).json()["messages"]["total"] < len(lines):
                     assert time.monotonic() < deadline, f"{name}: not every message reached its DLQ"
                     time.sleep(0.5)
             print(f"through the API: {sum(map(len, sets.values()))} dead letters in "
@@ -222,7 +226,8 @@ def through_report(sets: dict[str, list[str]], keep: Path | None = None) -> dict
                     ids[line_of[name][message_id]] = ids_file.stem
             assert all(ids), f"{name}: a dead letter in no signature's ids file"
             assert ids == console[name], f"{name}: the report and the console group differently"
-            # the redrive filter: the report's id of a line selects that line's dead letter, the first scheme's too
+            # the redrive filter: the report's id of a line selects that line's dead letter,
+            # and so does the first scheme's
             for message, identifier in zip(letters[name], ids, strict=True):
                 assert redrive.matches(message, RedriveFilter(signature=identifier)), (name, identifier)
                 legacy = signatures.legacy_failure_signature_id(None, lines[line_of[name][message.id]])
@@ -244,8 +249,9 @@ def console_groups(uri: str, sets: dict[str, list[str]],
         letters: list[Any] = []
         marker = None
         while True:  # the console's read of a DLQ (service.operations.dead_letters), every page
-            page = store.list_messages(PROJECT, f"{name.lower()}-dlq", now=time.time(), marker=marker, limit=100,
-                                       include_claimed=True, include_delayed=True, exclude_client_id=None)
+            page = store.list_messages(PROJECT, f"{name.lower()}-dlq", now=time.time(), marker=marker,
+                                       limit=100, include_claimed=True, include_delayed=True,
+                                       exclude_client_id=None)
             letters.extend(m for m in page if m.dead_letter is not None)
             if len(page) < 100:
                 break
@@ -270,10 +276,12 @@ def sets_in(directory: Path, only: Sequence[str]) -> dict[str, Path]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Return the figures as an aligned text table, with the mean last."""
-    head = f"{'set':<12} {'GA':>6} {'FGA':>6} {'PA':>6} | {'drain3':>6} {'FGA':>6} {'PA':>6} | {'ours l/s':>9} {'drain3 l/s':>10}"
+    head = (f"{'set':<12} {'GA':>6} {'FGA':>6} {'PA':>6} | {'drain3':>6} {'FGA':>6} {'PA':>6} | "
+            f"{'ours l/s':>9} {'drain3 l/s':>10}")
     out = [head, "-" * len(head)]
     for r in rows:
-        out.append(f"{r['set']:<12} {r['ours']['GA']:>6.3f} {r['ours']['FGA']:>6.3f} {r['ours']['PA']:>6.3f} | "
+        out.append(f"{r['set']:<12} "
+                   f"{r['ours']['GA']:>6.3f} {r['ours']['FGA']:>6.3f} {r['ours']['PA']:>6.3f} | "
                    f"{r['drain3']['GA']:>6.3f} {r['drain3']['FGA']:>6.3f} {r['drain3']['PA']:>6.3f} | "
                    f"{r['ours_lines_s']:>9.0f} {r['drain3_lines_s']:>10.0f}")
     n = len(rows)
@@ -287,7 +295,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     def overall(who: str) -> float:  # every line over the seconds of every set
         return lines / sum(r["lines"] / r[f"{who}_lines_s"] for r in rows)
 
-    out.append(f"{'mean':<12} {mean('ours', 'GA'):>6.3f} {mean('ours', 'FGA'):>6.3f} {mean('ours', 'PA'):>6.3f} | "
+    out.append(f"{'mean':<12} "
+               f"{mean('ours', 'GA'):>6.3f} {mean('ours', 'FGA'):>6.3f} {mean('ours', 'PA'):>6.3f} | "
                f"{mean('drain3', 'GA'):>6.3f} {mean('drain3', 'FGA'):>6.3f} {mean('drain3', 'PA'):>6.3f} | "
                f"{overall('ours'):>9.0f} {overall('drain3'):>10.0f}")
     below = [r["set"] for r in rows if r["ours"]["GA"] < r["drain3"]["GA"]]
@@ -335,7 +344,8 @@ def main() -> int:
     return 0
 
 
-def show_wrong(name: str, truth: Sequence[str], groups: Sequence[str], n: int, out: Callable[[str], None] = print) -> None:
+def show_wrong(name: str, truth: Sequence[str], groups: Sequence[str], n: int,
+               out: Callable[[str], None] = print) -> None:
     """Print the largest groups that are not exactly one template's lines (to study the masks)."""
     truth_size = Counter(truth)
     members: dict[str, list[int]] = defaultdict(list)
@@ -344,14 +354,16 @@ def show_wrong(name: str, truth: Sequence[str], groups: Sequence[str], n: int, o
     by_truth: dict[str, set[str]] = defaultdict(set)
     for t, g in zip(truth, groups, strict=True):
         by_truth[t].add(g)
-    wrong = [(t, gs) for t, gs in by_truth.items() if len(gs) > 1 or len(members[next(iter(gs))]) != truth_size[t]]
+    wrong = [(t, gs) for t, gs in by_truth.items()
+             if len(gs) > 1 or len(members[next(iter(gs))]) != truth_size[t]]
     wrong.sort(key=lambda tg: -truth_size[tg[0]])
     out(f"== {name}")
     for t, gs in wrong[:n]:
         out(f"  [{truth_size[t]}] {t}")
         for g in sorted(gs, key=lambda g: -len(members[g]))[:4]:
             mixed = {truth[i] for i in members[g]} - {t}
-            out(f"     -> ({len(members[g])}) {g}" + (f"   MIXED with {len(mixed)}: {next(iter(mixed))}" if mixed else ""))
+            also = f"   MIXED with {len(mixed)}: {next(iter(mixed))}" if mixed else ""
+            out(f"     -> ({len(members[g])}) {g}{also}")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def short_hash(text: Column) -> Column:
 
 
 def signature_hash(text: Column) -> Column:
-    """Return the id of a signature text (``signatures.signature_id``, in Spark: the scheme and a short hash)."""
+    """Return the id of a signature text (``signatures.signature_id``, in Spark: scheme and short hash)."""
     return F.concat(F.lit(SCHEME), short_hash(text))
 
 

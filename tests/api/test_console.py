@@ -16,7 +16,7 @@ from zaqar_lite.api.console import pages
 CSRF = "zaqar_console_csrf"
 SESSION = "zaqar_console_session"
 FORM = "application/x-www-form-urlencoded"
-#: "v2-" and sha1("ValueError: bad id <*>")[:12] and of sha1("TimeoutError: upstream timed out after <*> s")[:12],
+#: "v2-" and sha1("ValueError: bad id <*>")[:12], and of "TimeoutError: upstream timed out after <*> s",
 #: computed apart with hashlib
 BAD_ID, TIMEOUT = "v2-5bc6c406f8f7", "v2-422a8c550d8e"
 QUEUES = "/console/projects/project-a/queues"

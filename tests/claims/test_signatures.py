@@ -39,16 +39,20 @@ from zaqar_lite.claims import signatures
     ("nodes [12] (a1) {x}", "nodes [<*>] <*> {x}"),
     ("mac 00:1A:2b:3C:4d:5E up", "mac <*> up"),
     ("at 12:30:45 PDT", "at <*> PDT"),
+    ("from 10.0.0.1 at Sun Jul 10 03:55:15 2005", "from <*> at <*>"),
+    ("May I? Monday", "<*> I? Monday"),
     ("ids 1 2 3 4 done", "ids <*> done"),
     ("stored 5.0 KB, free 3 MB)", "stored <*>, free <*>)"),
     ("took 5 seconds", "took <*> seconds"),
+    ("sent 1190 bytes (1.16 KB)", "sent <*> bytes <*>)"),
     ("  spaces\t and\nnewlines \r\n", "spaces and newlines"),
     ("", ""),
     (None, ""),
 ], ids=["double-quoted", "single-quoted", "apostrophe", "url", "email-with-digit", "uuid", "ip-port", "ip",
         "five-part-version", "absolute-path", "relative-paths", "a-slash-in-a-word", "0x-hex",
         "hex-with-digits", "hex-letters-only-word", "block-id", "numbers", "key-values", "brackets",
-        "mac", "time", "a-list-is-one-part", "sizes-with-units", "not-a-unit", "whitespace", "empty", "none"])
+        "mac", "time", "date", "day-and-month-names-alone", "a-list-is-one-part", "sizes-with-units",
+        "not-a-unit", "bytes-is-a-word", "whitespace", "empty", "none"])
 def test_variable_parts_of_an_error_text_are_masked(text, masked):
     assert signatures.mask_error(text) == masked
 
@@ -89,7 +93,8 @@ def test_failures_differing_only_in_masked_parts_share_one_id():
 
 @pytest.mark.parametrize(("error_type", "error", "text", "identifier"), [
     ("ValueError", "bad id 42", "ValueError: bad id <n>", "68a77eba133a"),
-    ("TimeoutError", "db timeout 30 s after 12 ms", "TimeoutError: db timeout <n> s after <n> ms", "34ea5819c882"),
+    ("TimeoutError", "db timeout 30 s after 12 ms", "TimeoutError: db timeout <n> s after <n> ms",
+     "34ea5819c882"),
     (None, "from 10.0.0.1 see /var/x 'k' \"v\" 0xff", "from <ip> see <path> '<str>' \"<str>\" <hex>", None),
     (None, None, "(no reason given)", "49471713812f"),
 ])
@@ -112,7 +117,8 @@ SAMPLES = {
     ],
     "auth": [
         ("pam", "authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=203.0.113.9 user=root"),
-        ("pam", "authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=gw-7.example.net user=git"),
+        ("pam", "authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=gw-7.example.net "
+                "user=git"),
         ("pam-anon", "authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=198.51.100.4"),
         ("closed", "Connection closed by 198.51.100.4 [preauth]"),
         ("closed", "Connection closed by 203.0.113.77 [preauth]"),

@@ -25,7 +25,7 @@ from tests.e2e.harness import ApiSession, RunningServer, Store, start_server, st
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
-#: "v2-" and sha1("ValueError: bad id <*>")[:12] and of sha1("TimeoutError: upstream timed out after <*> s")[:12],
+#: "v2-" and sha1("ValueError: bad id <*>")[:12], and of "TimeoutError: upstream timed out after <*> s",
 #: computed apart with hashlib
 BAD_ID, TIMEOUT = "v2-5bc6c406f8f7", "v2-422a8c550d8e"
 TOKEN = "console-e2e-token"

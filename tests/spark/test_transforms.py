@@ -59,7 +59,8 @@ def test_failure_signatures_group_masked_errors_per_source_queue(dead_letters):
             "bad id 42",
             ["m1", "m2"],
         ),
-        ("p", "dlq", "orders", "v2-49471713812f", "(no reason given)", None, 1, 1, 500.0, 500.0, None, ["m3"]),
+        ("p", "dlq", "orders", "v2-49471713812f", "(no reason given)", None, 1, 1, 500.0, 500.0, None,
+         ["m3"]),
         (
             "p",
             "dlq",

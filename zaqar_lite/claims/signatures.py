@@ -52,7 +52,9 @@ _VARIABLE = f"(?<![^{_DELIMITERS}])(?:" + "|".join([
     r"(?=[0-9A-Fa-f:]*[0-9])[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){2,}" + f"(?!{_TOKEN_CHAR})",
     f"(?<==){_TOKEN_CHAR}+",
     f"(?:[.]{{1,2}}|~)?/{_TOKEN_CHAR}*",
-    f"[^{_DELIMITERS}0-9]*[0-9]{_TOKEN_CHAR}*(?:[ ](?:[KMGTPE]i?B|B|bytes)(?![A-Za-z0-9_]))?",
+    "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)" + f"(?!{_TOKEN_CHAR})",
+    # possessive (*+, in Python 3.11 and Java alike): a digit-less run never gives a character back
+    f"[^{_DELIMITERS}0-9]*+[0-9]{_TOKEN_CHAR}*+(?:[ ](?:[KMGTPE]i?B|B)(?![A-Za-z0-9_]))?",
 ]) + ")"
 #: the placeholder of every variable part
 PLACEHOLDER = "<*>"
@@ -93,14 +95,22 @@ _LEGACY = tuple((re.compile(pattern), replacement) for pattern, replacement in L
 
 def mask_error(text: str | None) -> str:
     """Return an error text with its variable parts read ``<*>`` and white space collapsed."""
+    if not text:
+        return ""
     # the two MASKS, unrolled: the redrive filter and the console run this on every dead letter
-    return _SPACES(" ", _VARIABLES(PLACEHOLDER, text or "")).strip(" ")[:MAX_LENGTH]
+    masked = _VARIABLES(PLACEHOLDER, text)
+    # the second only changes a text with two spaces in a row or a tab, line feed, vertical tab,
+    # form feed or carriage return (none is printable): without them it is skipped
+    if "  " in masked or not masked.isprintable():
+        masked = _SPACES(" ", masked)
+    return masked.strip(" ")[:MAX_LENGTH]
 
 
 def _joined(error_type: str | None, masked: str) -> str:
-    kind = (error_type or "").strip(" ")
-    parts = [p for p in (kind, masked) if p]
-    return ": ".join(parts) if parts else NO_REASON
+    kind = error_type.strip(" ") if error_type else ""
+    if kind:
+        return f"{kind}: {masked}" if masked else kind
+    return masked or NO_REASON
 
 
 def signature(error_type: str | None, error: str | None) -> str:
