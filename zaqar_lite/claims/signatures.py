@@ -7,17 +7,20 @@ signature id as the DLQ report, which re-exports it as
 in order, with Spark's ``regexp_replace`` (Java regular expressions): every
 pattern here is written in the subset where Python's ``re`` and
 ``java.util.regex`` agree (explicit ASCII classes, no ``\\w``, ``\\d`` or
-``\\b``, fixed-length lookbehind), and a test checks both give the same text.
+``\\b``, fixed-length lookbehind, possessive ``*+``), and a test checks both
+give the same text.
 
 The masking is per token. A token is a run of characters between
-delimiters (white space and ``, ; : [ ] { } < > " ' =``); what is
-variable becomes ``<*>``:
+delimiters (white space and ``, ; : [ ] { } < > " ' =``; parentheses are
+not delimiters, so ``LOCAL(127.0.0.1)`` is one token); what is variable
+becomes ``<*>``:
 
 * a quoted string (``"..."`` or ``'...'`` starting a token);
 * a URL (``scheme://...``);
 * a hex-and-colon group with a digit (a MAC or IPv6 address, ``12:30:45``);
 * the value of ``key=value``;
 * a path (a token starting with ``/``, ``./``, ``../`` or ``~/``);
+* a day or month name (``Mon``... ``Sun``, ``Jan``... ``Dec``);
 * any token with a digit in it (numbers, ids such as ``blk_-1608999687919862906``,
   ``user42``, IPs, hex), with a size unit that follows it (``5 KB``);
 
