@@ -110,3 +110,51 @@ def test_enrich_signs_every_failure_of_a_history_as_python_does(dead_letters):
         for i, t in enumerate(texts)
     ]
     assert (row["cause_error_type"], row["cause_signature"]) == ("E", "E")  # the last: type E, no text
+
+
+#: texts in the manner of real failures and log lines (written here), two or three to a cause
+AGREEMENT_TEXTS = [
+    ("TimeoutError", "upstream 10.0.3.17:8443 timed out after 30000 ms"),
+    ("TimeoutError", "upstream 10.9.0.2:443 timed out after 5 ms"),
+    ("KeyError", "'customer.id'"),
+    ("KeyError", "'sku'"),
+    (None, "Receiving block blk_-1608999687919862906 src: /10.250.19.102:54106 dest: /10.250.19.102:50010"),
+    (None, "Receiving block blk_7503483334202473044 src: /10.251.215.16:55695 dest: /10.251.215.16:50010"),
+    (None, "authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=218.188.2.4 user=root"),
+    (None, "authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=gw.example.net user=git"),
+    (None, "Connection from 10.1.2.3 at Sun Jul 10 03:55:15 2005"),
+    (None, "Connection from 10.1.2.4 at Mon Jun 27 12:00:01 2005"),
+    (None, "synchronized to LOCAL(127.127.1.0), stratum 10"),
+    (None, "synchronized to 10.100.20.250, stratum 2"),
+    ("E", "über 5 € at ~/x\tand\n\n/abs/path"),
+    ("E", None),
+    (None, None),
+]
+
+
+@pytest.mark.slow
+def test_the_report_the_console_and_the_redrive_filter_agree_on_every_text(dead_letters):
+    from spark_jobs import transforms
+    from tests.claims.test_redrive import dead_letter as stored
+    from tests.spark.conftest import dead_letter, failure
+    from zaqar_lite.claims import redrive
+    from zaqar_lite.claims.signatures import legacy_failure_signature_id
+    from zaqar_lite.models import RedriveFilter
+
+    rows = [dead_letter(f"m{i}", failures=[failure(10.0, 1, kind, text)])
+            for i, (kind, text) in enumerate(AGREEMENT_TEXTS)]
+    enriched = transforms.enrich(dead_letters(*rows)).select("id", "cause_signature", "cause_signature_id")
+    report = {row["id"]: (row["cause_signature_id"], row["cause_signature"]) for row in enriched.collect()}
+    messages = [stored(f"m{i}", failures=[{"at": "2023-11-14T22:10:00Z", "claim_count": 1, "error_type": kind,
+                                          "error": text}])
+                for i, (kind, text) in enumerate(AGREEMENT_TEXTS)]
+    console = {m.id: (group.signature_id, group.signature)
+               for group in redrive.by_last_signature(messages) for m in group.messages}
+    assert console == report
+    for message, (kind, text) in zip(messages, AGREEMENT_TEXTS, strict=True):
+        identifier = report[message.id][0]
+        assert [m.id for m in messages if redrive.matches(m, RedriveFilter(signature=identifier))] == [
+            m.id for m in messages if report[m.id][0] == identifier]
+        assert redrive.matches(message, RedriveFilter(signature=legacy_failure_signature_id(kind, text)))
+    # each cause of two or three texts is one group, and no two causes share one
+    assert len({identifier for identifier, _ in report.values()}) == 9
