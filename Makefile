@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # stay for those who install zaqar-lite as a library (README.rst, "Locked versions").
 BASE_LOCK := constraints/base.txt
 ALL_LOCK := constraints/all.txt
-LOCKED_EXTRAS := redis mongodb swift spark keystone encryption test
+LOCKED_EXTRAS := redis mongodb swift spark keystone encryption test bench
 UV_VERSION := 0.13.8
 LOCK_VENV ?= .venv-lock
 UV := $(LOCK_VENV)/bin/uv

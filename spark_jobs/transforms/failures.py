@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.signatures import ID_LENGTH, MASK_NEEDLES, MASKS, MAX_LENGTH, NO_REASON, signature_id
+from spark_jobs.signatures import ID_LENGTH, MASK_NEEDLES, MASKS, MAX_LENGTH, NO_REASON, SCHEME, signature_id
 from zaqar_lite.rules.encryption import SEALED_TEXT
 
 #: what the report reads instead of a failure reason stored encrypted (the report is given no keys)
@@ -86,6 +86,11 @@ def signature_text(error_type: Column, error: Column) -> Column:
 def short_hash(text: Column) -> Column:
     """Return the first hex digits of the SHA-1 of a text (``signatures.signature_id``, in Spark)."""
     return F.substring(F.sha1(text), 1, ID_LENGTH)
+
+
+def signature_hash(text: Column) -> Column:
+    """Return the id of a signature text (``signatures.signature_id``, in Spark: scheme and short hash)."""
+    return F.concat(F.lit(SCHEME), short_hash(text))
 
 
 def failure_events(enriched: DataFrame) -> DataFrame:

@@ -15,6 +15,7 @@ from spark_jobs.transforms.failures import (
     mask_texts,
     readable_failures,
     short_hash,
+    signature_hash,
     signature_of,
 )
 
@@ -130,7 +131,7 @@ def enrich(dead_letters: DataFrame) -> DataFrame:
             f["error_type"].alias("error_type"),
             f["error"].alias("error"),
             f["signature"].alias("signature"),
-            short_hash(f["signature"]).alias("signature_id"),
+            signature_hash(f["signature"]).alias("signature_id"),
         ),
     )
     last = F.element_at(F.col("signed"), -1)

@@ -16,9 +16,9 @@ from zaqar_lite.api.console import pages
 CSRF = "zaqar_console_csrf"
 SESSION = "zaqar_console_session"
 FORM = "application/x-www-form-urlencoded"
-#: sha1("ValueError: bad id <n>")[:12] and sha1("TimeoutError: upstream timed out after <n> s")[:12],
+#: "v2-" and sha1("ValueError: bad id <*>")[:12], and of "TimeoutError: upstream timed out after <*> s",
 #: computed apart with hashlib
-BAD_ID, TIMEOUT = "68a77eba133a", "7a4010efd3e9"
+BAD_ID, TIMEOUT = "v2-5bc6c406f8f7", "v2-422a8c550d8e"
 QUEUES = "/console/projects/project-a/queues"
 DLQ_PAGE = QUEUES + "/dlq"
 TOKENS = {"tok-a": ("project-a", "member"), "tok-b": ("project-b", "admin")}
@@ -171,11 +171,11 @@ def test_a_dead_letter_queue_page_groups_its_messages_by_last_failure_signature(
     bad_ids, timeouts = two_signatures(api)
     page = console.simulate_get(DLQ_PAGE)
     assert page.status_code == 200
-    sections = re.findall(r'<section class="signature" id="signature-([0-9a-f]+)"', page.text)
+    sections = re.findall(r'<section class="signature" id="signature-(v2-[0-9a-f]+)"', page.text)
     assert sections == [BAD_ID, TIMEOUT]
     assert f"<h3><code>{BAD_ID}</code> <span class=\"count\">2</span> messages</h3>" in page.text
     assert f"<h3><code>{TIMEOUT}</code> <span class=\"count\">1</span> message</h3>" in page.text
-    assert "<code>ValueError: bad id &lt;n&gt;</code>" in page.text
+    assert "<code>ValueError: bad id &lt;*&gt;</code>" in page.text
     assert "3 dead letters" in page.text
     for message_id in bad_ids + timeouts:
         assert f'<input type="checkbox" name="ids" value="{message_id}" form="redrive-selection"' in page.text
@@ -222,8 +222,8 @@ def test_a_dead_letter_queue_page_starts_with_a_summary_of_its_signatures_linkin
     clock.advance(30)
     page = console.simulate_get(DLQ_PAGE).text
     assert table(page, "signature-summary")[1:] == [
-        [BAD_ID, "2", "67%", "2 min", "ValueError: bad id <n>", "Start a redrive task of this signature"],
-        [TIMEOUT, "1", "33%", "30 s", "TimeoutError: upstream timed out after <n> s",
+        [BAD_ID, "2", "67%", "2 min", "ValueError: bad id <*>", "Start a redrive task of this signature"],
+        [TIMEOUT, "1", "33%", "30 s", "TimeoutError: upstream timed out after <*> s",
          "Start a redrive task of this signature"]]
     assert page.index('id="signature-summary"') < page.index(f'id="signature-{BAD_ID}"')
     for signature in (BAD_ID, TIMEOUT):

@@ -90,7 +90,16 @@ def test_filter_by_error_type_of_the_last_failure(client):
 def test_filter_by_signature_id_as_the_report_writes_it(client):
     wanted = dead_letter(client, "a", error_type="TimeoutError", error="db timeout 30 s after 12 ms")
     dead_letter(client, "b", error_type="TimeoutError", error="connection refused")
-    # id of "TimeoutError: db timeout <n> s after <n> ms" (first 12 hex digits of its SHA-1)
+    # id of "TimeoutError: db timeout <*> s after <*> ms": "v2-" and the first 12 hex digits of its SHA-1
+    response = redrive(client, body={"filter": {"signature": "v2-46aeae276b00"}})
+    assert response.json == {"redriven": 1}
+    assert [m["id"] for m in listed(client, "src")] == wanted
+
+
+def test_filter_by_signature_id_of_the_first_scheme_still_finds_its_dead_letters(client):
+    wanted = dead_letter(client, "a", error_type="TimeoutError", error="db timeout 30 s after 12 ms")
+    dead_letter(client, "b", error_type="TimeoutError", error="connection refused")
+    # id the first scheme gave "TimeoutError: db timeout <n> s after <n> ms" (12 hex digits, no prefix)
     response = redrive(client, body={"filter": {"signature": "34ea5819c882"}})
     assert response.json == {"redriven": 1}
     assert [m["id"] for m in listed(client, "src")] == wanted
@@ -172,6 +181,8 @@ def test_another_project_cannot_redrive_these_dead_letters(client, project_b):
 QUEUE_NAME_RULE = "a queue name: ASCII letters, digits, _ - and ., 1 to 64 characters, not . or .."
 KEYS = ("The request body may only have the keys destination, create_destination, limit, dry_run, "
         "async, max_per_second and filter")
+BAD_SIGNATURE = ("filter.signature must be v2- and 12 lowercase hexadecimal digits "
+                 "(or 12 alone: an id of the first scheme).")
 
 
 @pytest.mark.parametrize("body, description", [
@@ -201,8 +212,10 @@ KEYS = ("The request body may only have the keys destination, create_destination
     ({"filter": {"source_queue": 5}}, "filter.source_queue must be a string, got 5."),
     ({"filter": {"source_queue": ""}}, "filter.source_queue may not be empty."),
     ({"filter": {"error_type": ["TimeoutError"]}}, "filter.error_type must be a string, got an array."),
-    ({"filter": {"signature": "ABCDEF123456"}}, "filter.signature must be 12 lowercase hexadecimal digits."),
-    ({"filter": {"signature": "34ea5819c88"}}, "filter.signature must be 12 lowercase hexadecimal digits."),
+    ({"filter": {"signature": "ABCDEF123456"}}, BAD_SIGNATURE),
+    ({"filter": {"signature": "34ea5819c88"}}, BAD_SIGNATURE),
+    ({"filter": {"signature": "v3-34ea5819c882"}}, BAD_SIGNATURE),
+    ({"filter": {"signature": "v2-34ea5819c88"}}, BAD_SIGNATURE),
     ({"filter": {"ids": []}}, "filter.ids may not be empty."),
     ({"filter": {"ids": "a,b"}}, "filter.ids must be an array, got a string."),
     ({"filter": {"ids": [1]}}, "filter.ids[0] must be a string, got 1."),

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims.metadata import DEAD_LETTER_QUEUE
-from zaqar_lite.claims.signatures import signature, signature_id
+from zaqar_lite.claims.signatures import is_legacy_id, legacy_failure_signature_id, signature, signature_id
 from zaqar_lite.errors import RedriveTaskFinished
 from zaqar_lite.models import Message, RedriveFilter, RedriveRequest, RedriveTask
 
@@ -70,6 +70,19 @@ def last_signature_id(message: Message) -> str:
     return signature_id(last_signature(message))
 
 
+def has_last_signature(message: Message, identifier: str) -> bool:
+    """Return whether a message's last failure has a signature id, of this scheme or of the first.
+
+    An id of the first scheme (12 hex digits, no ``v2-``: what reports and
+    consoles showed before) is compared with the id that scheme gives the
+    failure, so a filter stored or written down then still finds its dead letters.
+    """
+    if not is_legacy_id(identifier):
+        return last_signature_id(message) == identifier
+    failure = last_failure(message) or {}
+    return legacy_failure_signature_id(failure.get("error_type"), failure.get("error")) == identifier
+
+
 @dataclasses.dataclass(frozen=True)
 class SignatureGroup:
     """The dead letters whose last failure has one signature: what a ``signature`` filter selects."""
@@ -100,7 +113,8 @@ def matches(message: Message, wanted: RedriveFilter) -> bool:
     """Return whether a message is a dead letter that every criterion of the filter accepts.
 
     ``source_queue`` is compared with the provenance record; ``error_type``
-    (exactly) and ``signature`` with the message's LAST failure, so a message
+    (exactly) and ``signature`` (an id of either scheme, :func:`has_last_signature`)
+    with the message's LAST failure, so a message
     whose last failure has no ``error_type`` never matches an ``error_type``;
     ``ids`` lists the message ids accepted.
     """
@@ -113,7 +127,7 @@ def matches(message: Message, wanted: RedriveFilter) -> bool:
         return False
     if wanted.error_type is not None and (last_failure(message) or {}).get("error_type") != wanted.error_type:
         return False
-    return wanted.signature is None or last_signature_id(message) == wanted.signature
+    return wanted.signature is None or has_last_signature(message, wanted.signature)
 
 
 def target_queue(message: Message, queue: str, destination: str | None) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 from zaqar_lite.api.schemas.parsing import INT64_MAX
 from zaqar_lite.api.schemas.schema import Schema
 from zaqar_lite.claims.names import is_queue_name
-from zaqar_lite.claims.signatures import ID_LENGTH
+from zaqar_lite.claims.signatures import ID_LENGTH, ID_PATTERN, SCHEME
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import ValidationFailed, sent
 from zaqar_lite.models import RedriveFilter, RedriveRequest
@@ -32,8 +32,9 @@ def _redrive_schema(limits: Limits) -> Schema:
                 "properties": {
                     "source_queue": text,
                     "error_type": text,
-                    "signature": {"type": "string", "pattern": f"^[0-9a-f]{{{ID_LENGTH}}}$",
-                                  "description": f"{ID_LENGTH} lowercase hexadecimal digits"},
+                    "signature": {"type": "string", "pattern": ID_PATTERN,
+                                  "description": f"{SCHEME} and {ID_LENGTH} lowercase hexadecimal digits "
+                                                 f"(or {ID_LENGTH} alone: an id of the first scheme)"},
                     "ids": {"type": "array", "items": text, "minItems": 1,
                             "maxItems": limits.max_redrive_ids},
                 },
