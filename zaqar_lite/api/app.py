@@ -4,6 +4,7 @@ middleware and error handlers, wired in one place."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, TypeAlias
 
 import falcon
@@ -162,6 +163,15 @@ def routes(services: Services) -> list[tuple[str, object]]:
     ]
 
 
+def _encode_json(media: Any, _encode: Any = json.JSONEncoder(ensure_ascii=False).encode) -> bytes:
+    """Return a response document in UTF-8 JSON: falcon's default text, from one encoder built once."""
+    return _encode(media).encode()  # type: ignore[no-any-return]
+
+
+#: falcon's JSON handler writing :func:`_encode_json` (falcon's own builds an encoder per answer)
+RESPONSE_JSON = falcon.media.JSONHandler(dumps=_encode_json)
+
+
 def create_app(settings: Settings, storage: Storage | None = None, clock: Clock = wall_clock, *,
                messaging: Messaging | None = None, templates: QueueTemplates | None = None,
                long_poll: LongPoll | None = None) -> WsgiApp:
@@ -191,6 +201,7 @@ def create_app(settings: Settings, storage: Storage | None = None, clock: Clock 
     if settings.console_enabled:
         middleware.append(console.ConsolePages())
     app: WsgiApp = falcon.App(middleware=middleware)
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = RESPONSE_JSON
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False
