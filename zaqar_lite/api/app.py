@@ -163,9 +163,13 @@ def routes(services: Services) -> list[tuple[str, object]]:
     ]
 
 
-def _encode_json(media: Any, _encode: Any = json.JSONEncoder(ensure_ascii=False).encode) -> bytes:
-    """Return a response document in UTF-8 JSON: falcon's default text, from one encoder built once."""
-    return _encode(media).encode()  # type: ignore[no-any-return]
+#: the encoder of every answer: falcon's default text (``json.dumps(..., ensure_ascii=False)``)
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def _encode_json(media: Any) -> bytes:
+    """Return a response document in UTF-8 JSON, from the one encoder built at import."""
+    return _ENCODER.encode(media).encode()
 
 
 #: falcon's JSON handler writing :func:`_encode_json` (falcon's own builds an encoder per answer)

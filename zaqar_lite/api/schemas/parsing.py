@@ -93,4 +93,5 @@ def _reject_constant(name: str) -> Any:
 
 
 #: the one decoder of every request body (``json.loads`` with these hooks would build one per call)
-_DECODER = json.JSONDecoder(parse_int=_checked_int, parse_float=_checked_float, parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_int=_checked_int, parse_float=_checked_float,
+                            parse_constant=_reject_constant)
