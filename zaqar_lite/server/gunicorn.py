@@ -75,8 +75,13 @@ class AccessLogger(Logger):  # type: ignore[misc]
         line = (f'{_quoted(environ.get("REMOTE_ADDR", "-"))} "{_quoted(request)}" '
                 f'{_quoted(status) if isinstance(status, str) else status} {took} ms '
                 f'project={"-" if project is None else _quoted(str(project))}')
+        log = self.access_log
+        if not log.isEnabledFor(logging.INFO):
+            return
         try:
-            self.access_log.info(line)
+            # the record info() would make, less the look up the stack for the caller's line,
+            # which no access format shows
+            log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, None, None))
         except Exception:  # noqa: BLE001 - as gunicorn's: a line that cannot be written is an error logged
             self.exception("access log line not written")
 
