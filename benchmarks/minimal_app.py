@@ -51,15 +51,20 @@ class MessageItem:
 
 
 class ClaimCollection:
-    """``/v2/queues/{queue}/claims``: POST always claims the same one message."""
+    """``/v2/queues/{queue}/claims``: POST always claims ``limit`` messages (1 by default), the same ones."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
-        """Answer 201 with one claimed message whose href carries the claim id."""
+        """Answer 201 with ``limit`` claimed messages whose hrefs carry the claim id."""
+        limit = req.get_param_as_int("limit", min_value=1, max_value=20) or 1
         resp.status = falcon.HTTP_201
         resp.location = f"/v2/queues/{queue}/claims/{CLAIM_ID}"
-        href = f"/v2/queues/{queue}/messages/{MESSAGE_ID}?claim_id={CLAIM_ID}"
-        resp.media = {"messages": [{"id": MESSAGE_ID, "href": href, "ttl": 3600, "age": 0,
-                                    "body": {"event": "bench", "n": 1}, "claim_count": 1}]}
+        messages = []
+        for n in range(limit):
+            message_id = MESSAGE_ID[:-2] + f"{n:02d}" if n else MESSAGE_ID
+            href = f"/v2/queues/{queue}/messages/{message_id}?claim_id={CLAIM_ID}"
+            messages.append({"id": message_id, "href": href, "ttl": 3600, "age": 0,
+                             "body": {"event": "bench", "n": 1}, "claim_count": 1})
+        resp.media = {"messages": messages}
 
 
 def create_app() -> falcon.App:

@@ -4,6 +4,7 @@ middleware and error handlers, wired in one place."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, TypeAlias
 
 import falcon
@@ -162,6 +163,19 @@ def routes(services: Services) -> list[tuple[str, object]]:
     ]
 
 
+#: the encoder of every answer: falcon's default text (``json.dumps(..., ensure_ascii=False)``)
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def _encode_json(media: Any) -> bytes:
+    """Return a response document in UTF-8 JSON, from the one encoder built at import."""
+    return _ENCODER.encode(media).encode()
+
+
+#: falcon's JSON handler writing :func:`_encode_json` (falcon's own builds an encoder per answer)
+RESPONSE_JSON = falcon.media.JSONHandler(dumps=_encode_json)
+
+
 def create_app(settings: Settings, storage: Storage | None = None, clock: Clock = wall_clock, *,
                messaging: Messaging | None = None, templates: QueueTemplates | None = None,
                long_poll: LongPoll | None = None) -> WsgiApp:
@@ -191,6 +205,7 @@ def create_app(settings: Settings, storage: Storage | None = None, clock: Clock 
     if settings.console_enabled:
         middleware.append(console.ConsolePages())
     app: WsgiApp = falcon.App(middleware=middleware)
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = RESPONSE_JSON
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = True
     app.req_options.keep_blank_qs_values = False

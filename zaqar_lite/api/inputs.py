@@ -6,6 +6,7 @@ names the offending parameter and the rule, so the client can fix its request.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 
@@ -48,15 +49,24 @@ def client_id(value: str | None, settings: Settings) -> str:
     if not value:
         raise ValidationFailed("The Client-ID header is required.")
     if settings.client_id_uuid_safe == "strict":
-        try:
-            uuid.UUID(value)
-        except ValueError:
-            raise ValidationFailed("Wrong UUID value: the Client-ID header must be a UUID.") from None
+        if not is_uuid(value):
+            raise ValidationFailed("Wrong UUID value: the Client-ID header must be a UUID.")
     elif not settings.min_length_client_id <= len(value) <= settings.max_length_client_id:
         raise ValidationFailed(
             f"The Client-ID header must be {settings.min_length_client_id} to "
             f"{settings.max_length_client_id} characters long.")
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def is_uuid(value: str) -> bool:
+    """Return whether :class:`uuid.UUID` reads ``value``; a client sends the same few ids over and over,
+    so each is parsed once (the answers of the 4096 latest distinct ids are kept)."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 #: what the WSGI server makes of a header sent twice: the values joined by commas

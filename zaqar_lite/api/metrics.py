@@ -281,6 +281,21 @@ class RequestMetrics:
 
     def __init__(self, driver: str) -> None:
         self.driver = driver
+        #: (method, route, status) -> that series' request counter and duration histogram: the labels
+        #: are resolved once per series, not once per request (every label takes few values)
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._storage_errors = counted.STORAGE_ERRORS.labels(driver)
+
+    def series(self, method: str, route: str, status: int) -> tuple[Any, Any]:
+        """Return the request counter and the duration histogram of one method, route and status."""
+        # every key from a bounded set: the client chooses its method and path
+        key = (counted.method_label(method), route, status)
+        found = self._series.get(key)
+        if found is None:
+            labels = (key[0], route, counted.status_label(status))
+            found = self._series[key] = (counted.HTTP_REQUESTS.labels(*labels),
+                                         counted.HTTP_DURATION.labels(*labels))
+        return found
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Note when the request started."""
@@ -292,10 +307,9 @@ class RequestMetrics:
         started = getattr(req.context, "metrics_started", None)
         route = req.uri_template if resource is not None and req.uri_template else counted.UNMATCHED_ROUTE
         status = resp.status_code
-        # every label from a bounded set: the client chooses its method and path
-        labels = (counted.method_label(req.method), route, counted.status_label(status))
-        counted.HTTP_REQUESTS.labels(*labels).inc()
+        requests, duration = self.series(req.method, route, status)
+        requests.inc()
         if started is not None:
-            counted.HTTP_DURATION.labels(*labels).observe(time.perf_counter() - started)
+            duration.observe(time.perf_counter() - started)
         if status == 503:
-            counted.STORAGE_ERRORS.labels(self.driver).inc()
+            self._storage_errors.inc()

@@ -139,17 +139,22 @@ class RequestContext:
         if is_console(resource):
             self.console_context(req, params)
             return
-        if not req.client_accepts_json:
+        env = req.env
+        accept = env.get("HTTP_ACCEPT")
+        if accept and accept != "*/*" and not req.client_accepts_json:
             raise falcon.HTTPNotAcceptable(description="This API only answers application/json.")
-        if req.content_type and req.content_type.split(";")[0].strip().lower() in FORM_TYPES:
+        content_type = env.get("CONTENT_TYPE")
+        if content_type and content_type.split(";")[0].strip().lower() in FORM_TYPES:
             raise errors.InvalidBody("Form-encoded bodies are not accepted; send JSON.")
-        req.context.client_id = inputs.client_id(req.get_header("Client-ID"), self.settings)
-        # only keystone auth reads the identity headers: no request pays for them otherwise
-        keystone_identity = identity(req) if self.settings.auth_strategy == "keystone" else None
+        settings = self.settings
+        req.context.client_id = inputs.client_id(env.get("HTTP_CLIENT_ID"), settings)
+        # only keystone auth reads the identity headers, and only a signed request its
+        # signature: no request pays for them otherwise
+        keystone_identity = identity(req) if settings.auth_strategy == "keystone" else None
+        signed = signed_request(req, self.clock) if "HTTP_URL_SIGNATURE" in env else None
         req.context.project, req.context.role = credentials(
-            self.settings, req.get_header("X-Auth-Token"), req.get_header("X-Project-ID"),
-            signed_request(req, self.clock), keystone_identity)
-        req.env[PROJECT_ENVIRON] = req.context.project
+            settings, env.get("HTTP_X_AUTH_TOKEN"), env.get("HTTP_X_PROJECT_ID"), signed, keystone_identity)
+        env[PROJECT_ENVIRON] = req.context.project
 
     def console_context(self, req: falcon.Request, params: dict[str, Any]) -> None:
         """Check a console page's credentials: the project of its URL, the token of its cookie.
@@ -187,15 +192,28 @@ class QueueNameCheck:
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
+        #: resource class -> the methods it has a responder for, found once per class
+        self._served: dict[type, frozenset[str]] = {}
+
+    def served(self, resource: object) -> frozenset[str]:
+        """Return the HTTP methods a resource has a responder (``on_<method>``) for."""
+        found = self._served.get(type(resource))
+        if found is None:
+            found = self._served[type(resource)] = frozenset(
+                method for method in falcon.constants.COMBINED_METHODS
+                if callable(getattr(resource, "on_" + method.lower(), None)))
+        return found
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          params: dict[str, Any]) -> None:
         """Check ``params["queue"]`` (or a topic's, ``params["topic"]``) before the responder is called."""
-        if not callable(getattr(resource, "on_" + req.method.lower(), None)):
+        if not params or req.method not in self.served(resource):
             return
-        for field, kind in (("queue", "Queue"), ("topic", "Topic")):
-            if field in params:
-                inputs.queue_name(params[field], self.limits, kind)
+        queue, topic = params.get("queue"), params.get("topic")
+        if queue is not None:
+            inputs.queue_name(queue, self.limits, "Queue")
+        if topic is not None:
+            inputs.queue_name(topic, self.limits, "Topic")
 
 
 def require_admin(req: falcon.Request) -> None:

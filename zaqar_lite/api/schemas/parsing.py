@@ -62,8 +62,7 @@ def parse_json(raw: bytes) -> Any:
     if text.startswith("\ufeff"):
         raise InvalidBody("Request body must be JSON encoded in UTF-8 without a byte order mark (RFC 8259).")
     try:
-        document = json.loads(text, parse_int=_checked_int, parse_float=_checked_float,
-                              parse_constant=_reject_constant)
+        document = _DECODER.decode(text)
     except ValueError as exc:
         raise InvalidBody(f"Request body is not valid JSON: {exc}.") from None
     except RecursionError:
@@ -91,3 +90,8 @@ def _nests_deeper_than(raw: bytes, limit: int) -> bool:
 
 def _reject_constant(name: str) -> Any:
     raise InvalidBody(f"{name} is not a valid JSON number.")
+
+
+#: the one decoder of every request body (``json.loads`` with these hooks would build one per call)
+_DECODER = json.JSONDecoder(parse_int=_checked_int, parse_float=_checked_float,
+                            parse_constant=_reject_constant)
