@@ -163,13 +163,18 @@ class SqliteConnected:
         durable (committed) once this returns.
 
         Group commit: the writes of one process run one at a time on its write
-        connection, each in a savepoint of the open transaction. The writer
+        connection in the open transaction (each after its first in a savepoint). The writer
         that finds no other waiting (or the :data:`BATCH_LIMIT`-th) commits it
         for every write in it with one COMMIT, one sync of the file; each
         writer returns only once that COMMIT succeeded, and if it fails each
         raises StorageUnavailable. Alone, a write is its own transaction; under
         concurrent requests one sync acknowledges every write that came meanwhile.
+        A transaction opened inside another is part of it: an error leaving it undoes both.
         """
+        outer: sqlite3.Connection | None = getattr(self._local, "writing", None)
+        if outer is not None:
+            yield outer
+            return
         with self._translate_errors():
             with self._waiting_lock:
                 self._waiting += 1
@@ -183,14 +188,18 @@ class SqliteConnected:
                     conn.execute("BEGIN IMMEDIATE")
                     self._batch = _Batch(self._make_lock)
                 batch = self._batch
-                conn.execute("SAVEPOINT write")
+                # the first write of a batch is undone with the transaction, the others by a savepoint
+                alone = batch.writes == 0
+                if not alone:
+                    conn.execute("SAVEPOINT write")
                 batch.writes += 1
                 self._local.writing = conn
                 try:
                     yield conn
-                    conn.execute("RELEASE write")
+                    if not alone:
+                        conn.execute("RELEASE write")
                 except BaseException as exc:
-                    self._undo_write(conn, exc)
+                    self._undo_write(conn, exc, alone)
                     raise
                 finally:
                     self._local.writing = None
@@ -200,22 +209,26 @@ class SqliteConnected:
             self._leave_batch()
             batch.wait()
 
-    def _undo_write(self, conn: sqlite3.Connection, error: BaseException) -> None:
-        """Undo the failed write of this writer alone; if that cannot be, the whole open batch."""
-        if conn.in_transaction:
+    def _undo_write(self, conn: sqlite3.Connection, error: BaseException, alone: bool) -> None:
+        """Undo the failed write of this writer alone; if that cannot be, the whole open batch.
+
+        ``alone``: the write is the batch's first, undone with the transaction (no other write is in it).
+        """
+        if conn.in_transaction and not alone:
             try:
                 conn.execute("ROLLBACK TO write")
                 conn.execute("RELEASE write")
                 return
             except sqlite3.Error:
                 pass
-        # SQLite rolled the transaction back by itself, or the savepoint cannot be undone:
-        # the batch's other writes are lost with it, and their writers are told so
+        # the batch's first write, or SQLite rolled the transaction back by itself, or the
+        # savepoint cannot be undone: the batch's other writes (if any) are lost with it, and
+        # their writers are told so
         with contextlib.suppress(sqlite3.Error):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
         if self._batch is not None:
-            self._batch.end(error)
+            self._batch.end(None if alone else error)
             self._batch = None
 
     def _leave_batch(self) -> None:

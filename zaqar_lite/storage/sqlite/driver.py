@@ -32,17 +32,19 @@ from zaqar_lite.claims import policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
+    ClaimResult,
     DeadLetterPolicy,
     Message,
     Move,
     QueueStats,
 )
-from zaqar_lite.storage.base import Applied, PlannedClaimStorage
+from zaqar_lite.storage.base import Applied, ClaimPlan, PlannedClaimStorage, PostPlan
 from zaqar_lite.storage.sqlite.layout import MESSAGE_COLUMNS, message_from_row
 from zaqar_lite.storage.sqlite.records import SqliteRecords
 from zaqar_lite.storage.sqlite.statements import (
     CANDIDATES,
     INSERT_MESSAGE,
+    QUEUE_METADATA,
     id_names,
     ids_where,
     select_sql,
@@ -64,9 +66,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
-            row = self._connection().execute(
-                "SELECT metadata FROM queues WHERE project=? AND name=?", (project, queue)).fetchone()
-        return json.loads(row[0]) if row else None
+            return self._stored_metadata(self._connection(), project, queue)
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self.transaction() as db:
@@ -153,6 +153,21 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
               json.dumps(m.failures) if m.failures else None,
               json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group,
               json.dumps(m.trace) if m.trace else None) for i, m in enumerate(messages)])
+
+    @staticmethod
+    def _stored_metadata(db: sqlite3.Connection, project: str, queue: str) -> dict[str, Any] | None:
+        row = db.execute(QUEUE_METADATA, (project, queue)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
+        """Plan from the metadata read by the post's own transaction: one transaction per post."""
+        with self.transaction() as db:
+            return self.post_messages(project, queue, plan(self._stored_metadata(db, project, queue)), now)
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
+        """Plan from the metadata read by the claim's own transaction: one transaction per claim."""
+        with self.transaction() as db:
+            return self.claim_messages(project, queue, plan(self._stored_metadata(db, project, queue)))
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:

@@ -34,6 +34,7 @@ CANDIDATE_PART = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXE
 #: the candidates of a claim or pop: both ranges, merged by marker
 CANDIDATES = (f"{CANDIDATE_PART.format(READY)} UNION ALL {CANDIDATE_PART.format(MATURED)}"
               " ORDER BY marker LIMIT :limit")
+QUEUE_METADATA = "SELECT metadata FROM queues WHERE project=? AND name=?"
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 18)})"
 
 
