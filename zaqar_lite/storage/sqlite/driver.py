@@ -9,8 +9,11 @@ Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
 takes SQLite's single write lock before reading anything: reads and writes of
 one operation can never interleave with another process's; the claim, sweep,
 delete and release loops of :class:`~zaqar_lite.storage.base.PlannedClaimStorage`
-each run whole in one (:meth:`SqliteStorage._atomic`). The file is in WAL mode,
-so readers never block.
+each run whole in one (:meth:`SqliteStorage._atomic`), and so does a post or a
+claim with the read of the queue's metadata it is planned from. Concurrent
+writes of one process share a commit (group commit, see
+:meth:`~zaqar_lite.storage.sqlite.client.SqliteConnected.transaction`). The
+file is in WAL mode, so readers never block.
 Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
