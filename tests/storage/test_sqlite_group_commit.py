@@ -14,7 +14,7 @@ import time
 import pytest
 
 from zaqar_lite import errors
-from zaqar_lite.models import Message
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 from zaqar_lite.storage.sqlite.driver import SqliteStorage
 
 P, Q = "p", "q"
@@ -164,3 +164,47 @@ def test_many_threads_posting_at_once_lose_nothing_acknowledged(tmp_path, writer
                                                      include_claimed=True, include_delayed=True,
                                                      exclude_client_id=None)]
     assert markers == list(range(1, writers * 40 + 1))
+
+
+def test_a_post_and_a_claim_read_the_metadata_they_are_planned_from_in_their_own_transaction(tmp_path):
+    store = SqliteStorage(f"sqlite:///{tmp_path / 'z.db'}")
+    store.create_queue(P, Q, {"_default_message_ttl": 600}, NOW)
+    written: list[str] = []
+    with store.transaction() as db:
+        db.set_trace_callback(written.append)
+    written.clear()
+    planned_from: list[object] = []
+
+    def post_plan(stored):
+        planned_from.append(stored)
+        return [_message("a")]
+
+    store.post_planned(P, Q, post_plan, NOW)
+    assert written[0] == "BEGIN IMMEDIATE" and written[-1] == "COMMIT"
+    assert written[1].startswith("SELECT metadata FROM queues")
+    assert written.count("COMMIT") == 1
+    written.clear()
+
+    def claim_plan(stored):
+        planned_from.append(stored)
+        return ClaimRequest("c1", NOW, 60, 60, 5, DeadLetterPolicy())
+
+    assert [m.id for m in store.claim_planned(P, Q, claim_plan).claimed] == ["a"]
+    assert written[0] == "BEGIN IMMEDIATE" and written[-1] == "COMMIT"
+    assert written[1].startswith("SELECT metadata FROM queues")
+    assert written.count("COMMIT") == 1
+    assert planned_from == [{"_default_message_ttl": 600}] * 2
+
+
+def test_a_plan_refused_changes_nothing(tmp_path):
+    path = str(tmp_path / "z.db")
+    store = SqliteStorage(f"sqlite:///{path}")
+
+    def refused(stored):
+        raise errors.QueueLimitReached(P, 0)
+
+    with pytest.raises(errors.QueueLimitReached):
+        store.post_planned(P, Q, refused, NOW)
+    assert store.get_queue_metadata(P, Q) is None
+    store.post_messages(P, Q, [_message("b")], NOW)
+    assert _stored_ids(path) == {"b"}
