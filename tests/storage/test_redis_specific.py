@@ -119,23 +119,6 @@ def test_a_delete_reads_its_message_once_and_nothing_of_groups_it_is_not_in(stor
     assert [m.id for m in store.get_messages(P, Q, ["m0", "m1"], NOW + 1)] == ["m1"]
 
 
-def test_a_claim_reads_each_message_it_takes_once(store, redis_server):
-    store.post_messages(P, Q, _messages(5), NOW)
-    with redis_server.client() as admin:
-        admin.config_resetstat()
-        claimed = _claim(store, 5, NOW + 1, claim_id="c1")
-        stats = admin.info("commandstats")
-    assert claimed == ["m0", "m1", "m2", "m3", "m4"]
-    reads = {k: v["calls"] for k, v in stats.items()
-             if k in ("cmdstat_hgetall", "cmdstat_hmget", "cmdstat_hget")}
-    assert reads == {"cmdstat_hgetall": 5}
-    # what the claim answers is what is stored now
-    request = ClaimRequest("c2", NOW + 200, 60, 60, 5, DeadLetterPolicy())
-    answered = store.claim_messages(P, Q, request).claimed
-    assert answered == store.get_messages(P, Q, [m.id for m in answered], NOW + 200)
-    assert [(m.claim_id, m.claim_count) for m in answered] == [("c2", 2)] * 5
-
-
 def test_a_script_carries_the_library_functions_it_calls_and_theirs_only():
     library = ("-- first\nlocal function first(x)\n  return x\nend\n\n"
                "-- second, which calls first\nlocal function second(x)\n  return first(x) + 1\nend\n"

@@ -54,7 +54,7 @@ if base then
     return wait * (1 - tonumber(ARGV[19]) * draw)
   end
   delay_until = function(count, slot)
-    if max_count ~= '' and count >= tonumber(max_count) then return 0 end
+    if max_count ~= '' and count >= tonumber(max_count) then return '0' end
     return tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0'))
   end
 end
@@ -73,14 +73,11 @@ while #claimed < limit do
   for i = 1, #heads, 2 do
     local id = heads[i]
     local key = message_key(ns, id)
-    -- one read of the whole message: what the claim checks, and (changed) what it answers
-    local stored = redis.call('HGETALL', key)
-    local f = {}
-    for j = 1, #stored, 2 do f[stored[j]] = j + 1 end
-    if f.expires and tonumber(stored[f.expires]) > now then
-      local count = tonumber(stored[f.claim_count])
+    local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible')
+    if f[1] and tonumber(f[1]) > now then
+      local count = tonumber(f[2])
       if max_count ~= '' and count >= tonumber(max_count) then
-        if stored[f.dlq_eligible] == '1' then
+        if f[4] == '1' then
           dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
           moved = moved + 1
         else
@@ -89,36 +86,23 @@ while #claimed < limit do
         end
         freed = true
       else
-        local expires = stored[f.expires]
+        local expires = f[1]
         if tonumber(expires) < tonumber(floor) then
           expires = floor
           redis.call('ZADD', Q.expires, expires, id)
         end
-        local previous = f.claim_id and stored[f.claim_id]
-        local changes = {'claim_id', claim_id, 'claim_expires', claim_expires,
-                         'claim_count', tostring(count + 1), 'expires', expires,
-                         'delay_until', delay_until and string.format('%.17g', delay_until(count + 1, #claimed + 1)) or '0'}
-        redis.call('HSET', key, unpack(changes))
-        if previous and previous ~= claim_id then
-          redis.call('SREM', qp .. 'cm:' .. previous, id)
+        redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
+                   'claim_count', count + 1, 'expires', expires,
+                   'delay_until', delay_until and delay_until(count + 1, #claimed + 1) or '0')
+        if f[3] and f[3] ~= claim_id then
+          redis.call('SREM', qp .. 'cm:' .. f[3], id)
         end
-        -- the answer: the message as read, with the fields just written (as HGETALL now reads it)
-        for j = 1, #changes, 2 do
-          local at = f[changes[j]]
-          if at then
-            stored[at] = changes[j + 1]
-          else
-            stored[#stored + 1] = changes[j]
-            stored[#stored + 1] = changes[j + 1]
-          end
-        end
-        table.insert(stored, 1, id)
         ids[#ids + 1] = id
         by_expiry[#by_expiry + 1] = claim_expires
         by_expiry[#by_expiry + 1] = id
         by_count[#by_count + 1] = count + 1
         by_count[#by_count + 1] = id
-        claimed[#claimed + 1] = stored
+        claimed[#claimed + 1] = dump(ns, id)
       end
     end
   end
