@@ -9,11 +9,9 @@ Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
 takes SQLite's single write lock before reading anything: reads and writes of
 one operation can never interleave with another process's; the claim, sweep,
 delete and release loops of :class:`~zaqar_lite.storage.base.PlannedClaimStorage`
-each run whole in one (:meth:`SqliteStorage._atomic`), and so does a post or a
-claim with the read of the queue's metadata it is planned from. Concurrent
-writes of one process share a commit (group commit, see
-:meth:`~zaqar_lite.storage.sqlite.client.SqliteConnected.transaction`). The
-file is in WAL mode, so readers never block.
+each run whole in one (:meth:`SqliteStorage._atomic`), as does a post or claim
+with its metadata read; a process's concurrent writes share a commit
+(:mod:`~zaqar_lite.storage.sqlite.client`). The file is in WAL mode, so readers never block.
 Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
@@ -47,10 +45,10 @@ from zaqar_lite.storage.sqlite.records import SqliteRecords
 from zaqar_lite.storage.sqlite.statements import (
     CANDIDATES,
     INSERT_MESSAGE,
-    QUEUE_METADATA,
     id_names,
     ids_where,
     select_sql,
+    stored_metadata,
 )
 
 
@@ -69,7 +67,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
-            return self._stored_metadata(self._connection(), project, queue)
+            return stored_metadata(self._connection(), project, queue)
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self.transaction() as db:
@@ -157,20 +155,15 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
               json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group,
               json.dumps(m.trace) if m.trace else None) for i, m in enumerate(messages)])
 
-    @staticmethod
-    def _stored_metadata(db: sqlite3.Connection, project: str, queue: str) -> dict[str, Any] | None:
-        row = db.execute(QUEUE_METADATA, (project, queue)).fetchone()
-        return json.loads(row[0]) if row else None
-
     def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from the metadata read by the post's own transaction: one transaction per post."""
         with self.transaction() as db:
-            return self.post_messages(project, queue, plan(self._stored_metadata(db, project, queue)), now)
+            return self.post_messages(project, queue, plan(stored_metadata(db, project, queue)), now)
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Plan from the metadata read by the claim's own transaction: one transaction per claim."""
         with self.transaction() as db:
-            return self.claim_messages(project, queue, plan(self._stored_metadata(db, project, queue)))
+            return self.claim_messages(project, queue, plan(stored_metadata(db, project, queue)))
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:

@@ -10,6 +10,9 @@ number of ids asked for) are made once per shape.
 from __future__ import annotations
 
 import functools
+import json
+import sqlite3
+from typing import Any
 
 from zaqar_lite.storage.sqlite.layout import MESSAGE_COLUMNS, MESSAGE_FIELDS
 
@@ -56,3 +59,9 @@ def id_names(count: int) -> tuple[str, ...]:
 def ids_where(count: int) -> str:
     """Return the condition of ``_get`` (the driver's read by ids) for ``count`` ids, made once per count."""
     return f"id IN ({','.join(':' + name for name in id_names(count))}) AND expires > :now"
+
+
+def stored_metadata(db: sqlite3.Connection, project: str, queue: str) -> dict[str, Any] | None:
+    """Return a queue's stored metadata, None for a missing queue."""
+    row = db.execute(QUEUE_METADATA, (project, queue)).fetchone()
+    return json.loads(row[0]) if row else None
