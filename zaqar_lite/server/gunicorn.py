@@ -143,8 +143,9 @@ class OffTheHub:
     the service wrapped around a wrapped store costs one hand-over per request.
     A method that returns a generator (``all_queues``) has each of its steps
     handed over, so the store is never read on the loop. An attribute set on the
-    proxy is set on the object. Each pool thread keeps its own SQLite connection
-    (the driver's connections are per thread), reused from one request to the next.
+    proxy is set on the object. Each pool thread keeps its own SQLite connection for
+    reads, reused from one request to the next; the writes of the pool's threads run
+    on the process's write connection, and those that come together share one commit.
     """
 
     def __init__(self, target: Any) -> None:

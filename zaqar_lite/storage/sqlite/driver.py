@@ -9,8 +9,9 @@ Every write runs in one ``BEGIN IMMEDIATE`` transaction (see
 takes SQLite's single write lock before reading anything: reads and writes of
 one operation can never interleave with another process's; the claim, sweep,
 delete and release loops of :class:`~zaqar_lite.storage.base.PlannedClaimStorage`
-each run whole in one (:meth:`SqliteStorage._atomic`). The file is in WAL mode,
-so readers never block.
+each run whole in one (:meth:`SqliteStorage._atomic`), as does a post or claim
+with its metadata read; a process's concurrent writes share a commit
+(:mod:`~zaqar_lite.storage.sqlite.client`). The file is in WAL mode, so readers never block.
 Claim order is strict FIFO by post order within a queue: each queue counts its
 own markers (``queues.last_marker``, bumped by the transaction that posts or
 moves messages in), so a marker says nothing of other queues' traffic; rows are
@@ -32,12 +33,13 @@ from zaqar_lite.claims import policy
 from zaqar_lite.models import (
     Claim,
     ClaimRequest,
+    ClaimResult,
     DeadLetterPolicy,
     Message,
     Move,
     QueueStats,
 )
-from zaqar_lite.storage.base import Applied, PlannedClaimStorage
+from zaqar_lite.storage.base import Applied, ClaimPlan, PlannedClaimStorage, PostPlan
 from zaqar_lite.storage.sqlite.layout import MESSAGE_COLUMNS, message_from_row
 from zaqar_lite.storage.sqlite.records import SqliteRecords
 from zaqar_lite.storage.sqlite.statements import (
@@ -46,6 +48,7 @@ from zaqar_lite.storage.sqlite.statements import (
     id_names,
     ids_where,
     select_sql,
+    stored_metadata,
 )
 
 
@@ -64,9 +67,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def get_queue_metadata(self, project: str, queue: str) -> dict[str, Any] | None:
         with self._translate_errors():
-            row = self._connection().execute(
-                "SELECT metadata FROM queues WHERE project=? AND name=?", (project, queue)).fetchone()
-        return json.loads(row[0]) if row else None
+            return stored_metadata(self._connection(), project, queue)
 
     def set_queue_metadata(self, project: str, queue: str, metadata: Mapping[str, Any]) -> None:
         with self.transaction() as db:
@@ -153,6 +154,16 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
               json.dumps(m.failures) if m.failures else None,
               json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group,
               json.dumps(m.trace) if m.trace else None) for i, m in enumerate(messages)])
+
+    def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
+        """Plan from the metadata read by the post's own transaction: one transaction per post."""
+        with self.transaction() as db:
+            return self.post_messages(project, queue, plan(stored_metadata(db, project, queue)), now)
+
+    def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
+        """Plan from the metadata read by the claim's own transaction: one transaction per claim."""
+        with self.transaction() as db:
+            return self.claim_messages(project, queue, plan(stored_metadata(db, project, queue)))
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:

@@ -10,6 +10,9 @@ number of ids asked for) are made once per shape.
 from __future__ import annotations
 
 import functools
+import json
+import sqlite3
+from typing import Any
 
 from zaqar_lite.storage.sqlite.layout import MESSAGE_COLUMNS, MESSAGE_FIELDS
 
@@ -34,6 +37,7 @@ CANDIDATE_PART = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXE
 #: the candidates of a claim or pop: both ranges, merged by marker
 CANDIDATES = (f"{CANDIDATE_PART.format(READY)} UNION ALL {CANDIDATE_PART.format(MATURED)}"
               " ORDER BY marker LIMIT :limit")
+QUEUE_METADATA = "SELECT metadata FROM queues WHERE project=? AND name=?"
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_FIELDS}) VALUES ({', '.join('?' * 18)})"
 
 
@@ -55,3 +59,9 @@ def id_names(count: int) -> tuple[str, ...]:
 def ids_where(count: int) -> str:
     """Return the condition of ``_get`` (the driver's read by ids) for ``count`` ids, made once per count."""
     return f"id IN ({','.join(':' + name for name in id_names(count))}) AND expires > :now"
+
+
+def stored_metadata(db: sqlite3.Connection, project: str, queue: str) -> dict[str, Any] | None:
+    """Return a queue's stored metadata, None for a missing queue."""
+    row = db.execute(QUEUE_METADATA, (project, queue)).fetchone()
+    return json.loads(row[0]) if row else None
