@@ -5,16 +5,19 @@ Each candidate that imports here serves, with 2 worker processes (``--workers``)
 * the storage-free falcon app (``minimal_app.py``);
 * zaqar-lite on SQLite (a file of its own per candidate);
 * zaqar-lite on Redis (one throwaway server, started by the suites' harness,
-  a queue of its own per candidate), unless ``--no-redis``.
+  a queue of its own per candidate), unless ``--apps`` leaves it out.
 
 Candidates: gunicorn with zaqar-lite's gevent worker (today's server),
-gunicorn's gthread worker, gunicorn with meinheld's worker, granian's WSGI
-interface, uWSGI (``pyuwsgi``), and waitress, cheroot and bjoern under a small
-pre-fork master of this script (the socket bound once, then ``--workers``
-forks; cheroot's workers each bind with ``SO_REUSEPORT``). Threaded servers get
-8 threads per worker, as gunicorn's gthread does by default. Every candidate
-serves the same app objects (zaqar-lite's ``worker_app``, built in each worker
-after the fork; metrics on, in a multiprocess directory made before the fork).
+gunicorn's own gevent worker on ``gevent.pywsgi`` (``gunicorn-pywsgi``), its
+gthread worker, gunicorn with meinheld's worker, granian's WSGI interface,
+uWSGI (``pyuwsgi``) with 8 threads a worker and with its gevent loop
+(``uwsgi-gevent``: a greenlet per request, the standard library patched), and
+waitress, cheroot and bjoern under a small pre-fork master of this script (the
+socket bound once, then ``--workers`` forks; cheroot's workers each bind with
+``SO_REUSEPORT``). Threaded servers get 8 threads per worker, as gunicorn's
+gthread does by default. Every candidate serves the same app objects
+(zaqar-lite's ``worker_app``, built in each worker after the fork; metrics on,
+in a multiprocess directory made before the fork).
 
 For each app the loads of ``http_load.py`` (``post`` and ``claim+delete``, the
 same wrk script) run in ``--rounds`` rounds; in each round every candidate takes
@@ -83,10 +86,12 @@ from http_load import (  # noqa: E402
 #: candidate -> the module it needs
 CANDIDATES = {
     "gunicorn-gevent": "gevent",
+    "gunicorn-pywsgi": "gevent",
     "gunicorn-gthread": "gunicorn",
     "gunicorn-meinheld": "meinheld",
     "granian": "granian",
     "uwsgi": "pyuwsgi",
+    "uwsgi-gevent": "pyuwsgi",
     "waitress": "waitress",
     "cheroot": "cheroot",
     "bjoern": "bjoern",
@@ -116,7 +121,8 @@ class LazyApp:
         if self._app is None:
             with self._lock:
                 if self._app is None:
-                    self._app = build_app(os.environ["BENCH_APP"], os.environ["BENCH_STORAGE"])
+                    self._app = build_app(os.environ["BENCH_APP"], os.environ["BENCH_STORAGE"],
+                                          os.environ.get("BENCH_WORKER_CLASS", "gthread"))
         return self._app(environ, start_response)
 
 
@@ -133,15 +139,18 @@ def settings_for(storage: str, bind: str = "127.0.0.1:0", workers: int = 2,
                          worker_class=worker_class)
 
 
-def build_app(app: str, storage: str) -> Any:
-    """Build one worker's app: the storage-free one, or zaqar-lite's as its workers build it."""
+def build_app(app: str, storage: str, worker_class: str = "gthread") -> Any:
+    """Build one worker's app: the storage-free one, or zaqar-lite's as its workers build it.
+
+    ``worker_class`` gevent: SQLite is used on gevent's thread pool, as under the gevent worker.
+    """
     if app == "minimal":
         from minimal_app import create_app
 
         return create_app()
     from zaqar_lite.server.gunicorn import worker_app
 
-    return worker_app(settings_for(storage))
+    return worker_app(settings_for(storage, worker_class=worker_class))
 
 
 def granian_factory() -> Any:
@@ -153,13 +162,16 @@ def serve_gunicorn(kind: str, app: str, storage: str, bind: str, workers: int) -
     """Serve under zaqar-lite's gunicorn application, with the gevent, gthread or meinheld worker."""
     from zaqar_lite.server.gunicorn import Server
 
-    settings = settings_for(storage, bind, workers, "gevent" if kind == "gunicorn-gevent" else "gthread")
+    gevent = kind in ("gunicorn-gevent", "gunicorn-pywsgi")
+    settings = settings_for(storage, bind, workers, "gevent" if gevent else "gthread")
 
     class Bench(Server):  # type: ignore[misc]
         def load_config(self) -> None:
             super().load_config()
             if kind == "gunicorn-meinheld":
                 self.cfg.set("worker_class", "meinheld.gmeinheld.MeinheldWorker")
+            elif kind == "gunicorn-pywsgi":  # gunicorn's other gevent worker: gevent.pywsgi parses
+                self.cfg.set("worker_class", "gunicorn.workers.ggevent.GeventPyWSGIWorker")
 
         def load(self) -> Any:
             if app == "minimal":
@@ -245,7 +257,7 @@ def serve_granian(app: str, storage: str, bind: str, workers: int) -> None:
             http1_settings=HTTP1Settings(header_read_timeout=10_000)).serve()
 
 
-def serve_uwsgi(app: str, storage: str, bind: str, workers: int) -> None:
+def serve_uwsgi(app: str, storage: str, bind: str, workers: int, gevent: bool) -> None:
     """Serve under uWSGI (``pyuwsgi``): ``workers`` processes of 8 threads, apps built per worker."""
     argv = [sys.executable, "-c", "import pyuwsgi, sys; pyuwsgi.run(sys.argv[1:])",
             "--http11-socket", bind, "--master", "--processes", str(workers), "--threads", str(THREADS),
@@ -253,6 +265,12 @@ def serve_uwsgi(app: str, storage: str, bind: str, workers: int) -> None:
             "--module", "servers:application", "--listen", "1024",
             # SIGTERM: stop taking requests, finish those under way, exit (uWSGI's own default reloads)
             "--hook-master-start", "unix_signal:15 gracefully_kill_them_all"]
+    if gevent:  # a greenlet per request (up to 10,000 a worker) instead of 8 threads
+        argv[argv.index("--threads"):argv.index("--threads") + 2] = [
+            "--gevent", str(CONNECTIONS), "--gevent-early-monkey-patch"]
+        # uWSGI keeps no HTTP/1.1 connection alive in its async modes: each answer waited 1.7 s
+        argv[argv.index("--http11-socket")] = "--http-socket"
+        os.environ["BENCH_WORKER_CLASS"] = "gevent"
     os.execv(sys.executable, argv)
 
 
@@ -278,11 +296,11 @@ def serve(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     os.environ.update(BENCH_APP=args.app, BENCH_STORAGE=args.storage,
                       PYTHONPATH=os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]))
-    if args.candidate == "uwsgi":
+    if args.candidate.startswith("uwsgi"):
         # the metrics directory must outlive exec: made here, removed with the run's temporary directory
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="metrics-",
                                                                   dir=os.environ["XDG_RUNTIME_DIR"])
-        serve_uwsgi(args.app, args.storage, args.bind, args.workers)
+        serve_uwsgi(args.app, args.storage, args.bind, args.workers, args.candidate == "uwsgi-gevent")
     with metrics_dir():
         if args.candidate.startswith("gunicorn-"):
             serve_gunicorn(args.candidate, args.app, args.storage, args.bind, args.workers)
