@@ -541,6 +541,8 @@ def table(results: dict[str, Any], checks: dict[str, Any], settings: dict[str, A
                              f"{number(f['vs_baseline'], 2):>9}{f['p50_ms']:>8.2f}{f['p99_ms']:>9.2f}"
                              f"{number(f.get('cpu_us_per_request'), 0):>11}"
                              f"{number(f['busiest_share'], 2):>8}{f['failures']:>8}{f['socket_errors']:>9}")
+                if f["empty_claims"]:
+                    lines.append(f"{'':<14}({name}: {f['empty_claims']} claims found the queue empty)")
     if checks:
         lines.append("")
         lines.append(f"{'guarantees':<19}{'slow: ping s':>13}{'closed':>8}{'waiters: ping s':>16}"
