@@ -145,3 +145,48 @@ def test_each_store_gets_its_channel(tmp_path):
         ("LocalChannel", False), ("LocalChannel", True), ("LocalChannel", False)]
     for channel in (cluster, sqlite, mongodb):
         channel.close()
+
+
+def test_a_redis_write_to_a_queue_nobody_waits_on_reaches_no_subscriber_and_one_waited_on_wakes(
+        redis_store_uri):
+    import redis
+
+    channel = RedisChannel(redis_store_uri)
+    watcher = redis.Redis.from_url(redis_store_uri)
+    heard = watcher.pubsub(ignore_subscribe_messages=True)
+    heard.psubscribe(RedisChannel.PATTERN)
+    heard.get_message(timeout=1)  # the subscription's confirmation
+    room = WaitingRoom()
+    channel.listen(room)
+    try:
+        channel.publish("p", "orders")
+        assert heard.get_message(timeout=0.5) is None  # nobody waits: nothing published
+        with room.place("p", "orders", 5) as place:
+            seen = place.generation
+            channel.publish("p", "orders")
+            channel.publish("p", "other")
+            assert heard.get_message(timeout=2)["channel"] == RedisChannel.channel("p", "orders").encode()
+            assert heard.get_message(timeout=0.5) is None
+            assert place.sleep(seen, time.monotonic() + 5) is Woken.WAKE_UP
+        ttl = watcher.pttl(RedisChannel.waiting("p", "orders"))
+        assert 0 < ttl <= 35_000  # the entry outlives the claim's wait by the margin, then goes
+    finally:
+        channel.close()
+        heard.close()
+        watcher.close()
+
+
+def test_a_redis_claim_entered_for_a_shorter_wait_keeps_a_longer_one_published_for(redis_store_uri):
+    import redis
+
+    channel = RedisChannel(redis_store_uri)
+    watcher = redis.Redis.from_url(redis_store_uri)
+    try:
+        channel.enter("p", "orders", 60)
+        channel.enter("p", "orders", 0)
+        key = RedisChannel.waiting("p", "orders")
+        assert watcher.pttl(key) > 60_000
+        assert watcher.zcard(key) == 2
+    finally:
+        channel.close()
+        watcher.close()

@@ -35,7 +35,15 @@ per worker process, hands every wake-up it receives to the process's
 :class:`RedisChannel` (Redis)
     a pub/sub channel per queue, ``zl:{P}:q:Q:wake``; each worker process keeps
     one subscriber connection (a pattern subscription to every queue's
-    channel) whose thread fans wake-ups out to the waiting claims.
+    channel) whose thread fans wake-ups out to the waiting claims. Each
+    waiting claim, once in its line and before its first attempt, adds itself
+    to the queue's sorted set ``zl:{P}:q:Q:waiting`` (score: the server's time
+    it stops waiting, plus a margin); a publisher's one round trip is a script
+    that publishes only while that set holds a claim not yet ended, so a write
+    to a queue nobody waits on reaches no subscriber. The same argument as
+    above holds: the script runs either before the claim's entry (the write
+    was stored before, the attempt sees it) or after it (it publishes); both
+    scripts read the one server's clock.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import uuid
 from typing import Any, Protocol
 
 from zaqar_lite.service.waiting.room import WaitingRoom
@@ -59,6 +68,30 @@ LOG = logging.getLogger(__name__)
 RELISTEN_PAUSE = 1.0
 #: Redis connections a worker process publishes wake-ups through
 PUBLISH_CONNECTIONS = 16
+#: seconds a waiting claim stays in its queue's ``waiting`` set past the time it may wait
+WAITING_MARGIN = 30
+
+#: KEYS[1] the queue's waiting set; ARGV: milliseconds the claim may stay, its member
+ENTER_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local stay = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + stay, ARGV[2])
+if redis.call('PTTL', KEYS[1]) < stay then
+  redis.call('PEXPIRE', KEYS[1], stay)
+end
+return 1
+"""
+#: KEYS[1] the queue's waiting set; ARGV: its channel, the payload
+PUBLISH_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZCOUNT', KEYS[1], now, '+inf') == 0 then
+  return 0
+end
+return redis.call('PUBLISH', ARGV[1], ARGV[2])
+"""
 
 
 class Channel(Protocol):
@@ -265,6 +298,8 @@ class RedisChannel:
         self._publisher = redis.Redis(connection_pool=BoundedPool.from_url(
             uri, connection_class=connection_class(uri), decode_responses=True,
             max_connections=PUBLISH_CONNECTIONS, timeout=1.0, socket_timeout=5.0, socket_connect_timeout=3.0))
+        self._publish = self._publisher.register_script(PUBLISH_SCRIPT)
+        self._enter = self._publisher.register_script(ENTER_SCRIPT)
         self._closed = False
 
     @staticmethod
@@ -274,15 +309,35 @@ class RedisChannel:
 
         return queue_prefix(project, queue) + "wake"
 
+    @staticmethod
+    def waiting(project: str, queue: str) -> str:
+        """Return the key of the queue's waiting claims (see the module)."""
+        from zaqar_lite.storage.redis.layout import queue_prefix
+
+        return queue_prefix(project, queue) + "waiting"
+
     def publish(self, project: str, queue: str) -> None:
-        """Publish the wake-up on the queue's channel."""
+        """Publish the wake-up on the queue's channel if a claim waits on the queue."""
         try:
-            self._publisher.publish(self.channel(project, queue), encode(project, queue))
+            self._publish(keys=[self.waiting(project, queue)],
+                          args=[self.channel(project, queue), encode(project, queue)])
         except self._redis.exceptions.RedisError as exc:
             LOG.debug("wake-up of %s/%s not published: %s", project, queue, exc)
 
+    def enter(self, project: str, queue: str, seconds: float) -> None:
+        """Add a waiting claim to its queue's waiting set, before its first attempt."""
+        stay = int((seconds + WAITING_MARGIN) * 1000)
+        try:
+            self._enter(keys=[self.waiting(project, queue)], args=[stay, uuid.uuid4().hex])
+        except self._redis.exceptions.RedisError as exc:
+            LOG.warning("claim waiting on %s/%s wakes at its due time only: %s", project, queue, exc)
+
     def listen(self, room: WaitingRoom) -> None:
-        """Start the thread (a greenlet under gevent) that subscribes and fans wake-ups out."""
+        """Start the thread (a greenlet under gevent) that subscribes and fans wake-ups out.
+
+        From now on every waiting claim of the room enters its queue's waiting set.
+        """
+        room.on_enter = self.enter
         threading.Thread(target=self._receive, args=(room,), name="zaqar-lite-wake-ups",
                          daemon=True).start()
 
