@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -30,7 +31,7 @@ def test_a_wake_up_published_on_the_local_channel_reaches_the_waiting_claim_of_a
         publishing.close()
 
 
-def test_a_socket_left_by_an_ended_process_is_removed_by_the_next_publish(tmp_path):
+def test_a_socket_and_marker_left_by_an_ended_process_are_removed_by_the_next_publish(tmp_path):
     directory = tmp_path / "wake"
     directory.mkdir()
     import socket
@@ -39,9 +40,89 @@ def test_a_socket_left_by_an_ended_process_is_removed_by_the_next_publish(tmp_pa
     gone.bind(str(directory / "12345.sock"))
     gone.close()  # its file stays, nobody reads it
     channel = LocalChannel(str(directory), sees_every_write=True)
+    markers = channel.markers("p", "q")
+    os.makedirs(markers)
+    open(os.path.join(markers, "12345.sock"), "w").close()  # it waited on the queue when it ended
     channel.publish("p", "q")
     channel.close()
-    assert os.listdir(directory) == []
+    assert os.listdir(markers) == []
+    assert sorted(os.listdir(directory)) == ["waiting"]
+
+
+class Counting:
+    """A socket that counts the wake-ups sent to it instead of sending them."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def sendto(self, payload: bytes, path: str) -> None:
+        self.sent.append(os.path.basename(path))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_write_to_a_queue_nobody_waits_on_sends_nothing_and_one_waited_on_sends_to_its_listener(tmp_path):
+    directory = str(tmp_path / "wake")
+    listening, publishing = LocalChannel(directory, sees_every_write=True), LocalChannel(
+        directory, sees_every_write=True)
+    publishing.path = os.path.join(directory, "publisher.sock")
+    counting = Counting()
+    publishing._sender = counting  # type: ignore[assignment]
+    room = WaitingRoom()
+    listening.listen(room)
+    try:
+        publishing.publish("p", "orders")
+        assert counting.sent == []  # nobody waits: no datagram
+        with room.place("p", "orders"), room.place("p", "orders"):
+            publishing.publish("p", "orders")
+            publishing.publish("p", "other")
+            assert counting.sent == [os.path.basename(listening.path)]
+        publishing.publish("p", "orders")  # the last waiting claim left
+        assert counting.sent == [os.path.basename(listening.path)]
+        assert not os.path.exists(publishing.markers("p", "orders"))
+    finally:
+        listening.close()
+        publishing.close()
+
+
+def test_a_claim_that_starts_waiting_as_a_post_lands_sees_the_message_or_its_wake_up(tmp_path):
+    """The race of the module's argument, run many times with real threads and sockets.
+
+    A "store" (a list) is written, then the wake-up published, by one thread
+    while another takes a place and makes its first attempt (a read of the
+    list); whatever the interleaving, the attempt sees the message or the
+    line counts a wake-up after the attempt began.
+    """
+    directory = str(tmp_path / "wake")
+    listening, publishing = LocalChannel(directory, sees_every_write=True), LocalChannel(
+        directory, sees_every_write=True)
+    publishing.path = os.path.join(directory, "publisher.sock")
+    room = WaitingRoom()
+    listening.listen(room)
+    try:
+        for n in range(200):
+            queue = f"q{n}"
+            store: list[str] = []
+            start = threading.Barrier(2)
+
+            def post(store: list[str] = store, queue: str = queue, start: threading.Barrier = start) -> None:
+                start.wait()
+                store.append("message")
+                publishing.publish("p", queue)
+
+            poster = threading.Thread(target=post)
+            poster.start()
+            with room.place("p", queue) as place:
+                start.wait()
+                seen = place.generation
+                found = list(store)  # the first attempt after taking the place reads the store
+                if not found:
+                    assert place.sleep(seen, time.monotonic() + 5) is Woken.WAKE_UP
+            poster.join()
+    finally:
+        listening.close()
+        publishing.close()
 
 
 def test_only_the_options_redis_py_knows_are_kept_for_the_subscriber():
@@ -64,3 +145,48 @@ def test_each_store_gets_its_channel(tmp_path):
         ("LocalChannel", False), ("LocalChannel", True), ("LocalChannel", False)]
     for channel in (cluster, sqlite, mongodb):
         channel.close()
+
+
+def test_a_redis_write_to_a_queue_nobody_waits_on_reaches_no_subscriber_and_one_waited_on_wakes(
+        redis_store_uri):
+    import redis
+
+    channel = RedisChannel(redis_store_uri)
+    watcher = redis.Redis.from_url(redis_store_uri)
+    heard = watcher.pubsub(ignore_subscribe_messages=True)
+    heard.psubscribe(RedisChannel.PATTERN)
+    heard.get_message(timeout=1)  # the subscription's confirmation
+    room = WaitingRoom()
+    channel.listen(room)
+    try:
+        channel.publish("p", "orders")
+        assert heard.get_message(timeout=0.5) is None  # nobody waits: nothing published
+        with room.place("p", "orders", 5) as place:
+            seen = place.generation
+            channel.publish("p", "orders")
+            channel.publish("p", "other")
+            assert heard.get_message(timeout=2)["channel"] == RedisChannel.channel("p", "orders").encode()
+            assert heard.get_message(timeout=0.5) is None
+            assert place.sleep(seen, time.monotonic() + 5) is Woken.WAKE_UP
+        ttl = watcher.pttl(RedisChannel.waiting("p", "orders"))
+        assert 0 < ttl <= 35_000  # the entry outlives the claim's wait by the margin, then goes
+    finally:
+        channel.close()
+        heard.close()
+        watcher.close()
+
+
+def test_a_redis_claim_entered_for_a_shorter_wait_keeps_a_longer_one_published_for(redis_store_uri):
+    import redis
+
+    channel = RedisChannel(redis_store_uri)
+    watcher = redis.Redis.from_url(redis_store_uri)
+    try:
+        channel.enter("p", "orders", 60)
+        channel.enter("p", "orders", 0)
+        key = RedisChannel.waiting("p", "orders")
+        assert watcher.pttl(key) > 60_000
+        assert watcher.zcard(key) == 2
+    finally:
+        channel.close()
+        watcher.close()

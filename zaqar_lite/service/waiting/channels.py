@@ -11,14 +11,39 @@ per worker process, hands every wake-up it receives to the process's
 
 :class:`LocalChannel` (SQLite, MongoDB, Swift)
     one unix datagram socket per worker process in a run directory shared by
-    the processes serving the same storage URI on one machine; a publisher
-    sends one datagram to every socket there. Writes made through servers on
-    other machines are not seen (MongoDB and Swift re-check, see
-    :mod:`~zaqar_lite.service.waiting.long_poll`).
+    the processes serving the same storage URI on one machine. A process
+    where claims wait on a queue announces it with a marker file,
+    ``waiting/<digest of project and queue>/<its socket's name>``, made when
+    the queue's first claim there starts waiting and removed when its last one
+    leaves; a publisher lists the queue's marker directory and sends one
+    datagram to each socket named there. A write to a queue nobody waits on
+    thus costs one failed directory listing, and no datagram. Writes made
+    through servers on other machines are not seen (MongoDB and Swift
+    re-check, see :mod:`~zaqar_lite.service.waiting.long_poll`).
+
+    No wake-up a waiting claim needs is lost: the marker is made (under the
+    waiting room's lock, so a second claim of the queue in the same process
+    waits for it) before the claim's first attempt, and that attempt reads
+    the store afresh. A write whose publisher lists the marker directory
+    before the marker exists was stored before that listing, hence before
+    the attempt, which sees its messages; a write listed after it sends the
+    datagram, which counts as a wake-up of the queue's line even while the
+    claim is trying (:mod:`~zaqar_lite.service.waiting.room`). The service
+    publishes only after the store acknowledged the write. A marker left by
+    a process that ended is removed by the first publish that finds its
+    socket gone.
 :class:`RedisChannel` (Redis)
     a pub/sub channel per queue, ``zl:{P}:q:Q:wake``; each worker process keeps
     one subscriber connection (a pattern subscription to every queue's
-    channel) whose thread fans wake-ups out to the waiting claims.
+    channel) whose thread fans wake-ups out to the waiting claims. Each
+    waiting claim, once in its line and before its first attempt, adds itself
+    to the queue's sorted set ``zl:{P}:q:Q:waiting`` (score: the server's time
+    it stops waiting, plus a margin); a publisher's one round trip is a script
+    that publishes only while that set holds a claim not yet ended, so a write
+    to a queue nobody waits on reaches no subscriber. The same argument as
+    above holds: the script runs either before the claim's entry (the write
+    was stored before, the attempt sees it) or after it (it publishes); both
+    scripts read the one server's clock.
 """
 
 from __future__ import annotations
@@ -33,6 +58,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import uuid
 from typing import Any, Protocol
 
 from zaqar_lite.service.waiting.room import WaitingRoom
@@ -42,6 +68,30 @@ LOG = logging.getLogger(__name__)
 RELISTEN_PAUSE = 1.0
 #: Redis connections a worker process publishes wake-ups through
 PUBLISH_CONNECTIONS = 16
+#: seconds a waiting claim stays in its queue's ``waiting`` set past the time it may wait
+WAITING_MARGIN = 30
+
+#: KEYS[1] the queue's waiting set; ARGV: milliseconds the claim may stay, its member
+ENTER_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local stay = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + stay, ARGV[2])
+if redis.call('PTTL', KEYS[1]) < stay then
+  redis.call('PEXPIRE', KEYS[1], stay)
+end
+return 1
+"""
+#: KEYS[1] the queue's waiting set; ARGV: its channel, the payload
+PUBLISH_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZCOUNT', KEYS[1], now, '+inf') == 0 then
+  return 0
+end
+return redis.call('PUBLISH', ARGV[1], ARGV[2])
+"""
 
 
 class Channel(Protocol):
@@ -116,17 +166,25 @@ class LocalChannel:
         self.directory = directory
         self.sees_every_write = sees_every_write
         self.path = os.path.join(directory, f"{os.getpid()}.sock")
+        #: the marker directories of the waited queues, one per queue
+        self.waiting = os.path.join(directory, "waiting")
         self._sender = _plain_socket_class()(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sender.setblocking(False)
         self._receiver: socket.socket | None = None
+        self._marked: set[str] = set()
+
+    def markers(self, project: str, queue: str) -> str:
+        """Return the directory of a queue's markers: one file per process where claims wait on it."""
+        return os.path.join(self.waiting, hashlib.sha1(encode(project, queue)).hexdigest()[:24])
 
     def publish(self, project: str, queue: str) -> None:
-        """Send the wake-up to every worker process's socket, this process's own included."""
-        payload = encode(project, queue)
+        """Send the wake-up to the socket of every worker process where claims wait on the queue."""
+        markers = self.markers(project, queue)
         try:
-            names = os.listdir(self.directory)
-        except OSError:
+            names = os.listdir(markers)
+        except OSError:  # nobody waits on the queue (the usual case): nothing to send
             return
+        payload = encode(project, queue)
         for name in names:
             path = os.path.join(self.directory, name)
             try:
@@ -134,21 +192,55 @@ class LocalChannel:
             except (ConnectionRefusedError, FileNotFoundError):  # a process that ended
                 if path != self.path:
                     with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(markers, name))
+                    with contextlib.suppress(OSError):
                         os.unlink(path)
             except OSError as exc:  # EAGAIN: that process is behind on its wake-ups; drop this one
                 if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
                     LOG.debug("wake-up to %s not sent: %s", path, exc)
 
     def listen(self, room: WaitingRoom) -> None:
-        """Bind this process's socket and start the thread (a greenlet under gevent) that reads it."""
+        """Bind this process's socket and start the thread (a greenlet under gevent) that reads it.
+
+        From now on the room announces its waited queues here (see the module).
+        """
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         receiver.bind(self.path)
         self._receiver = receiver
+        room.on_first, room.on_last = self._mark, self._unmark
         threading.Thread(target=self._receive, args=(receiver, room), name="zaqar-lite-wake-ups",
                          daemon=True).start()
+
+    def _mark(self, project: str, queue: str) -> None:
+        """Announce that claims wait on the queue here (before the first one's first attempt)."""
+        markers = self.markers(project, queue)
+        marker = os.path.join(markers, os.path.basename(self.path))
+        for _ in range(8):  # another process may remove the directory it emptied between the two steps
+            try:
+                os.makedirs(markers, mode=0o700, exist_ok=True)
+                os.close(os.open(marker, os.O_CREAT | os.O_WRONLY, 0o600))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                LOG.warning("claims waiting on %s/%s wake at their due time only: %s", project, queue, exc)
+                return
+            self._marked.add(marker)
+            return
+        LOG.warning("claims waiting on %s/%s wake at their due time only: %s kept vanishing",
+                    project, queue, markers)
+
+    def _unmark(self, project: str, queue: str) -> None:
+        """Withdraw the queue's marker: its last waiting claim here left."""
+        markers = self.markers(project, queue)
+        marker = os.path.join(markers, os.path.basename(self.path))
+        self._marked.discard(marker)
+        with contextlib.suppress(OSError):
+            os.unlink(marker)
+        with contextlib.suppress(OSError):  # fails while another process still waits on the queue
+            os.rmdir(markers)
 
     @staticmethod
     def _receive(receiver: socket.socket, room: WaitingRoom) -> None:
@@ -162,12 +254,20 @@ class LocalChannel:
                 room.wake(*key)
 
     def close(self) -> None:
-        """Close both sockets and remove this process's."""
+        """Close both sockets and remove this process's socket and markers."""
         if self._receiver is not None:
             self._receiver.close()
+            for marker in list(self._marked):
+                with contextlib.suppress(OSError):
+                    os.unlink(marker)
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(marker))
+            self._marked.clear()
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
             with contextlib.suppress(OSError):  # the last process of the store leaves no directory
+                os.rmdir(self.waiting)
+            with contextlib.suppress(OSError):
                 os.rmdir(self.directory)
         self._sender.close()
 
@@ -198,6 +298,8 @@ class RedisChannel:
         self._publisher = redis.Redis(connection_pool=BoundedPool.from_url(
             uri, connection_class=connection_class(uri), decode_responses=True,
             max_connections=PUBLISH_CONNECTIONS, timeout=1.0, socket_timeout=5.0, socket_connect_timeout=3.0))
+        self._publish = self._publisher.register_script(PUBLISH_SCRIPT)
+        self._enter = self._publisher.register_script(ENTER_SCRIPT)
         self._closed = False
 
     @staticmethod
@@ -207,15 +309,35 @@ class RedisChannel:
 
         return queue_prefix(project, queue) + "wake"
 
+    @staticmethod
+    def waiting(project: str, queue: str) -> str:
+        """Return the key of the queue's waiting claims (see the module)."""
+        from zaqar_lite.storage.redis.layout import queue_prefix
+
+        return queue_prefix(project, queue) + "waiting"
+
     def publish(self, project: str, queue: str) -> None:
-        """Publish the wake-up on the queue's channel."""
+        """Publish the wake-up on the queue's channel if a claim waits on the queue."""
         try:
-            self._publisher.publish(self.channel(project, queue), encode(project, queue))
+            self._publish(keys=[self.waiting(project, queue)],
+                          args=[self.channel(project, queue), encode(project, queue)])
         except self._redis.exceptions.RedisError as exc:
             LOG.debug("wake-up of %s/%s not published: %s", project, queue, exc)
 
+    def enter(self, project: str, queue: str, seconds: float) -> None:
+        """Add a waiting claim to its queue's waiting set, before its first attempt."""
+        stay = int((seconds + WAITING_MARGIN) * 1000)
+        try:
+            self._enter(keys=[self.waiting(project, queue)], args=[stay, uuid.uuid4().hex])
+        except self._redis.exceptions.RedisError as exc:
+            LOG.warning("claim waiting on %s/%s wakes at its due time only: %s", project, queue, exc)
+
     def listen(self, room: WaitingRoom) -> None:
-        """Start the thread (a greenlet under gevent) that subscribes and fans wake-ups out."""
+        """Start the thread (a greenlet under gevent) that subscribes and fans wake-ups out.
+
+        From now on every waiting claim of the room enters its queue's waiting set.
+        """
+        room.on_enter = self.enter
         threading.Thread(target=self._receive, args=(room,), name="zaqar-lite-wake-ups",
                          daemon=True).start()
 

@@ -70,7 +70,7 @@ class LongPoll:
             return self.messaging.claim(project, queue, limit, ttl, grace)  # type: ignore[no-any-return]
         deadline = self.clock() + wait
         recheck = RECHECK_MIN
-        with self.room.place(project, queue) as place:
+        with self.room.place(project, queue, wait) as place:
             while True:
                 seen = place.generation
                 claim_id, claimed, now = self.messaging.claim(project, queue, limit, ttl, grace)

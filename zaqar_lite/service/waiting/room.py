@@ -140,18 +140,32 @@ class WaitingRoom:
         self.clock = clock
         self.lock = threading.Lock()
         self.lines: dict[Key, Line] = {}
+        #: told (under the lock) when a queue gets its first waiting claim here, before that
+        #: claim's first attempt, and when its last one leaves (set by a channel's ``listen``)
+        self.on_first: Callable[[str, str], None] | None = None
+        self.on_last: Callable[[str, str], None] | None = None
+        #: told (outside the lock) of each waiting claim, with the seconds it may wait, once it
+        #: is in its line and before its first attempt (set by a channel's ``listen``)
+        self.on_enter: Callable[[str, str, float], None] | None = None
 
     @contextlib.contextmanager
-    def place(self, project: str, queue: str) -> Iterator[Place]:
-        """Give a waiting claim a place in its queue's line for the time of the ``with`` block."""
+    def place(self, project: str, queue: str, seconds: float = 0.0) -> Iterator[Place]:
+        """Give a waiting claim a place in its queue's line for the time of the ``with`` block.
+
+        ``seconds``: how long the claim may wait (told to ``on_enter``).
+        """
         key = (project, queue)
         with self.lock:
             line = self.lines.get(key)
             if line is None:
                 line = self.lines[key] = Line()
+                if self.on_first is not None:
+                    self.on_first(project, queue)
             place = Place(self, line, self.clock)
             line.places[place] = None
         try:
+            if self.on_enter is not None:
+                self.on_enter(project, queue, seconds)
             yield place
         finally:
             with self.lock:
@@ -160,6 +174,8 @@ class WaitingRoom:
                 line.sleepers.pop(place, None)
                 if not line.places:
                     del self.lines[key]
+                    if self.on_last is not None:
+                        self.on_last(project, queue)
                 elif was_first and line.due is not None:
                     following = line.first_sleeper()  # it watches the due time from now on
                     if following is not None:

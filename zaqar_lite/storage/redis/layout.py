@@ -21,6 +21,9 @@ and records share one hash slot, so every script touches a single slot::
     zl:{P}:q:Q:cm:<claim>  SET    ids of the messages the claim took
     zl:{P}:q:Q:dedup       HASH   dedup_id -> id of the message first posted with it
     zl:{P}:q:Q:dedup_expires  ZSET  dedup ids, score when the queue may forget them
+    zl:{P}:q:Q:waiting     ZSET   long-polling claims waiting on Q, score the server's time (ms)
+                                  each stops counting; written by the wake-up channel, not the
+                                  driver (service/waiting/channels.py), and expires by itself
     zl:{P}:m:<id>          HASH   a message: q (its queue), marker, body (JSON), created, expires,
                                   delay_until, client_id, claim_id, claim_expires, claim_count,
                                   dlq_eligible, failures (JSON objects, one a line), dead_letter,
