@@ -13,7 +13,7 @@ The loop, while this notifier holds the subscription's lease:
    as the retry policy says; when the policy is used up, suspend.
 
 So a message is only sent after every earlier one was acknowledged, and the
-cursor moves only past acknowledged messages. A notifier that dies between a
+cursor moves only past acknowledged messages. A notifier that dies between an
 acknowledgement and the cursor write leaves the cursor before that message: whoever takes
 the lease next delivers it again. That is the one duplicate at-least-once
 allows, and it is always the newest message the subscriber has seen.

@@ -17,6 +17,8 @@ the codec of :mod:`zaqar_lite.rules.encryption` is applied:
   messages, pop, the edited message) is opened, whatever queue it is in, so a
   dead letter moved from an encrypted queue into a DLQ without the flag is
   read in plaintext all the same;
+* **failure reasons**: the ``error`` text of a release on a queue that
+  encrypts is stored sealed, and opened with the body on the way out;
 * **moves** (a redrive) carry the body as stored, never the opened one: a
   moved message stays sealed or plain as it was.
 
