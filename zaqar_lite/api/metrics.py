@@ -202,7 +202,7 @@ class _ThisProcess:
         """Yield this process's counters and histograms."""
         for collector in (counted.MESSAGES_POSTED, counted.MESSAGES_CLAIMED, counted.MESSAGES_DELETED,
                           counted.MESSAGES_RELEASED, counted.CLAIMS_RELEASED, counted.MESSAGES_DISCARDED,
-                          counted.MESSAGES_DEAD_LETTERED, counted.MESSAGES_REDRIVEN,
+                          counted.MESSAGES_DEAD_LETTERED, counted.MESSAGES_REDRIVEN, counted.BREAKER_TRIPS,
                           counted.HTTP_REQUESTS, counted.HTTP_DURATION, counted.STORAGE_ERRORS,
                           counted.NOTIFIER_DELIVERIES, counted.NOTIFIER_FAILURES,
                           counted.NOTIFIER_SUSPENSIONS):
