@@ -92,7 +92,8 @@ def test_resuming_by_false_works_as_removing(client):
 
 def test_a_pause_that_is_not_true_or_false_is_400_naming_the_key(client):
     client.simulate_put("/v2/queues/jobs")
-    body = assert_error(patch(client, "jobs", {"op": "add", "path": "/metadata/_paused", "value": "yes"}), 400)
+    refused = patch(client, "jobs", {"op": "add", "path": "/metadata/_paused", "value": "yes"})
+    body = assert_error(refused, 400)
     assert body["description"] == "_paused must be true or false, got a string."
     body = assert_error(client.simulate_put("/v2/queues/other", json={"_paused": 1}), 400)
     assert body["description"] == "_paused must be true or false, got 1."

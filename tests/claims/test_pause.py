@@ -20,7 +20,8 @@ def test_a_breaker_with_a_count_or_a_share_is_accepted():
 
 
 @pytest.mark.parametrize(("value", "description"), [
-    ([], "_dead_letter_breaker must be an object with seconds and max_dead_letters and/or max_share, got an array."),
+    ([], "_dead_letter_breaker must be an object with seconds and max_dead_letters and/or max_share, "
+         "got an array."),
     ({"max_dead_letters": 5}, "_dead_letter_breaker needs seconds, the window it counts dead letters over."),
     ({"seconds": 60}, "_dead_letter_breaker needs max_dead_letters, max_share or both."),
     ({"seconds": 0, "max_dead_letters": 1},
@@ -31,7 +32,8 @@ def test_a_breaker_with_a_count_or_a_share_is_accepted():
      "_dead_letter_breaker.max_dead_letters must be an integer between 0 and 1000000, got -1."),
     ({"seconds": 60, "max_dead_letters": True},
      "_dead_letter_breaker.max_dead_letters must be an integer between 0 and 1000000, got true."),
-    ({"seconds": 60, "max_share": 1}, "_dead_letter_breaker.max_share must be a number from 0 to below 1, got 1."),
+    ({"seconds": 60, "max_share": 1},
+     "_dead_letter_breaker.max_share must be a number from 0 to below 1, got 1."),
     ({"seconds": 60, "max_share": "half"},
      "_dead_letter_breaker.max_share must be a number from 0 to below 1, got a string."),
     ({"seconds": 60, "max_share": 0.5, "min_claimed": 0},
@@ -101,7 +103,7 @@ def test_a_window_that_ended_gives_way_to_a_new_one():
 
 def test_a_share_breaker_waits_for_its_least_claims_then_trips_above_the_share():
     assert pause.counted(None, SHARE, 0.0, 3, 3) == (Window(0.0, 3, 3, False), False)  # 3 claimed < 4
-    assert pause.counted(Window(0.0, 3, 3), SHARE, 1.0, 0, 3) == (Window(0.0, 3, 6, False), False)  # 3 = 0.5*6
+    assert pause.counted(Window(0.0, 3, 3), SHARE, 1.0, 0, 3) == (Window(0.0, 3, 6, False), False)  # 3=3
     assert pause.counted(Window(0.0, 3, 6), SHARE, 2.0, 1, 0) == (Window(0.0, 4, 6, True), True)  # 4 > 3
 
 
