@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from zaqar_lite import errors
 from zaqar_lite import metrics as counted
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import pause
@@ -33,7 +34,9 @@ class Pauses(ServiceBase):
         """Count dead letters (and, for a ``max_share`` breaker, messages claimed) of a queue; trip if due.
 
         Called only for a queue whose stored metadata sets ``_dead_letter_breaker``;
-        a count of nothing writes nothing.
+        a count of nothing writes nothing. A count the store cannot take (it is
+        unreachable, or the window's record kept changing) is logged and lost:
+        the claim or sweep it counts has happened, and its answer stands.
         """
         breaker = pause.breaker_of(stored)
         if breaker is None:
@@ -43,10 +46,15 @@ class Pauses(ServiceBase):
         if not dead_letters and not claimed:
             return
         now = self.clock()
-        window, trips = self.breaker_windows.count(
-            project, queue, lambda found: pause.counted(found, breaker, now, dead_letters, claimed))
-        if trips:
-            self.trip_breaker(project, queue, breaker, window, now)
+        try:
+            window, trips = self.breaker_windows.count(
+                project, queue, lambda found: pause.counted(found, breaker, now, dead_letters, claimed))
+            if trips:
+                self.trip_breaker(project, queue, breaker, window, now)
+        except errors.StorageUnavailable as exc:
+            # the claim or sweep that counted has happened: its answer must not be lost for the count
+            LOG.warning("dead-letter breaker of %s/%s: %d dead letters and %d claimed not counted: %s",
+                        project, queue, dead_letters, claimed, exc)
 
     def trip_breaker(self, project: str, queue: str, breaker: pause.Breaker, window: pause.Window,
                      now: float) -> None:
