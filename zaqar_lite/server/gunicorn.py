@@ -247,7 +247,7 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     channel = channel_for(storage.name, settings.storage_uri)
     templates: Any = QueueTemplates(storage, settings)
     messaging: Any = Messaging(storage, settings, templates=templates)
-    messaging.wake_up = channel.publish  # set on the service itself, before any wrapping
+    messaging.wake_ups_through(channel)  # set on the service itself, before any wrapping
     if off_the_hub and storage.name in BLOCKING_STORES:  # its store is behind OffTheHub already
         # the template routes call the templates directly: one hand-over per request, as the service
         messaging, templates = OffTheHub(messaging), OffTheHub(templates)

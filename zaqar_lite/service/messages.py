@@ -77,7 +77,7 @@ class Messages(ServiceBase):
         stored = sum(1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
         counted.MESSAGES_POSTED.inc(stored)
         if stored:
-            self.wake_up(project, queue)
+            self.wake_up_after_post(project, queue)
         first_of = {index: answered[n] for n, index in enumerate(sorted(set(stored_as)))}
         return [first_of[index] for index in stored_as]
 

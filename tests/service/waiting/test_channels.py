@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from zaqar_lite.service.waiting.channels import LocalChannel, RedisChannel, channel_for, plain_redis_url
+from zaqar_lite.service.waiting.channels import (
+    LocalChannel,
+    RedisChannel,
+    channel_for,
+    decode,
+    plain_redis_url,
+)
 from zaqar_lite.service.waiting.room import WaitingRoom, Woken
 
 
@@ -190,3 +196,48 @@ def test_a_redis_claim_entered_for_a_shorter_wait_keeps_a_longer_one_published_f
     finally:
         channel.close()
         watcher.close()
+
+
+def scripts_run(client) -> int:
+    """Return how many scripts the Redis server ran so far (EVALSHA calls; none runs inside a script)."""
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_redis_post_is_one_round_trip_and_wakes_a_claim_waiting_on_its_queue(redis_store_uri):
+    import redis
+
+    from zaqar_lite.config import load_settings
+    from zaqar_lite.service import Messaging
+    from zaqar_lite.storage import open_storage
+
+    settings = load_settings(None, storage_uri=redis_store_uri)
+    storage = open_storage(redis_store_uri)
+    messaging = Messaging(storage, settings)
+    channel = RedisChannel(redis_store_uri)
+    messaging.wake_ups_through(channel)
+    watcher = redis.Redis.from_url(redis_store_uri, decode_responses=True)
+    heard = watcher.pubsub(ignore_subscribe_messages=True)
+    heard.psubscribe(RedisChannel.PATTERN)
+    heard.get_message(timeout=1)  # the subscription's confirmation
+    room = WaitingRoom()
+    channel.listen(room)
+    message = [{"body": {"n": 1}, "ttl": None, "delay": None, "dlq_eligible": True}]
+    try:
+        for _ in range(2):  # creates the queue, then the worker reads and remembers its metadata
+            messaging.post("p", "orders", "client", message, 100)
+        before = scripts_run(watcher)
+        messaging.post("p", "orders", "client", message, 100)
+        assert scripts_run(watcher) - before == 1  # post.lua, and no publish script after it
+        assert heard.get_message(timeout=0.5) is None  # nobody waits: nothing published
+        with room.place("p", "orders", 5) as place:
+            seen = place.generation
+            messaging.post("p", "orders", "client", message, 100)
+            published = heard.get_message(timeout=2)
+            assert (published["channel"], decode(published["data"])) == (
+                RedisChannel.channel("p", "orders"), ("p", "orders"))
+            assert place.sleep(seen, time.monotonic() + 5) is Woken.WAKE_UP
+    finally:
+        channel.close()
+        heard.close()
+        watcher.close()
+        storage.close()

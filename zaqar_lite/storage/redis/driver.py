@@ -94,8 +94,12 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
 
     def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
               metadata_version: str | None) -> list[str]:
-        """Run post.lua; with ``metadata_version``, only while the stored metadata text is that."""
-        args: list[Any] = [queue, stamp(now), *guard(metadata_version)]
+        """Run post.lua; with ``metadata_version``, only while the stored metadata text is that.
+
+        post.lua also wakes the claims waiting on the queue (their waiting set, the
+        payload :func:`~zaqar_lite.service.waiting.channels.encode` makes): no round trip of its own.
+        """
+        args: list[Any] = [queue, stamp(now), *guard(metadata_version), f"{project}\n{queue}"]
         for m in messages:
             args += [m.id, json.dumps(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
                      m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
