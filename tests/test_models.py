@@ -74,7 +74,7 @@ def test_a_claimed_copy_is_the_message_with_the_claim_state_and_leaves_the_messa
                       failures=[{"error": "boom"}], marker=7, group="g", trace={"traceparent": "00-x"})
     before = dataclasses.asdict(message)
     copy = message.claimed(claim_id="k", claim_expires=70.0, claim_count=3, expires=400.0, delay_until=95.0)
-    assert copy == Message(id="m", body={"n": 1}, created=10.0, expires=400.0, delay_until=95.0, client_id="c",
-                           claim_id="k", claim_expires=70.0, claim_count=3, failures=[{"error": "boom"}],
-                           marker=7, group="g", trace={"traceparent": "00-x"})
+    assert copy == Message(id="m", body={"n": 1}, created=10.0, expires=400.0, delay_until=95.0,
+                           client_id="c", claim_id="k", claim_expires=70.0, claim_count=3,
+                           failures=[{"error": "boom"}], marker=7, group="g", trace={"traceparent": "00-x"})
     assert dataclasses.asdict(message) == before
