@@ -203,7 +203,8 @@ def scripts_run(client) -> int:
     return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-def test_a_redis_post_is_one_round_trip_and_wakes_a_claim_waiting_on_its_queue(redis_store_uri):
+def test_a_redis_post_and_claim_are_one_round_trip_each_and_a_post_wakes_a_claim_waiting_on_its_queue(
+        redis_store_uri):
     import redis
 
     from zaqar_lite.config import load_settings
@@ -229,6 +230,12 @@ def test_a_redis_post_is_one_round_trip_and_wakes_a_claim_waiting_on_its_queue(r
         messaging.post("p", "orders", "client", message, 100)
         assert scripts_run(watcher) - before == 1  # post.lua, and no publish script after it
         assert heard.get_message(timeout=0.5) is None  # nobody waits: nothing published
+        first_claim = messaging.claim("p", "orders", 10, 60, 60)[0]  # loads claim.lua into Redis
+        messaging.release_claim("p", "orders", first_claim)
+        before = scripts_run(watcher)
+        claim_id, claimed, _ = messaging.claim("p", "orders", 10, 60, 60)
+        assert (len(claimed), scripts_run(watcher) - before) == (3, 1)  # claim.lua alone
+        messaging.release_claim("p", "orders", claim_id)
         with room.place("p", "orders", 5) as place:
             seen = place.generation
             messaging.post("p", "orders", "client", message, 100)
