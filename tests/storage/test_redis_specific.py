@@ -262,3 +262,16 @@ def test_a_command_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redi
                           capture_output=True, text=True, timeout=60, check=True, cwd=root,
                           env={**os.environ, "PYTHONPATH": str(root)})
     assert json.loads(done.stdout) == ["first", "second"]
+
+
+def test_the_one_word_packer_packs_every_command_as_redis_py_does():
+    from redis.connection import HiredisRespSerializer
+
+    from zaqar_lite.storage.redis.pool import OneWordPacker
+
+    general, packer = HiredisRespSerializer(), OneWordPacker()
+    commands = [("EVALSHA", "ab12", 2, "zl:{p}:q:a:meta", b"raw", 1.5, "é"),
+                ("CLIENT SETNAME", "worker"),  # a name of two words: split by redis-py
+                ("SET", "k", memoryview(b"view")), ("SET", "k", bytearray(b"array"))]
+    for command in commands:
+        assert packer.pack(*command) == general.pack(*command)

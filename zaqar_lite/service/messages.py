@@ -77,7 +77,7 @@ class Messages(Pauses):
         stored = sum(1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
         counted.MESSAGES_POSTED.inc(stored)
         if stored:
-            self.wake_up(project, queue)
+            self.wake_up_after_post_or_release(project, queue)
         first_of = {index: answered[n] for n, index in enumerate(sorted(set(stored_as)))}
         return [first_of[index] for index in stored_as]
 
@@ -147,7 +147,7 @@ class Messages(Pauses):
         self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
                                      self.limits.failure_history_length, delay)
         counted.MESSAGES_RELEASED.inc()
-        self.wake_up(project, queue)
+        self.wake_up_after_post_or_release(project, queue)
 
     # -- claims ---------------------------------------------------------------
 
@@ -210,4 +210,4 @@ class Messages(Pauses):
         """Release a claim; its messages become claimable at once (or after their ``_retry_backoff`` wait)."""
         self.storage.release_claim(project, queue, claim_id, self.clock())
         counted.CLAIMS_RELEASED.inc()
-        self.wake_up(project, queue)
+        self.wake_up_after_post_or_release(project, queue)

@@ -26,7 +26,7 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.storage.redis.layout import Target, parse_uri
-from zaqar_lite.storage.redis.pool import BoundedPool, connection_class
+from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, packing
 
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "delete", "bulk_delete", "pop", "sweep", "purge", "list", "stats", "redrive", "put_record",
@@ -115,10 +115,10 @@ class RedisConnected:
             # lends and takes back (storage/redis/pool.py says what it spares, and how).
             self._pool = BoundedPool.from_url(
                 self.target.uri, retry=retry, connection_class=connection_class(self.target.uri),
-                **DEFAULTS, **GREENLET_POOL)
+                **DEFAULTS, **GREENLET_POOL, **packing())
             self._shared = redis.Redis(connection_pool=self._pool)
         else:
-            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS)
+            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS, **packing())
         self._local = threading.local()
         lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()

@@ -7,6 +7,8 @@
 -- ARGV[8..10] the failure's "at", "error_type" and "error" values, each as JSON
 -- ARGV[11] history limit (policy.released keeps the last N entries; 0 keeps all)
 -- ARGV[12] the explicit delay in seconds, '' for none (the wait the claim fixed applies)
+-- ARGV[13] the wake-up payload ("project\nqueue"), published on success while a claim
+--          waits on the queue (_lib.lua: wake_waiting)
 -- Returns: 'ok', 'no_message' (absent, expired or in another queue), or the
 -- claim rule broken: 'invalid_claim', 'not_claimed', 'claimed_by' (nothing changed).
 -- On success claim_expires = now, delay_until as policy.released says, and
@@ -44,4 +46,5 @@ end
 redis.call('ZREM', Q.claimed, id)
 reindex(Q, id, f[7], delay_until, now, f[9])
 redis.call('SREM', qp .. 'cm:' .. claim_id, id)
+wake_waiting(qp, ARGV[13])
 return 'ok'
