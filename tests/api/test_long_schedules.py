@@ -81,7 +81,8 @@ def test_include_schedule_shows_when_a_delayed_message_is_due_and_nothing_else_c
 
 
 def test_include_schedule_must_be_a_boolean(client):
-    body = assert_error(client.simulate_get("/v2/queues/q/messages", params={"include_schedule": "soon"}), 400)
+    result = client.simulate_get("/v2/queues/q/messages", params={"include_schedule": "soon"})
+    body = assert_error(result, 400)
     assert body["description"].startswith("include_schedule must be true or false")
 
 
@@ -127,11 +128,11 @@ def test_a_given_ttl_counts_from_the_post_as_zaqars(weekly, clock):
     ({"body": 1, "deliver_at": START + 60, "delay": 0},
      "messages[0] gives both delay and deliver_at; give one of them."),
     ({"body": 1, "deliver_at": "2100-01-01T00:10:00"},
-     "messages[0].deliver_at must be an ISO 8601 time with a UTC offset (2026-11-29T08:00:00Z) or POSIX seconds: "
-     "the time has no UTC offset (add Z)."),
+     "messages[0].deliver_at must be an ISO 8601 time with a UTC offset (2026-11-29T08:00:00Z) "
+     "or POSIX seconds: the time has no UTC offset (add Z)."),
     ({"body": 1, "deliver_at": "next tuesday"},
-     "messages[0].deliver_at must be an ISO 8601 time with a UTC offset (2026-11-29T08:00:00Z) or POSIX seconds, "
-     "got a string that is not a time."),
+     "messages[0].deliver_at must be an ISO 8601 time with a UTC offset (2026-11-29T08:00:00Z) "
+     "or POSIX seconds, got a string that is not a time."),
     ({"body": 1, "delay": 901}, None),
 ])
 def test_a_schedule_out_of_range_or_malformed_is_400_and_nothing_is_stored(client, item, words):

@@ -1,4 +1,4 @@
-"""Long schedules (zaqar_lite.claims.schedule): deliver_at's forms and range, and a delayed message's default ttl."""
+"""Long schedules (zaqar_lite.claims.schedule): deliver_at's forms and range, the default ttl."""
 
 from __future__ import annotations
 
@@ -54,21 +54,23 @@ def test_now_and_up_to_30_seconds_ago_mean_at_once():
 
 
 def test_further_in_the_past_is_refused():
-    with pytest.raises(ValidationFailed, match=r"^messages\[0\]\.deliver_at is 31 s in the past; it may be at "
-                                               r"most 30 s in the past \(it then means now\)\.$"):
+    with pytest.raises(ValidationFailed) as raised:
         schedule.delay_until(969.0, 1000.0, 900, AT)
+    assert str(raised.value) == ("messages[0].deliver_at is 31 s in the past; "
+                                 "it may be at most 30 s in the past (it then means now).")
 
 
 def test_further_ahead_than_max_message_delay_is_refused():
     assert schedule.delay_until(1900.0, 1000.0, 900, AT) == 1900.0
-    with pytest.raises(ValidationFailed, match=r"^messages\[0\]\.deliver_at is 901 s ahead; this server delivers "
-                                               r"at most 900 s ahead \(max_message_delay\)\.$"):
+    with pytest.raises(ValidationFailed) as raised:
         schedule.delay_until(1900.5, 1000.0, 900, AT)
+    assert str(raised.value) == ("messages[0].deliver_at is 901 s ahead; "
+                                 "this server delivers at most 900 s ahead (max_message_delay).")
 
 
 @pytest.mark.parametrize(("default", "delay", "ttl"), [
     (3600, 0, 3600), (3600, 900, 3600), (3600, 3599, 3600), (3600, 3600, 7200), (3600, 86400, 90000),
     (60, 120, 180), (3600, 86399.5, 90000),
 ])
-def test_the_default_ttl_counts_from_when_the_message_is_due_only_when_it_would_end_before(default, delay, ttl):
+def test_the_default_ttl_counts_from_when_the_message_is_due_when_it_would_end_before(default, delay, ttl):
     assert schedule.default_ttl(default, delay) == ttl

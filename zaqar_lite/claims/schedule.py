@@ -1,4 +1,4 @@
-"""Long schedules: a post's ``deliver_at`` as the message's delay end, and the default ttl of a delayed message.
+"""Long schedules: a post's ``deliver_at`` as the message's delay end, and a delayed message's default ttl.
 
 A message is delayed until its ``delay_until`` (the delay end every driver
 stores, and indexes, as for ``delay``): a post sets it from ``delay``
@@ -51,7 +51,8 @@ def instant(value: Any, where: str) -> float:
             raise ValidationFailed(f"{where} must be {FORMS}: the time has no UTC offset (add Z).")
         return parsed.timestamp()
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        shown = {dict: "an object", list: "an array"}.get(type(value)) or json.dumps(value)
+        shown = "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) \
+            else json.dumps(value)
         raise ValidationFailed(f"{where} must be {FORMS}, got {shown}.")
     return float(value)
 

@@ -132,9 +132,10 @@ def message_post(document: Any, limits: Limits) -> list[dict[str, Any]]:
     ]
     for index, item in enumerate(document["messages"]):
         if "deliver_at" in item:  # a long schedule: rare, so looked for only here
+            where = f"messages[{index}]"
             if "delay" in item:
-                raise ValidationFailed(f"messages[{index}] gives both delay and deliver_at; give one of them.")
-            messages[index]["deliver_at"] = schedule.instant(item["deliver_at"], f"messages[{index}].deliver_at")
+                raise ValidationFailed(f"{where} gives both delay and deliver_at; give one of them.")
+            messages[index]["deliver_at"] = schedule.instant(item["deliver_at"], f"{where}.deliver_at")
     return messages
 
 
