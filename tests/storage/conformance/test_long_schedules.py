@@ -1,7 +1,7 @@
 """Long schedules on every driver: delays of days and deliver_at stored as the delay end, cancelled by delete.
 
-And a claim does not pass over messages scheduled far ahead: with thousands of them in a queue it costs
-about what it costs without them (docs/api.rst, "Delayed delivery").
+And a claim (its read and its release too) does not pass over messages scheduled far ahead: with
+thousands of them in a queue it costs about what it costs without them (docs/api.rst, "Long schedules").
 """
 
 from __future__ import annotations
@@ -70,21 +70,22 @@ SCHEDULED, ROUNDS = 10_000, 15
 
 
 def _fastest_claim(messaging, queue: str) -> float:
-    """Return the shortest of ROUNDS claims of a queue's one ready message, each released after."""
+    """Return the shortest of ROUNDS claims of a queue's one ready message, each read back and released."""
     fastest = float("inf")
     for _ in range(ROUNDS):
         started = time.perf_counter()
         claim_id, claimed, _ = messaging.claim(P, queue, 1, 60, 60)
-        fastest = min(fastest, time.perf_counter() - started)
-        assert len(claimed) == 1
+        held = messaging.get_claim(P, queue, claim_id)[1]
         messaging.release_claim(P, queue, claim_id)
+        fastest = min(fastest, time.perf_counter() - started)
+        assert (len(claimed), len(held)) == (1, 1)
     return fastest
 
 
-def test_a_claim_costs_the_same_with_ten_thousand_messages_scheduled_far_ahead(weekly, clock, driver_uri):
+def test_claims_cost_the_same_with_10k_messages_scheduled_ahead(weekly, clock, driver_uri):
     if driver_uri.startswith("swift"):
         pytest.xfail("Swift's claims read the queue's listing, delayed messages' rows included "
-                     "(docs/api.rst, Delayed delivery)")
+                     "(docs/api.rst, Long schedules)")
     if driver_uri.startswith("mongodb"):
         pytest.skip("the MongoDB emulator of the suite stores 10^4 messages in minutes; the index a claim "
                     "reads is counted by explain in tests/storage/test_mongodb_specific.py")
@@ -97,4 +98,4 @@ def test_a_claim_costs_the_same_with_ten_thousand_messages_scheduled_far_ahead(w
     _fastest_claim(weekly, "crowded")
     crowded, alone = _fastest_claim(weekly, "crowded"), _fastest_claim(weekly, "alone")
     # a claim passing over 10^4 messages takes milliseconds more; the margin absorbs a busy machine
-    assert crowded < 2 * alone + 0.002, f"{crowded * 1000:.2f} ms with them, {alone * 1000:.2f} ms without"
+    assert crowded < 2 * alone + 0.005, f"{crowded * 1000:.2f} ms with them, {alone * 1000:.2f} ms without"
