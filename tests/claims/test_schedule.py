@@ -16,6 +16,7 @@ AT = "messages[0].deliver_at"
     ("2026-11-29T09:30:00+01:30", 1795939200.0),
     ("2026-11-29T08:00:00.250Z", 1795939200.25),
     ("2026-11-29 08:00:00Z", 1795939200.0),
+    ("2026-11-29t08:00:00z", 1795939200.0),
     (1795939200, 1795939200.0),
     (1795939200.5, 1795939200.5),
 ])
@@ -30,6 +31,7 @@ def test_deliver_at_is_an_iso_time_with_an_offset_or_posix_seconds(value, second
     ("tomorrow", "got a string that is not a time."),
     ("", "got a string that is not a time."),
     ("2026-02-30T08:00:00Z", "got a string that is not a time."),
+    ("2026-11-29T23:59:60Z", "got a string that is not a time."),
     (True, "POSIX seconds, got true."),
     (None, "POSIX seconds, got null."),
     ({"at": 1}, "POSIX seconds, got an object."),

@@ -43,8 +43,8 @@ def instant(value: Any, where: str) -> float:
         ValidationFailed: the value is of neither form.
     """
     if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
+        try:  # RFC 3339 allows a lower-case t and z too
+            parsed = datetime.fromisoformat(value.upper())
         except ValueError:
             raise ValidationFailed(f"{where} must be {FORMS}, got a string that is not a time.") from None
         if parsed.tzinfo is None:
