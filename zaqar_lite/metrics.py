@@ -70,6 +70,8 @@ MESSAGES_DEAD_LETTERED = Counter(
     "Messages moved to a dead-letter queue by the sweep or by a claim on its way, by reason: "
     "expired, max_claims, or expired_or_max_claims for a sweep of a queue whose policy allows "
     "both (a claim's moves are always max_claims).", ["reason"])
+BREAKER_TRIPS = Counter("zaqar_lite_dead_letter_breaker_trips_total",
+                        "Queues paused by their dead-letter circuit breaker (_dead_letter_breaker).")
 MESSAGES_REDRIVEN = Counter("zaqar_lite_messages_redriven_total",
                             "Dead letters moved back to a queue by redrives.")
 
@@ -160,3 +162,5 @@ class QueueCensus:
     queue: str
     stats: QueueStats
     dead_letter_queue: bool
+    #: whether the queue is paused (``_paused``)
+    paused: bool = False

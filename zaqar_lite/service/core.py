@@ -14,6 +14,7 @@ from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.service.templates import QueueTemplates
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.breaker_windows import BreakerWindows
 from zaqar_lite.storage.encrypted import encrypted
 from zaqar_lite.storage.tasks import RedriveTasks
 
@@ -47,6 +48,8 @@ class ServiceBase:
         self.templates = templates if templates is not None else QueueTemplates(storage, settings)
         #: the redrive tasks, kept in the deployment's records
         self.tasks = RedriveTasks(storage)
+        #: the dead-letter breakers' windows, kept in the deployment's records
+        self.breaker_windows = BreakerWindows(storage)
         #: called with (project, queue) after a write that may make messages of the queue
         #: claimable; long polling (``service/waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits

@@ -7,7 +7,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
-from zaqar_lite.claims import dedup, retry_backoff, schedule
+from zaqar_lite.claims import dedup, pause, retry_backoff, schedule
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims.policy import REASON_MAX_CLAIMS
 from zaqar_lite.models import (
@@ -16,7 +16,7 @@ from zaqar_lite.models import (
     Message,
 )
 from zaqar_lite.rules import topics
-from zaqar_lite.service.core import ServiceBase
+from zaqar_lite.service.pauses import Pauses
 
 
 def post_too_large(size_limit: int, project: str, queue: str) -> errors.InvalidBody:
@@ -25,7 +25,7 @@ def post_too_large(size_limit: int, project: str, queue: str) -> errors.InvalidB
         f"Request body may not exceed {size_limit} bytes on {topics.source_kind(project)} {queue}.")
 
 
-class Messages(ServiceBase):
+class Messages(Pauses):
     """Message and claim operations with zaqar-lite's policy applied."""
 
     # -- messages -------------------------------------------------------------
@@ -143,8 +143,10 @@ class Messages(ServiceBase):
         counted.MESSAGES_DELETED.inc(len(ids))
 
     def pop(self, project: str, queue: str, limit: int) -> tuple[list[Message], float]:
-        """Delete and return up to limit visible messages."""
+        """Delete and return up to limit visible messages; a paused queue hands out none."""
         now = self.clock()
+        if pause.is_paused(self.storage.get_queue_metadata(project, queue)):
+            return [], now
         popped = self.storage.pop_messages(project, queue, limit, now)
         counted.MESSAGES_DELETED.inc(len(popped))
         return popped, now
@@ -165,14 +167,25 @@ class Messages(ServiceBase):
 
     def claim(self, project: str, queue: str, limit: int, ttl: int,
               grace: int) -> tuple[str, list[Message], float]:
-        """Claim up to limit messages; exhausted ones are dead-lettered on the way."""
+        """Claim up to limit messages; exhausted ones are dead-lettered on the way.
+
+        A paused queue (``_paused``) hands out nothing: the claim is refused by
+        its plan, from the metadata the store's claim reads, and takes nothing.
+        A queue with a ``_dead_letter_breaker`` counts what the claim did toward it.
+        """
         now = self.clock()
         claim_id = self.ids()
         default_dlq = self._existing_default_dlq(project, queue)
 
         planned: list[ClaimRequest] = []
+        watched: list[Mapping[str, Any]] = []
 
         def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
+            if stored:
+                if stored.get(pause.PAUSED):
+                    raise errors.QueuePaused(queue)
+                if pause.BREAKER in stored:
+                    watched.append(stored)
             default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
             backoff = meta.retry_backoff(stored, self.limits)
             planned.append(ClaimRequest(
@@ -181,7 +194,10 @@ class Messages(ServiceBase):
                 draws=retry_backoff.draws(backoff, limit, self.draw)))
             return planned[-1]
 
-        result = self.storage.claim_planned(project, queue, plan)
+        try:
+            result = self.storage.claim_planned(project, queue, plan)
+        except errors.QueuePaused:
+            return claim_id, [], now
         counted.MESSAGES_CLAIMED.inc(len(result.claimed))
         if result.discarded:  # rare: counted only when it happens, as the dead letters below
             counted.MESSAGES_DISCARDED.inc(result.discarded)
@@ -190,6 +206,8 @@ class Messages(ServiceBase):
             dead_letter_queue = planned[-1].dead_letter.queue  # the plan the store applied is the last made
             if dead_letter_queue:
                 self.wake_up(project, dead_letter_queue)
+        if watched:
+            self.count_toward_breaker(project, queue, watched[-1], result.dead_lettered, len(result.claimed))
         return claim_id, result.claimed, now
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
