@@ -109,6 +109,14 @@ def test_claim_work_does_not_grow_with_delayed_or_claimed_messages(store, redis_
     assert work <= 5
 
 
+def test_claim_work_does_not_grow_with_messages_scheduled_days_ahead(store, redis_server):
+    for start in range(0, 10_000, 1000):
+        store.post_messages(P, Q, _messages(1000, delay=6 * 86400, prefix=f"scheduled{start}-"), NOW)
+    store.post_messages(P, Q, _messages(1, prefix="ready"), NOW)
+    claimed, work = _commands_run_by(redis_server, lambda: _claim(store, 5, NOW + 1))
+    assert (claimed, work <= 20) == (["ready0"], True)
+
+
 def test_a_delete_reads_its_message_once_and_nothing_of_groups_it_is_not_in(store, redis_server):
     store.post_messages(P, Q, _messages(2), NOW)
     assert _claim(store, 1, claim_id="c1") == ["m0"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
-from zaqar_lite.claims import dedup, pause, retry_backoff
+from zaqar_lite.claims import dedup, pause, retry_backoff, schedule
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims.policy import REASON_MAX_CLAIMS
 from zaqar_lite.models import (
@@ -35,6 +35,9 @@ class Messages(Pauses):
              trace: Mapping[str, str] | None = None) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
 
+        A ``deliver_at`` (POSIX seconds) sets the delay end instead of ``delay``
+        (:mod:`zaqar_lite.claims.schedule`); the queue's default ttl counts from
+        when a message is due when it would end before.
         A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
         A message with a ``dedup_id`` the queue remembers is not stored: its id is the
         remembered message's; so is that of a message repeating an earlier one's
@@ -43,6 +46,7 @@ class Messages(Pauses):
 
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
+            ValidationFailed: a ``deliver_at`` is too far in the past or ahead.
         """
         now = self.clock()
         stored_as = dedup.collapse([item.get("dedup_id") for item in messages])
@@ -62,12 +66,22 @@ class Messages(Pauses):
             dedup_until = dedup.window_end(queue_meta, now)
             records = []
             for message_id, item in zip(ids, unique, strict=True):
-                ttl = meta.capped_ttl(item["ttl"] if item["ttl"] is not None else default_ttl, queue_meta)
-                delay = item["delay"] if item["delay"] is not None else default_delay
+                if "deliver_at" in item:
+                    delay_until = schedule.delay_until(item["deliver_at"], now, self.limits.max_message_delay,
+                                                       f"messages[{messages.index(item)}].deliver_at")
+                    delay = delay_until - now if delay_until else 0
+                else:
+                    delay = item["delay"] if item["delay"] is not None else default_delay
+                    delay_until = now + delay if delay else 0.0
+                if item["ttl"] is not None:
+                    ttl = meta.capped_ttl(item["ttl"], queue_meta)
+                else:
+                    ttl = meta.capped_ttl(schedule.default_ttl(default_ttl, delay) if delay else default_ttl,
+                                          queue_meta)
                 dedup_id = item.get("dedup_id")
                 records.append(Message(
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
-                    delay_until=now + delay if delay else 0.0, client_id=client_id,
+                    delay_until=delay_until, client_id=client_id,
                     dlq_eligible=item["dlq_eligible"], dedup_id=dedup_id,
                     dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group"),
                     trace=dict(trace) if trace else None))
