@@ -199,7 +199,8 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
     log_path = tmp_path / f"zaqar-lite-{uuid.uuid4().hex[:8]}.log"
     for attempt in range(PORT_ATTEMPTS):
         try:
-            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token, temp_dir, env)
+            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token, temp_dir,
+                               env)
         except ServerFailedToStart as exc:
             log = log_path.read_text(errors="replace")
             lost_the_port = "Connection in use" in log or "is already in use" in log

@@ -90,7 +90,8 @@ def netem_available() -> bool:
     if sh("ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}q", check=False).returncode:
         return False
     try:
-        return sh("tc", "qdisc", "add", "dev", name, "root", "netem", "delay", "1ms", check=False).returncode == 0
+        added = sh("tc", "qdisc", "add", "dev", name, "root", "netem", "delay", "1ms", check=False)
+        return added.returncode == 0
     finally:
         sh("ip", "link", "del", name, check=False)
 
@@ -171,7 +172,7 @@ class NamespacedRedis:
         raise RuntimeError(f"redis-server did not start in {self.namespace}")
 
     def kill(self) -> None:
-        """Kill redis-server at once (SIGKILL, after a SIGCONT should it be paused) and wait until it is gone."""
+        """Kill redis-server at once (SIGKILL, and SIGCONT should it be paused); wait until it is gone."""
         if self.pid is None:
             return
         pid, self.pid = self.pid, None

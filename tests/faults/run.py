@@ -23,8 +23,8 @@ import signal
 import sys
 import tempfile
 import threading
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +32,15 @@ from tests.e2e.harness import RunningServer, start_server, stop_server
 from tests.faults import nemesis
 from tests.faults.checker import Anomaly, check
 from tests.faults.history import OK, History, Op
-from tests.faults.workload import CLAIM_GRACE, CLAIM_TTL, MAX_CLAIM_COUNT, SERVER_CONFIG, Workload, final_read, set_up
+from tests.faults.workload import (
+    CLAIM_GRACE,
+    CLAIM_TTL,
+    MAX_CLAIM_COUNT,
+    SERVER_CONFIG,
+    Workload,
+    final_read,
+    set_up,
+)
 
 #: seconds of faults in a run of the short subset, and of the long run by default
 SHORT, LONG = 12.0, 30.0
@@ -163,7 +171,8 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
     config.write_text(SERVER_CONFIG)
     clock = nemesis.SteppedClock(work)
     with _store(kind, work) as (uri, redis_store, disk):
-        server = start_server(uri, work, workers=2, extra_args=["--config", str(config)], env=clock.environment())
+        server = start_server(uri, work, workers=2, extra_args=["--config", str(config)],
+                              env=clock.environment())
         try:
             set_up(server.url)
             faults = Faults(server, redis_store, disk, clock, seed, history)
@@ -192,7 +201,8 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
 def _write(outcome: Outcome, history: History, server: RunningServer, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "schedule.json").write_text(json.dumps(
-        {"store": outcome.store, "seed": outcome.seed, "steps": [dataclasses.asdict(s) for s in outcome.steps]}, indent=1))
+        {"store": outcome.store, "seed": outcome.seed,
+         "steps": [dataclasses.asdict(s) for s in outcome.steps]}, indent=1))
     history.dump(directory / "history.jsonl")
     (directory / "anomalies.txt").write_text("".join(f"{a.kind}: {a.detail}\n" for a in outcome.anomalies))
     (directory / "server.log").write_text(server.log())
@@ -210,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run seeded fault schedules and check their histories.")
     parser.add_argument("--store", choices=sorted(nemesis.FAULTS), required=True)
     parser.add_argument("--seeds", default="0-49", help="seeds: 0-49, or 3,7,12 (default 0-49)")
-    parser.add_argument("--seconds", type=float, default=LONG, help=f"seconds of faults a run (default {LONG})")
+    parser.add_argument("--seconds", type=float, default=LONG,
+                        help=f"seconds of faults a run (default {LONG})")
     parser.add_argument("--out", type=Path, default=Path("faults-runs"),
                         help="where failing runs write their schedule and history (default faults-runs)")
     args = parser.parse_args(argv)
@@ -219,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="zlf-run-") as work:
             outcome = run(args.store, seed, args.seconds, Path(work), args.out)
         faults = sorted({s.fault for s in outcome.steps})
-        print(f"{args.store} seed {seed}: {'valid' if outcome.valid else 'INVALID'}, {len(outcome.steps)} faults "
-              f"({', '.join(faults)}), {outcome.operations} operations {outcome.statuses}, {outcome.seconds:.0f} s",
-              flush=True)
+        verdict = "valid" if outcome.valid else "INVALID"
+        print(f"{args.store} seed {seed}: {verdict}, {len(outcome.steps)} faults ({', '.join(faults)}), "
+              f"{outcome.operations} operations {outcome.statuses}, {outcome.seconds:.0f} s", flush=True)
         for anomaly in outcome.anomalies[:10]:
             print(f"    {anomaly.kind}: {anomaly.detail}", flush=True)
         failed += not outcome.valid
