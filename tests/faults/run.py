@@ -56,6 +56,8 @@ class Outcome:
     seconds: float
     #: how many answers of each status (and "none": no answer) the clients got
     statuses: dict[str, int]
+    #: the namespaces, links and mount points the run made (and removed)
+    made: list[str]
 
     @property
     def valid(self) -> bool:
@@ -191,8 +193,9 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
         finally:
             stop_server(server)
         statuses = Counter(str(op.status or "none") for op in history.ops if op.process != "nemesis")
+        made = [redis_store.namespace, redis_store.host_link] if redis_store is not None else [str(disk)]
         outcome = Outcome(kind, seed, steps, anomalies, len(history.ops), time.monotonic() - began,
-                          dict(sorted(statuses.items())))
+                          dict(sorted(statuses.items())), made)
         if anomalies and out is not None:
             _write(outcome, history, server, out / f"{kind}-seed-{seed}")
     return outcome
