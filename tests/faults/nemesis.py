@@ -59,6 +59,8 @@ FAULTS = {
     "redis": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
               "kill-worker", "clock-step"),
     "sqlite": ("disk-full", "kill-worker", "clock-step"),
+    # a primary paused past cluster-node-timeout (1 s): its replica takes over while it sleeps
+    "redis_cluster": ("pause-primary", "kill-primary", "kill-worker", "clock-step"),
 }
 NETEM_FAULTS = ("latency", "loss")
 

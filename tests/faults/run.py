@@ -36,11 +36,13 @@ from tests.faults.workload import (
     CLAIM_GRACE,
     CLAIM_TTL,
     MAX_CLAIM_COUNT,
+    PROJECT,
     SERVER_CONFIG,
     Workload,
     final_read,
     set_up,
 )
+from tests.servers.redis_cluster import RedisCluster
 
 #: seconds of faults in a run of the short subset, and of the long run by default
 SHORT, LONG = 12.0, 30.0
@@ -67,9 +69,13 @@ class Outcome:
 class Faults:
     """Applies a schedule's faults to one run's store, server and clock, and heals them."""
 
-    def __init__(self, server: RunningServer, store: nemesis.NamespacedRedis | None, disk: Path | None,
+    def __init__(self, server: RunningServer, store: nemesis.NamespacedRedis | RedisCluster | Path,
                  clock: nemesis.SteppedClock, seed: int, history: History) -> None:
-        self.server, self.store, self.disk, self.clock = server, store, disk, clock
+        self.server, self.clock = server, clock
+        self.store = store if isinstance(store, nemesis.NamespacedRedis) else None
+        self.cluster = store if isinstance(store, RedisCluster) else None
+        self.disk = store if isinstance(store, Path) else None
+        self.paused: list[int] = []
         self.history = history
         self.choose = random.Random(seed)
         self.balloon: Path | None = None
@@ -87,8 +93,22 @@ class Faults:
         elif step.fault == "disk-full":
             assert self.disk is not None
             self.balloon = nemesis.fill(self.disk)
+        elif step.fault.endswith("-primary"):
+            self._apply_to_cluster(step.fault)
         else:
             self._apply_to_store(step.fault)
+
+    def _apply_to_cluster(self, fault: str) -> None:
+        """Pause or kill the primary that serves the workload's project (all its keys are in one slot)."""
+        assert self.cluster is not None
+        primary = self.cluster.serving(f"zl:{{{PROJECT}}}:due")
+        if primary is None or primary.pid is None:
+            return  # a failover is under way: nobody to pause
+        if fault == "pause-primary":
+            self.paused.append(primary.pid)
+            os.kill(primary.pid, signal.SIGSTOP)
+        else:
+            primary.stop(signal.SIGKILL)
 
     def _apply_to_store(self, fault: str) -> None:
         assert self.store is not None and self.store.pid is not None
@@ -118,6 +138,12 @@ class Faults:
         if self.balloon is not None:
             self.balloon.unlink(missing_ok=True)
             self.balloon = None
+        for pid in self.paused:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.paused = []
+        if self.cluster is not None:
+            self.cluster.restart()
         if self.store is not None:
             self.store.mend()
             if self.store.pid is None:
@@ -141,14 +167,24 @@ class Faults:
             self.heal()
 
 
+Store = nemesis.NamespacedRedis | RedisCluster | Path
+
+
 @contextlib.contextmanager
-def _store(kind: str, directory: Path) -> Iterator[tuple[str, nemesis.NamespacedRedis | None, Path | None]]:
+def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
     if kind == "redis":
         with nemesis.NamespacedRedis(directory) as redis_store:
-            yield redis_store.uri, redis_store, None
+            yield redis_store.uri, redis_store
     elif kind == "sqlite":
         with nemesis.small_disk(directory) as disk:
-            yield f"sqlite:///{disk}/zaqar.db", None, disk
+            yield f"sqlite:///{disk}/zaqar.db", disk
+    elif kind == "redis_cluster":
+        cluster = RedisCluster(directory / "cluster")
+        try:
+            cluster.start()
+            yield cluster.uri(), cluster
+        finally:
+            cluster.stop(signal.SIGKILL)
     else:
         raise ValueError(f"the fault harness does not run on {kind}")
 
@@ -172,12 +208,12 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
     config = work / "zaqar-lite.conf"
     config.write_text(SERVER_CONFIG)
     clock = nemesis.SteppedClock(work)
-    with _store(kind, work) as (uri, redis_store, disk):
+    with _store(kind, work) as (uri, store):
         server = start_server(uri, work, workers=2, extra_args=["--config", str(config)],
                               env=clock.environment())
         try:
             set_up(server.url)
-            faults = Faults(server, redis_store, disk, clock, seed, history)
+            faults = Faults(server, store, clock, seed, history)
             workload = Workload(server.url, history, seed)
             workload.start()
             nemesis_thread = threading.Thread(target=faults.run, args=(steps, time.monotonic()), daemon=True)
@@ -193,7 +229,8 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
         finally:
             stop_server(server)
         statuses = Counter(str(op.status or "none") for op in history.ops if op.process != "nemesis")
-        made = [redis_store.namespace, redis_store.host_link] if redis_store is not None else [str(disk)]
+        made = [store.namespace, store.host_link] if isinstance(store, nemesis.NamespacedRedis) else []
+        made += [str(store)] if isinstance(store, Path) else []
         outcome = Outcome(kind, seed, steps, anomalies, len(history.ops), time.monotonic() - began,
                           dict(sorted(statuses.items())), made)
         if anomalies and out is not None:

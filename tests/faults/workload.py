@@ -20,7 +20,7 @@ import requests
 from tests.e2e.harness import ApiSession
 from tests.faults.history import FAIL, INFO, OK, History, Op
 
-QUEUE, DLQ = "faults", "faults-dlq"
+PROJECT, QUEUE, DLQ = "faults", "faults", "faults-dlq"
 MAX_CLAIM_COUNT = 3
 CLAIM_TTL, CLAIM_GRACE = 2, 1
 #: a client gives up on a request after this long; the server's store timeouts are shorter
@@ -48,7 +48,7 @@ class Client:
     """One client thread's session, recording each request it makes."""
 
     def __init__(self, url: str, history: History, process: str) -> None:
-        self.session = ApiSession(url, project="faults")
+        self.session = ApiSession(url, project=PROJECT)
         self.history = history
         self.process = process
 
@@ -74,7 +74,7 @@ class Client:
 
 def set_up(url: str) -> None:
     """Create the queues (before any fault)."""
-    with ApiSession(url, project="faults") as api:
+    with ApiSession(url, project=PROJECT) as api:
         api.put(f"/v2/queues/{DLQ}").raise_for_status()
         api.put(f"/v2/queues/{QUEUE}", json={"_max_claim_count": MAX_CLAIM_COUNT,
                                              "_dead_letter_queue": DLQ}).raise_for_status()
@@ -166,7 +166,7 @@ def final_read(url: str, history: History, settle: float) -> None:
     exhausted), then list both queues, retrying until :data:`RECOVERY_TIMEOUT`."""
     time.sleep(settle)
     deadline = time.monotonic() + RECOVERY_TIMEOUT
-    with ApiSession(url, project="faults") as api:
+    with ApiSession(url, project=PROJECT) as api:
         while True:
             invoke = history.now()
             try:

@@ -216,7 +216,8 @@ class RedisConnected:
 
         Raises:
             StorageUnavailable: fewer replicas than ``wait_replicas`` acknowledged the
-                write in time; it may have been applied, but may not survive a failover.
+                write in time, or the primary became a replica while it waited; it may
+                have been applied, but may not survive a failover.
         """
         if register is not None and self._pool is None:
             self.client.sadd(*register)
@@ -227,7 +228,16 @@ class RedisConnected:
             pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
             if wanted:
                 pipe.execute_command("WAIT", wanted, int(self.target.wait_timeout * 1000))
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+        for reply in replies[:-1] if wanted else replies:
+            if isinstance(reply, Exception):
+                raise reply
+        if wanted and isinstance(replies[-1], redis.exceptions.ResponseError):
+            # "UNBLOCKED ... (master -> replica?)": the primary became a replica (a failover)
+            # while the write waited; whether the write survives is unknown, as after a timeout
+            raise errors.StorageUnavailable(
+                f"redis: the write's WAIT was cut short ({replies[-1]}); it may be applied, "
+                "but may not survive a failover")
         if wanted and replies[-1] < wanted:
             raise errors.StorageUnavailable(
                 f"redis: the write reached {replies[-1]} of {wanted} replicas within "
