@@ -61,6 +61,8 @@ FAULTS = {
     "sqlite": ("disk-full", "kill-worker", "clock-step"),
     # a primary paused past cluster-node-timeout (1 s): its replica takes over while it sleeps
     "redis_cluster": ("pause-primary", "kill-primary", "kill-worker", "clock-step"),
+    # a Redis that persists nothing (the suites' default): what a kill -9 costs it
+    "redis_volatile": ("kill-store",),
 }
 NETEM_FAULTS = ("latency", "loss")
 
@@ -111,11 +113,13 @@ def _free_subnet() -> ipaddress.IPv4Network:
 class NamespacedRedis:
     """A redis-server alone in a network namespace, reached from the host through a veth pair.
 
-    It appends every write to its file and fsyncs it before answering, so a kill -9 loses nothing
-    acknowledged (docs/faults.rst says what a store without that loses).
+    ``durable``: it appends every write to its file and fsyncs it before answering, so a kill -9
+    loses nothing acknowledged; otherwise it persists nothing (docs/faults.rst says what that loses).
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, durable: bool = True) -> None:
+        self.persistence = ("--appendonly", "yes", "--appendfsync", "always") if durable else \
+            ("--appendonly", "no")
         token = uuid.uuid4().hex[:6]
         self.namespace = f"{PREFIX}{token}"
         self.host_link, self.ns_link = f"{PREFIX}{token}h", f"{PREFIX}{token}n"
@@ -158,8 +162,8 @@ class NamespacedRedis:
         """Start redis-server in the namespace (on the same files after a kill) and wait until it answers."""
         pidfile = self.directory / "redis.pid"
         pidfile.unlink(missing_ok=True)
-        self._in_ns("redis-server", "--bind", self.store_ip, "--port", str(REDIS_PORT), "--appendonly", "yes",
-                    "--appendfsync", "always", "--save", "",
+        self._in_ns("redis-server", "--bind", self.store_ip, "--port", str(REDIS_PORT), *self.persistence,
+                    "--save", "",
                     # it listens only on the namespace's address, which only this host reaches
                     "--protected-mode", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
                     "--logfile", str(self.directory / "redis.log"), "--dir", str(self.directory))

@@ -172,8 +172,8 @@ Store = nemesis.NamespacedRedis | RedisCluster | Path
 
 @contextlib.contextmanager
 def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
-    if kind == "redis":
-        with nemesis.NamespacedRedis(directory) as redis_store:
+    if kind in ("redis", "redis_volatile"):
+        with nemesis.NamespacedRedis(directory, durable=kind == "redis") as redis_store:
             yield redis_store.uri, redis_store
     elif kind == "sqlite":
         with nemesis.small_disk(directory) as disk:
