@@ -1,4 +1,4 @@
-"""A write whose ``WAIT`` is cut short because its primary became a replica answers "unavailable".
+"""A Redis write through a failover: its ``WAIT`` cut short, its script cache emptied.
 
 Found by the fault harness (tests/faults, docs/faults.rst): a Redis Cluster primary paused past
 ``cluster-node-timeout`` comes back as a replica, and Redis ends the ``WAIT`` it was blocked in
@@ -74,3 +74,33 @@ def test_a_wait_ended_by_a_demotion_is_storage_unavailable(primary_and_replica):
     finally:
         demotion.join()
         messaging.storage.close()
+
+
+def test_a_script_cache_emptied_between_load_and_run_does_not_fail_a_write(redis_server):
+    """A primary promoted in a failover, or a replica resynced, has an empty script cache, and the
+    slot map may send a load and the next run to different nodes: after a NOSCRIPT the script
+    runs by its text (EVAL), which no emptied cache can refuse. Here the cache is emptied
+    without pause while the writes run."""
+    storage_uri = redis_server.uri(3)
+    settings = load_settings(None, storage_uri="sqlite:///unused.db")
+    messaging = Messaging(open_storage(storage_uri), settings, ManualClock())
+    item = {"body": 1, "ttl": 300, "delay": None, "dlq_eligible": True}
+    stop = threading.Event()
+
+    def flush_scripts() -> None:
+        with redis_server.client() as client:
+            while not stop.is_set():
+                client.script_flush()
+
+    flushers = [threading.Thread(target=flush_scripts) for _ in range(2)]
+    for flusher in flushers:
+        flusher.start()
+    try:
+        for _ in range(100):
+            assert messaging.post("p", "q", "client", [item], 10)
+    finally:
+        stop.set()
+        for flusher in flushers:
+            flusher.join()
+        messaging.storage.close()
+        redis_server.flushall()
