@@ -63,6 +63,7 @@ FAULTS = {
     "redis_cluster": ("pause-primary", "kill-primary", "kill-worker", "clock-step"),
     # a Redis that persists nothing (the suites' default): what a kill -9 costs it
     "redis_volatile": ("kill-store",),
+    "redis_cluster_volatile": ("pause-primary", "kill-primary"),
 }
 NETEM_FAULTS = ("latency", "loss")
 

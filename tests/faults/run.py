@@ -178,8 +178,10 @@ def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
     elif kind == "sqlite":
         with nemesis.small_disk(directory) as disk:
             yield f"sqlite:///{disk}/zaqar.db", disk
-    elif kind == "redis_cluster":
-        cluster = RedisCluster(directory / "cluster")
+    elif kind in ("redis_cluster", "redis_cluster_volatile"):
+        # durable: each node appends every write to its file and fsyncs it before answering
+        durable = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+        cluster = RedisCluster(directory / "cluster", *(durable if kind == "redis_cluster" else ()))
         try:
             cluster.start()
             yield cluster.uri(), cluster
