@@ -170,12 +170,14 @@ class NamespacedRedis:
                     "--logfile", str(self.directory / "redis.log"), "--dir", str(self.directory))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):  # not written yet, or half written
+                self.pid = self.pid or int(pidfile.read_text())
             answer = sh("ip", "netns", "exec", self.namespace, "redis-cli", "-h", self.store_ip, "-p",
                         str(REDIS_PORT), "ping", check=False).stdout
-            if pidfile.exists() and "PONG" in answer:
-                self.pid = int(pidfile.read_text())
+            if self.pid is not None and "PONG" in answer:
                 return
             time.sleep(0.05)
+        self.kill()  # a server that never answered is not left behind
         raise RuntimeError(f"redis-server did not start in {self.namespace}")
 
     def kill(self) -> None:
