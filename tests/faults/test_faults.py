@@ -134,3 +134,18 @@ def test_a_full_disk_is_answered_503_and_the_server_recovers_once_space_is_freed
             assert _recovers(server)
         finally:
             stop_server(server)
+
+
+def test_a_clock_step_moves_the_servers_wall_clock(tmp_path):
+    clock = nemesis.SteppedClock(tmp_path)
+    server = start_server(f"sqlite:///{tmp_path}/zaqar.db", tmp_path, workers=1, env=clock.environment())
+    try:
+        with ApiSession(server.url, project="faults") as api:
+            href = api.post("/v2/queues/q/messages", json={"messages": [{"body": 1, "ttl": 3600}]}
+                            ).json()["resources"][0]
+            clock.set(600)
+            assert api.get(href).json()["age"] >= 600
+            clock.set(0)
+            assert api.get(href).json()["age"] < 600
+    finally:
+        stop_server(server)
