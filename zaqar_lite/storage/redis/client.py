@@ -192,8 +192,9 @@ class RedisConnected:
         run to different nodes while it changes. The text runs wherever it lands.
         """
         command: tuple[str, str] = ("EVALSHA", self._scripts[script][0])
+        moves = 0
         with self._translate_errors():
-            for attempt in range(3):
+            while True:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
                         if register is None:
@@ -203,11 +204,13 @@ class RedisConnected:
                             return pipe.execute()[1]
                     return self._eval_acknowledged(command, keys, args, register)
                 except redis.exceptions.NoScriptError:
-                    if attempt == 2:
+                    if command[0] == "EVAL":
                         raise
+                    # once, whatever the moves before: a failover's new primary comes after them
                     command = ("EVAL", self._scripts[script][1])
                 except (redis.exceptions.MovedError, redis.exceptions.AskError):
-                    if attempt == 2:  # not run: the slot is served elsewhere now
+                    moves += 1
+                    if moves == 3:  # not run: the slot is served elsewhere now
                         raise
                     self._refresh_slots()
 
