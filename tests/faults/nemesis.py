@@ -10,7 +10,8 @@ machine is touched: not loopback, not the host's routes. Each place removes what
 Network faults work on the neighbour entries of the veth pair: pointing the server's entry for the
 store (or the store's entry for the server) at a MAC address nobody has drops every packet one way,
 silently, as a cut cable does; both ways is a full partition. ``tc netem`` (latency, jitter, loss)
-is used when the kernel has it (:func:`netem_available`); this project's CI kernel does not.
+is used when the kernel has it (:func:`netem_available`); the kernel docs/faults.rst was measured
+on has not.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import dataclasses
 import ipaddress
 import os
 import random
-import shutil
 import signal
 import subprocess
 import time
@@ -273,7 +273,3 @@ class SteppedClock:
         temporary = self.path.with_suffix(".new")
         temporary.write_text(f"{seconds}\n")
         temporary.replace(self.path)
-
-
-def have(command: str) -> bool:
-    return shutil.which(command) is not None
