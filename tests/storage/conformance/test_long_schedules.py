@@ -7,7 +7,6 @@ thousands of them in a queue it costs about what it costs without them (docs/api
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
@@ -63,39 +62,3 @@ def test_a_deliver_at_just_past_is_delivered_at_once(weekly, clock):
     late, = schedule(weekly, "a little late", deliver_at=clock.now - 30)
     assert listed(weekly) == [late]
     assert weekly.get_messages(P, Q, [late])[0][0].delay_until == 0.0
-
-
-#: far-future messages a claim must not pass over, and claims timed on each queue
-SCHEDULED, ROUNDS = 10_000, 15
-
-
-def _fastest_claim(messaging, queue: str) -> float:
-    """Return the shortest of ROUNDS claims of a queue's one ready message, each read back and released."""
-    fastest = float("inf")
-    for _ in range(ROUNDS):
-        started = time.perf_counter()
-        claim_id, claimed, _ = messaging.claim(P, queue, 1, 60, 60)
-        held = messaging.get_claim(P, queue, claim_id)[1]
-        messaging.release_claim(P, queue, claim_id)
-        fastest = min(fastest, time.perf_counter() - started)
-        assert (len(claimed), len(held)) == (1, 1)
-    return fastest
-
-
-def test_claims_cost_the_same_with_10k_messages_scheduled_ahead(weekly, clock, driver_uri):
-    if driver_uri.startswith("swift"):
-        pytest.xfail("Swift's claims read the queue's listing, delayed messages' rows included "
-                     "(docs/api.rst, Long schedules)")
-    if driver_uri.startswith("mongodb"):
-        pytest.skip("the MongoDB emulator of the suite stores 10^4 messages in minutes; the index a claim "
-                    "reads is counted by explain in tests/storage/test_mongodb_specific.py")
-    far = clock.now + 6 * 86400
-    for start in range(0, SCHEDULED, 100):
-        schedule(weekly, *range(start, start + 100), queue="crowded", deliver_at=far)
-    schedule(weekly, "ready", queue="crowded")
-    schedule(weekly, "ready", queue="alone")
-    _fastest_claim(weekly, "alone")  # warm both queues' metadata and statements up
-    _fastest_claim(weekly, "crowded")
-    crowded, alone = _fastest_claim(weekly, "crowded"), _fastest_claim(weekly, "alone")
-    # a claim passing over 10^4 messages takes milliseconds more; the margin absorbs a busy machine
-    assert crowded < 2 * alone + 0.005, f"{crowded * 1000:.2f} ms with them, {alone * 1000:.2f} ms without"
