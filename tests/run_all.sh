@@ -45,8 +45,8 @@ echo "== storage suites on every driver (4 processes) =="
 "$BIN/python" -m pytest -p no:cacheprovider -n 4 tests/storage "$@" || status=1
 # The store passes run in pytest-xdist processes, each with a server of its own. On Redis
 # two processes keep both cores busy; SecantusDB spends most of a request in its own
-# (Python) server and Swift in its settle wait (half a second per claim and per queue
-# creation: see zaqar_lite/storage/swift/driver.py), so there the processes' waits overlap
+# (Python) server and Swift in its settle wait (a second per claim and per queue creation in
+# the suites: tests/servers/swift.py, TEST_SETTLE), so there the processes' waits overlap
 # (Swift: under 3 minutes instead of a quarter of an hour).
 echo "== API and end-to-end suites on redis (2 processes) =="
 ZAQAR_LITE_TEST_STORE=redis "$BIN/python" -m pytest -p no:cacheprovider -n 2 tests/api tests/e2e "$@" || status=1
