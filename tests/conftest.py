@@ -63,8 +63,10 @@ def same_on_every_store(item: pytest.Item) -> str | None:
 
 
 #: modules of the first pass that each take minutes (a Spark cluster, the schemathesis run,
-#: spark-submit): in pytest-xdist processes they start first, beside everything else
-SLOW_MODULES = ("tests/test_openapi_fuzz.py", "tests/spark/test_spark_submit.py")
+#: spark-submit, the seeded fault runs, which mostly wait): in pytest-xdist processes they
+#: start first, beside everything else
+SLOW_MODULES = ("tests/test_openapi_fuzz.py", "tests/spark/test_spark_submit.py",
+                "tests/faults/test_faults.py")
 #: the group of the Spark suite's tests on the session's local Spark (starting one takes
 #: seconds and a JVM); it holds tests/spark/test_standalone_cluster.py, so it starts first
 SPARK_GROUP = "tests/spark"
