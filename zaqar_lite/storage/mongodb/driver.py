@@ -199,7 +199,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
         return first, [UpdateOne(guard, {"$set": {
             "queue": target, "marker": first + offset, "claim_id": None, "claim_expires": 0.0,
             "claim_count": m.claim_count, "delay_until": 0.0, "expires": m.expires,
-            "purge_at": purge_at(m.expires), "dead_letter": m.dead_letter,
+            "purge_at": purge_at(m.expires), "dead_letter": m.dead_letter, "failures": m.failures,
         }, "$unset": {"group": ""}}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
 
     @translated
@@ -373,7 +373,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
         written = bool(self._messages.update_one(unchanged(project, queue, read), {"$set": {
             "claim_expires": released.claim_expires, "failures": released.failures,
-            "delay_until": released.delay_until}},
+            "claim_count": released.claim_count, "delay_until": released.delay_until}},
             hint=BY_ID).matched_count)
         if written:
             self._due_by(project, queue, released.claim_expires or 0.0)
