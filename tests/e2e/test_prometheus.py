@@ -100,7 +100,8 @@ def test_prometheus_finds_the_counts_of_both_workers_and_the_queue_gauges(
         "zaqar_lite_messages_claimed_total": 5.0,
         "zaqar_lite_messages_deleted_total": 2.0,
         "zaqar_lite_claims_released_total": 1.0,
-        'zaqar_lite_messages_dead_lettered_total{reason="max_claims"}': 1.0,
+        'zaqar_lite_messages_dead_lettered_total{reason="max_claims",project="shop",queue="jobs",'
+        'dead_letter_queue="jobs-dlq"}': 1.0,
         f'zaqar_lite_queue_messages{{{where},state="ready"}}': 0.0,
         f'zaqar_lite_queue_messages{{{where},state="claimed"}}': 2.0,
         f"zaqar_lite_queue_depth{{{where}}}": 2.0,
