@@ -429,7 +429,8 @@ def test_the_sweep_makes_a_dead_letter_link_s_series_exist_at_zero_before_its_fi
 
 
 def test_dead_letter_links_beyond_the_limit_count_under_other():
-    assert metrics.dead_letter_labels("p", "labelled", "labelled-dlq", 10**6) == ("p", "labelled", "labelled-dlq")
+    labelled = ("p", "labelled", "labelled-dlq")
+    assert metrics.dead_letter_labels(*labelled, 10**6) == labelled
     # no room left: a new link is (other); one already labelled keeps its names
     assert metrics.dead_letter_labels("p", "unseen", "unseen-dlq", 0) == ("(other)", "(other)", "(other)")
-    assert metrics.dead_letter_labels("p", "labelled", "labelled-dlq", 0) == ("p", "labelled", "labelled-dlq")
+    assert metrics.dead_letter_labels(*labelled, 0) == labelled

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from zaqar_lite import errors
 from tests.storage.conformance.conftest import DLQ, P, Q, claim, listed, post, with_dlq
+from zaqar_lite import errors
 
 TIMEOUT = {"error": "rate limited by the payment API", "error_type": "RateLimited"}
 
