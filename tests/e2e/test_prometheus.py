@@ -186,7 +186,8 @@ def reject_all(api: ApiSession, queue: str, count: int) -> None:
         assert api.delete(claim, params={"outcome": "reject"}).status_code == 204
 
 
-@pytest.mark.store_independent  # the reject on every store: tests/storage/conformance/test_release_outcomes.py
+# the reject itself on every store: tests/storage/conformance/test_release_outcomes.py
+@pytest.mark.store_independent
 def test_a_storm_of_rejects_drained_from_the_dead_letter_queue_makes_the_arrivals_alert_pending(
         store, start_server_for_test, prometheus, tmp_path):
     config = tmp_path / "no-sweep.conf"
