@@ -30,6 +30,17 @@ def test_message_is_handed_out_exactly_max_claim_count_times_then_moves(messagin
     assert [f["error_type"] for f in moved.failures] == ["TimeoutError"]
 
 
+def test_a_message_the_sweeper_moves_keeps_its_failure_history(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison")
+    claim_id, _ = claim(messaging)
+    messaging.release_message(P, Q, doomed, claim_id,
+                              {"error": "db timeout 30s", "error_type": "TimeoutError"})
+    messaging.sweep()
+    moved = messaging.get_messages(P, DLQ, [doomed])[0][0]
+    assert [(f["error_type"], f["error"]) for f in moved.failures] == [("TimeoutError", "db timeout 30s")]
+
+
 def test_moved_message_is_claimable_at_once_in_the_dlq(messaging, clock):
     with_dlq(messaging, max_claims=1)
     doomed, = post(messaging, "poison")
