@@ -264,7 +264,9 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
     ("[limits]\nmax_message_ttl = two weeks\n",
      "[limits] max_message_ttl must be a whole number of at least 1, got 'two weeks'"),
     ("[limits]\nmax_message_delay = -5\n",
-     "[limits] max_message_delay must be a whole number of at least 0, got '-5'"),
+     "[limits] max_message_delay must be a whole number from 0 to 604800, got '-5'"),
+    ("[limits]\nmax_message_delay = 604801\n",
+     "[limits] max_message_delay must be a whole number from 0 to 604800, got '604801'"),
     ("[limits]\nmin_claim_ttl = 600\nmax_claim_ttl = 300\n",
      "[limits] min_claim_ttl may not exceed max_claim_ttl"),
     ("[notifier]\npoll_interval = 0\n", "[notifier] poll_interval must be a number above 0, got '0'"),
@@ -305,7 +307,7 @@ def test_a_mistake_in_the_file_is_refused_in_one_line_naming_file_section_and_ke
      "got 'many'"),
     ("ZAQAR_LITE_LIMITS_MAX_MESSAGE_DELAY", "1.5",
      "environment variable ZAQAR_LITE_LIMITS_MAX_MESSAGE_DELAY: [limits] max_message_delay must be a whole "
-     "number of at least 0, got '1.5'"),
+     "number from 0 to 604800, got '1.5'"),
     ("ZAQAR_LITE_TRANSPORT_INCLUDE_DEAD_LETTER", "1",
      "environment variable ZAQAR_LITE_TRANSPORT_INCLUDE_DEAD_LETTER: [transport] include_dead_letter must be "
      "true or false, got '1'"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from zaqar_lite.models import Claim, DeadLetterPolicy, Message, QueueStats
@@ -65,3 +67,14 @@ def test_the_total_of_queue_stats_is_every_unexpired_message():
 ])
 def test_claims_exhaust_messages_only_with_both_a_count_and_a_queue(policy, counts):
     assert policy.counts_claims is counts
+
+
+def test_a_claimed_copy_is_the_message_with_the_claim_state_and_leaves_the_message_as_it_was():
+    message = Message(id="m", body={"n": 1}, created=10.0, expires=310.0, client_id="c", claim_count=2,
+                      failures=[{"error": "boom"}], marker=7, group="g", trace={"traceparent": "00-x"})
+    before = dataclasses.asdict(message)
+    copy = message.claimed(claim_id="k", claim_expires=70.0, claim_count=3, expires=400.0, delay_until=95.0)
+    assert copy == Message(id="m", body={"n": 1}, created=10.0, expires=400.0, delay_until=95.0,
+                           client_id="c", claim_id="k", claim_expires=70.0, claim_count=3,
+                           failures=[{"error": "boom"}], marker=7, group="g", trace={"traceparent": "00-x"})
+    assert dataclasses.asdict(message) == before

@@ -221,3 +221,10 @@ class EncryptionUnavailable(ZaqarLiteError):
         super().__init__(
             f"Queue {queue} keeps its message bodies encrypted (_enable_encrypt_messages) but this "
             "server has no [encryption] keys; messages are refused rather than stored in plaintext.")
+
+
+class QueuePaused(Conflict):
+    """The queue is paused (``_paused``): it hands out nothing; a claim on it takes no message."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(f"Queue {queue} is paused: it accepts posts and hands out nothing until resumed.")

@@ -72,6 +72,8 @@ MESSAGES_DEAD_LETTERED = Counter(
     "whose policy allows both), by a claim on its way (max_claims) or by a consumer's reject "
     "(rejected). Queues beyond [metrics] max_labelled_queues count under (other).",
     ["reason", "project", "queue", "dead_letter_queue"])
+BREAKER_TRIPS = Counter("zaqar_lite_dead_letter_breaker_trips_total",
+                        "Queues paused by their dead-letter circuit breaker (_dead_letter_breaker).")
 MESSAGES_REDRIVEN = Counter("zaqar_lite_messages_redriven_total",
                             "Dead letters moved back to a queue by redrives.")
 
@@ -208,3 +210,5 @@ class QueueCensus:
     queue: str
     stats: QueueStats
     dead_letter_queue: bool
+    #: whether the queue is paused (``_paused``)
+    paused: bool = False

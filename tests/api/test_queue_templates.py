@@ -154,9 +154,10 @@ def test_clients_cannot_set_or_patch_the_template_key(orders):
      "_max_claim_count must be an integer, got a string."),
     ({"pattern": "a*", "metadata": {"color": "red"}},
      "metadata of a template carries reserved keys only; color is not one: known keys are "
-     "_dead_letter_on_expiry, _dead_letter_queue, _dead_letter_queue_messages_ttl, _dedup_window, "
-     "_default_message_delay, _default_message_ttl, _enable_encrypt_messages, _max_claim_count, "
-     "_max_message_ttl, _max_messages_post_size, _retry_backoff, _retry_policy."),
+     "_dead_letter_breaker, _dead_letter_on_expiry, _dead_letter_queue, _dead_letter_queue_messages_ttl, "
+     "_dedup_window, _default_message_delay, _default_message_ttl, _enable_encrypt_messages, "
+     "_max_claim_count, _max_message_ttl, _max_messages_post_size, _paused, _paused_by, _retry_backoff, "
+     "_retry_policy."),
 ])
 def test_bad_templates_are_refused_with_the_field_and_the_rule(client, body, description):
     assert assert_error(put_template(client, "t", body), 400)["description"] == description

@@ -128,7 +128,8 @@ def test_patch_refusals_name_the_rule(client):
 
 
 @pytest.mark.parametrize("key", ["_max_claim_count", "_dead_letter_queue", "_dead_letter_queue_messages_ttl",
-                                 "_dead_letter_on_expiry", "_retry_backoff"])
+                                 "_dead_letter_on_expiry", "_retry_backoff", "_paused", "_paused_by",
+                                 "_dead_letter_breaker"])
 def test_a_claim_only_key_in_a_topics_metadata_is_a_400_naming_it(client, key):
     body = assert_error(client.simulate_put("/v2/topics/t", json={key: 1}), 400)
     assert body["description"] == (f"{key} must be absent: a topic's messages are never claimed, so it takes "

@@ -2,15 +2,18 @@
 
 Each request (a post of one message, a claim of 10, a delete with the claim id, a
 release of one message and of a claim) goes through the real app
-(``create_app`` on a real store, a falcon ``TestClient``: no HTTP server, no
-socket of ours) once the app is warmed up, on a queue with default settings and
-on one with a dead-letter queue. Its cost is the number of Python bytecode
-instructions the interpreter executes for it (``sys.settrace`` with
-``f_trace_opcodes``) in this thread: falcon, zaqar-lite and the store's client
-library, but not the C code below them (SQLite's engine, the JSON codec, hiredis),
-nor what the store server does. That number does not depend on the machine, its
-load or its clock, so a test can compare it with a recorded budget
-(``request_cost.json``) on any machine: ``tests/test_request_budget.py``.
+(``create_app`` on a real store, called through its WSGI interface: no HTTP
+server, no socket of ours) once the app is warmed up, on a queue with default
+settings and on one with a dead-letter queue. Its cost is the number of Python
+bytecode instructions the interpreter executes for it (``sys.settrace`` with
+``f_trace_opcodes``) in this thread, from the app's call to its last body byte:
+falcon, zaqar-lite and the store's client library, but not the C code below them
+(SQLite's engine, the JSON codec, hiredis), nor what the store server does, nor
+the request's WSGI environ, built before the count (as a server builds it). That
+number does not depend on the machine, its load or its clock, so a test can
+compare it with a recorded budget (``request_cost.json``) on any machine:
+``tests/test_request_budget.py``. Long polling is wired as a worker's is (the
+store's wake-up channel): a write's wake-up is part of its cost.
 
 Refresh the recorded counts, on purpose, with ``make budget``
 (``python -m tests.budget --update``).
@@ -19,6 +22,7 @@ Refresh the recorded counts, on purpose, with ``make budget``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib.metadata
 import json
@@ -26,6 +30,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +43,12 @@ import falcon.testing
 from zaqar_lite.api.app import create_app
 from zaqar_lite.clock import ManualClock
 from zaqar_lite.config import load_settings
+from zaqar_lite.service import Messaging
+from zaqar_lite.service.templates import QueueTemplates
+from zaqar_lite.service.waiting.channels import channel_for
+from zaqar_lite.service.waiting.long_poll import LongPoll
+from zaqar_lite.service.waiting.room import WaitingRoom
+from zaqar_lite.storage import open_deployment
 
 #: the recorded counts, checked in
 BUDGET_FILE = Path(__file__).with_name("request_cost.json")
@@ -103,27 +114,79 @@ def no_collection() -> Iterator[None]:
         gc.enable()
 
 
+@dataclasses.dataclass
+class Answer:
+    """What the app answered one request: its status, headers (lower-case names) and body."""
+
+    status: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def status_code(self) -> int:
+        return int(self.status.split(" ", 1)[0])
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
 class Session:
     """A client on the real app over one store, with a manual clock, and its counts."""
 
+    HEADERS = {"Client-ID": str(uuid.UUID(int=1)), "X-Project-ID": "budget"}
+
     def __init__(self, storage_uri: str) -> None:
         self.clock = ManualClock()
-        app = create_app(load_settings(None, storage_uri=storage_uri), clock=self.clock)
-        self.client = falcon.testing.TestClient(
-            app, headers={"Client-ID": str(uuid.UUID(int=1)), "X-Project-ID": "budget"})
+        settings = load_settings(None, storage_uri=storage_uri)
+        storage = open_deployment(settings)
+        # long polling woken as a worker's is (server/gunicorn.py: worker_app): the store's own
+        # wake-up channel, whose publishing after a write is part of that write's cost
+        self.channel = channel_for(storage.name, storage_uri)
+        templates = QueueTemplates(storage, settings)
+        messaging = Messaging(storage, settings, self.clock, templates=templates)
+        messaging.wake_ups_through(self.channel)
+        room = WaitingRoom()
+        self.channel.listen(room)
+        long_poll = LongPoll(messaging, room, sees_every_write=self.channel.sees_every_write)
+        self.app = create_app(settings, storage, self.clock, messaging=messaging, templates=templates,
+                              long_poll=long_poll)
         self.counts: dict[str, dict[str, list[int]]] = {}
 
+    def close(self) -> None:
+        """Stop the wake-up channel's listener and remove what it left."""
+        self.channel.close()
+
+    def call(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+             document: Any = None, counter: InstructionCounter | None = None) -> Answer:
+        """Answer one request (its body ``document`` as JSON) through the app's WSGI interface,
+        counting the call with ``counter``."""
+        body = b"" if document is None else json.dumps(document).encode()
+        headers = {**self.HEADERS, **({"Content-Type": "application/json"} if document is not None else {})}
+        environ = falcon.testing.create_environ(
+            path=path, query_string=urllib.parse.urlencode(params or {}), method=method, headers=headers,
+            body=body)
+        started: list[tuple[str, list[tuple[str, str]]]] = []
+
+        def start_response(status: str, response_headers: list[tuple[str, str]], *exc: object) -> None:
+            started.append((status, response_headers))
+
+        with counter if counter is not None else contextlib.nullcontext():
+            answered = self.app(environ, start_response)
+            content = b"".join(answered)
+            close = getattr(answered, "close", None)
+            if close is not None:
+                close()
+        status, response_headers = started[0]
+        return Answer(status, {name.lower(): value for name, value in response_headers}, content)
+
     def request(self, queue: str, name: str, counted: bool, method: str, path: str, *,
-                status: int, **kwargs: Any) -> falcon.testing.Result:
-        """Simulate one request, counting its instructions in a counted round; check its status."""
-        counter = InstructionCounter()
-        if counted:
-            with counter:
-                result = self.client.simulate_request(method, path, **kwargs)
-        else:
-            result = self.client.simulate_request(method, path, **kwargs)
-        assert result.status_code == status, f"{name} on {queue}: {result.status} {result.text}"
-        if counted:
+                status: int, **kwargs: Any) -> Answer:
+        """Answer one request, counting its instructions in a counted round; check its status."""
+        counter = InstructionCounter() if counted else None
+        result = self.call(method, path, counter=counter, **kwargs)
+        assert result.status_code == status, f"{name} on {queue}: {result.status} {result.body!r}"
+        if counter is not None:
             self.counts.setdefault(queue, {}).setdefault(name, []).append(counter.instructions)
         return result
 
@@ -132,9 +195,9 @@ class Session:
         base = f"/v2/queues/{queue}"
         for n in range(POSTS_PER_ROUND):
             self.request(queue, "post", counted, "POST", f"{base}/messages", status=201,
-                         json={"messages": [{"ttl": 300, "body": {"event": "order", "n": n}}]})
+                         document={"messages": [{"ttl": 300, "body": {"event": "order", "n": n}}]})
         claim = self.request(queue, "claim", counted, "POST", f"{base}/claims", status=201,
-                             params={"limit": CLAIM_LIMIT}, json={"ttl": 300, "grace": 60})
+                             params={"limit": CLAIM_LIMIT}, document={"ttl": 300, "grace": 60})
         claim_id = claim.headers["location"].rsplit("/", 1)[1]
         ids = [message["id"] for message in claim.json["messages"]]
         assert len(ids) == CLAIM_LIMIT, claim.json
@@ -143,7 +206,7 @@ class Session:
         self.request(queue, "release", counted, "POST", f"{base}/messages/{ids[1]}/release",
                      status=204, params={"claim_id": claim_id})
         self.request(queue, "claim_release", counted, "DELETE", f"{base}/claims/{claim_id}", status=204)
-        self.request(queue, "purge", False, "POST", f"{base}/purge", status=204, json={})
+        self.request(queue, "purge", False, "POST", f"{base}/purge", status=204, document={})
 
     def run(self, warm: int = WARM_ROUNDS, counted: int = COUNTED_ROUNDS) -> dict[str, dict[str, int]]:
         """Create the queues, warm up, count; return each queue's median count per request."""
@@ -153,9 +216,9 @@ class Session:
                 for queue in QUEUES}
 
     def _run(self, warm: int, counted: int) -> None:
-        self.request("budget-dlq", "create", False, "PUT", "/v2/queues/budget-dlq", status=201, json={})
+        self.request("budget-dlq", "create", False, "PUT", "/v2/queues/budget-dlq", status=201, document={})
         for queue, metadata in QUEUES.items():
-            self.request(queue, "create", False, "PUT", f"/v2/queues/{queue}", status=201, json=metadata)
+            self.request(queue, "create", False, "PUT", f"/v2/queues/{queue}", status=201, document=metadata)
         for count in [False] * warm + [True] * counted:
             for queue in QUEUES:
                 self.round(queue, count)
@@ -163,7 +226,11 @@ class Session:
 
 def measure(storage_uri: str, **rounds: int) -> dict[str, dict[str, int]]:
     """Return the instruction count of each request on each queue, on the store of ``storage_uri``."""
-    return Session(storage_uri).run(**rounds)
+    session = Session(storage_uri)
+    try:
+        return session.run(**rounds)
+    finally:
+        session.close()
 
 
 @contextlib.contextmanager

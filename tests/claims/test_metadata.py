@@ -45,7 +45,8 @@ def test_defaults_follow_the_configured_limits():
 
 def test_reserved_keys_are_zaqars_and_our_own():
     assert metadata.reserved_keys(LIMITS) == {*ZAQAR_DEFAULTS, "_dead_letter_on_expiry", "_max_message_ttl",
-                                              "_dedup_window", "_retry_backoff"}
+                                              "_dedup_window", "_retry_backoff", "_paused", "_paused_by",
+                                              "_dead_letter_breaker"}
 
 
 def test_unset_metadata_shows_zaqars_defaults_and_not_our_own_keys():

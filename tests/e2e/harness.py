@@ -146,14 +146,15 @@ def _listening_on_our_port(log: str, port: int, pid: int) -> bool:
 
 
 def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list[str],
-                timeout: float, token: str | None, temp_dir: Path | None) -> RunningServer:
+                timeout: float, token: str | None, temp_dir: Path | None,
+                env: dict[str, str] | None = None) -> RunningServer:
     port = free_port()
     url = f"http://{HOST}:{port}"
     command = [*serve_command(), "serve", "--bind", f"{HOST}:{port}", "--workers", str(workers),
                "--storage", storage_uri, *extra_args]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=log_path.parent, env=server_environment(temp_dir),
+                                   cwd=log_path.parent, env={**server_environment(temp_dir), **(env or {})},
                                    start_new_session=True)
     server = RunningServer(url=url, storage_uri=storage_uri, process=process, log_path=log_path)
     deadline = time.monotonic() + timeout
@@ -175,7 +176,7 @@ def _start_once(storage_uri: str, log_path: Path, workers: int, extra_args: list
 
 def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_args: list[str] | None = None,
                  timeout: float = STARTUP_TIMEOUT, token: str | None = None,
-                 temp_dir: Path | None = None) -> RunningServer:
+                 temp_dir: Path | None = None, env: dict[str, str] | None = None) -> RunningServer:
     """Start ``zaqar-lite serve`` on a free loopback port and wait until it answers ``/v2/ping``.
 
     Args:
@@ -187,6 +188,7 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
         token: the ``X-Auth-Token`` of the readiness ping, for a server with token auth.
         temp_dir: the server's ``TMPDIR`` (where it makes its metrics directory, sweeper
             locks and wake-up sockets), by default ours.
+        env: more environment variables of the server (e.g. libfaketime's).
 
     Returns:
         The running server; stop it with :func:`stop_server`.
@@ -197,7 +199,8 @@ def start_server(storage_uri: str, tmp_path: Path, *, workers: int = 2, extra_ar
     log_path = tmp_path / f"zaqar-lite-{uuid.uuid4().hex[:8]}.log"
     for attempt in range(PORT_ATTEMPTS):
         try:
-            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token, temp_dir)
+            return _start_once(storage_uri, log_path, workers, extra_args or [], timeout, token, temp_dir,
+                               env)
         except ServerFailedToStart as exc:
             log = log_path.read_text(errors="replace")
             lost_the_port = "Connection in use" in log or "is already in use" in log

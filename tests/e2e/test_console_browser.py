@@ -255,3 +255,34 @@ def test_under_token_auth_the_browser_logs_in_and_sees_its_project(store, tmp_pa
             assert replayed.status_code == 401
     finally:
         stop_server(running)
+
+
+def test_a_queue_tripped_by_its_breaker_is_resumed_and_paused_through_the_page(server, page, project):
+    with ApiSession(server.url, project=project) as api:
+        assert api.put("/v2/queues/dlq").status_code == 201
+        metadata = {"_max_claim_count": 1, "_dead_letter_queue": "dlq",
+                    "_dead_letter_breaker": {"seconds": 600, "max_dead_letters": 1}}
+        assert api.put("/v2/queues/src", json=metadata).status_code == 201
+        dead_letter(api, [({"order": 1}, "ValueError", "bad id 1"), ({"order": 2}, "ValueError", "bad id 2")])
+        posted = api.post("/v2/queues/src/messages", json={"messages": [{"body": {"order": 3}}]})
+        assert posted.status_code == 201
+        page.goto(f"{server.url}/console/projects/{project}/queues")
+        assert [row[0] for row in queue_rows(page, 2)] == ["dlq DLQ", "src paused"]
+        page.click("tr[data-queue=src] >> text=src")
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/src")
+        state = page.inner_text("#pause .state")
+        assert "Paused by its dead-letter breaker" in state
+        assert "2 dead letters and 0 messages claimed" in state
+        assert "(the rule: more than 1 dead letters within 600 s)" in state
+        assert api.post("/v2/queues/src/claims", json={"ttl": 60, "grace": 60}).status_code == 204
+
+        page.click("#pause button:has-text('Resume consumption')")
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/src")
+        assert page.inner_text("#pause .state") == "Running: claims take messages."
+        claimed = api.post("/v2/queues/src/claims", json={"ttl": 60, "grace": 60})
+        assert [m["body"] for m in claimed.json()["messages"]] == [{"order": 3}]
+
+        page.click("#pause button:has-text('Pause consumption')")
+        page.wait_for_url(f"{server.url}/console/projects/{project}/queues/src")
+        assert "Paused by an operator." in page.inner_text("#pause .state")
+        assert api.get("/v2/queues/src").json()["_paused"] is True

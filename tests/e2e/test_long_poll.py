@@ -148,3 +148,32 @@ def test_under_gthread_a_waiting_claim_holds_a_thread_and_is_woken_all_the_same(
         time.sleep(BEFORE_THE_WRITE)
         message_id = post(api, queue_name, "threads")
         assert_woken(claim.result(), message_id, BEFORE_THE_WRITE)
+
+
+def set_paused(api: ApiSession, queue: str, paused: bool) -> None:
+    """Pause (``_paused: true``) or resume (remove it) a queue by a JSON-patch of its metadata."""
+    operation = {"op": "add", "path": "/metadata/_paused", "value": True} if paused else \
+        {"op": "remove", "path": "/metadata/_paused"}
+    response = api.patch(f"/v2/queues/{queue}", json=[operation],
+                         headers={"Content-Type": "application/openstack-messaging-v2.0-json-patch"})
+    assert response.status_code == 200, response.text
+
+
+def test_a_waiting_claim_on_a_paused_queue_is_not_woken_by_a_post(server, api, project, queue_name, waiting):
+    api.put(f"/v2/queues/{queue_name}")
+    set_paused(api, queue_name, True)
+    claim = waiting.submit(waiting_claim, server, project, queue_name, 2)
+    time.sleep(BEFORE_THE_WRITE / 2)
+    post(api, queue_name, "held back")
+    status, ids, took = claim.result()
+    assert (status, ids) == (204, [])
+    assert took >= 1.8
+
+
+def test_a_waiting_claim_on_a_paused_queue_is_woken_by_its_resume(server, api, project, queue_name, waiting):
+    message_id = post(api, queue_name, "work")
+    set_paused(api, queue_name, True)
+    claim = waiting.submit(waiting_claim, server, project, queue_name)
+    time.sleep(BEFORE_THE_WRITE)
+    set_paused(api, queue_name, False)
+    assert_woken(claim.result(), message_id, BEFORE_THE_WRITE)

@@ -344,3 +344,15 @@ def test_zaqarclient_drives_a_dead_letter_queue_end_to_end_with_no_special_param
     assert source.stats["messages"]["total"] == 0
     source.delete()
     dlq.delete()
+
+
+def test_zaqarclient_pauses_and_resumes_a_queue_through_its_metadata(queue: Queue) -> None:
+    post(queue, ["held"])
+    shown = queue.metadata(new_meta={**queue.metadata(force_reload=True), "_paused": True})
+    assert shown["_paused"] is True
+    post(queue, ["posted while paused"])
+    assert list(claim(queue, limit=5)) == []
+
+    resumed = queue.metadata(new_meta={k: v for k, v in shown.items() if k != "_paused"})
+    assert "_paused" not in resumed
+    assert [m.body for m in claim(queue, limit=5)] == ["held", "posted while paused"]

@@ -70,6 +70,10 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid API request", re.compile(r"^subscriber is refused: the subscriber's address is not one")),
     ("Invalid API request", re.compile(r"^options\.post_headers: (\S+ is set by the server|the value of )")),
     ("Invalid API request", re.compile(r"^options\.from is refused: ")),
+    # a deliver_at lies at most 30 s in the past and max_message_delay ahead of the server's clock
+    # (docs/api.rst, "Long schedules"), and a leap second names no time the server keeps
+    ("Invalid API request", re.compile(r"^messages\[\d+\]\.deliver_at is \d+ s (in the past|ahead); ")),
+    ("Invalid API request", re.compile(r"^messages\[\d+\]\.deliver_at must be .*, got a string that is not")),
     # docs/api.rst, "Claim rules": those of a message DELETE or release depend on the message's state
     ("Invalid claim", re.compile(r".")),
     ("Message is not claimed", re.compile(r".")),
@@ -202,5 +206,6 @@ def before_call(ctx: Any, case: Any, kwargs: dict[str, Any]) -> None:
         for message in case.body.get("messages", []):
             if isinstance(message, dict):
                 message.pop("delay", None)
+                message.pop("deliver_at", None)
     elif label == "PUT /v2/queues/{queue}" and isinstance(case.body, dict):
         case.body.pop("_default_message_delay", None)

@@ -168,3 +168,26 @@ def test_a_deleted_subscription_gets_nothing_more(api, receiver, notifier):
     time.sleep(0.5)
     assert [number(d) for d in receiver.deliveries("gone")] == [0]
     assert json.loads(api.get("/v2/queues/gone/subscriptions").text)["subscriptions"] == []
+
+
+def test_a_tripped_dead_letter_breaker_tells_the_queues_subscriber_and_no_consumer(api, receiver, notifier):
+    assert api.put("/v2/queues/work-dlq").status_code == 201
+    assert api.put("/v2/queues/work", json={
+        "_dead_letter_queue": "work-dlq", "_max_claim_count": 1,
+        "_dead_letter_breaker": {"seconds": 600, "max_dead_letters": 0}}).status_code == 201
+    subscribe(api, "work", receiver.url("work"))
+    posted = api.post("/v2/queues/work/messages", json={"messages": [{"body": {"job": "poison"}}]})
+    assert posted.status_code == 201
+    claimed = api.post("/v2/queues/work/claims", json={"ttl": 60, "grace": 60})
+    assert api.delete(claimed.headers["Location"]).status_code == 204
+    assert api.post("/v2/queues/work/claims", json={"ttl": 60, "grace": 60}).status_code == 204  # trips
+    wait_until(lambda: any(d.body["body"].get("event") == "queue_paused"
+                           for d in receiver.acknowledged("work")), 15, "the pause notice")
+    notice = next(d.body["body"] for d in receiver.acknowledged("work") if d.body["body"].get("event"))
+    record = api.get("/v2/queues/work").json()["_paused_by"]
+    assert notice == {"event": "queue_paused", "queue": "work", **record}
+    assert record["dead_letters"] == 1
+    resumed = api.patch("/v2/queues/work", json=[{"op": "remove", "path": "/metadata/_paused"}],
+                        headers={"Content-Type": "application/openstack-messaging-v2.0-json-patch"})
+    assert resumed.status_code == 200
+    assert api.post("/v2/queues/work/claims", json={"ttl": 60, "grace": 60}).status_code == 204

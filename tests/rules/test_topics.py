@@ -24,7 +24,7 @@ def test_a_topic_shows_zaqars_three_reserved_keys_under_its_stored_ones():
         "team": "x"}
 
 
-def test_the_claim_only_keys_are_the_dead_letter_and_claim_backoff_ones():
+def test_the_claim_only_keys_are_the_dead_letter_claim_backoff_and_pause_ones():
     assert topics.CLAIM_ONLY_KEYS == ("_max_claim_count", "_dead_letter_queue",
                                       "_dead_letter_queue_messages_ttl", "_dead_letter_on_expiry",
-                                      "_retry_backoff")
+                                      "_retry_backoff", "_paused", "_paused_by", "_dead_letter_breaker")

@@ -121,6 +121,17 @@ def test_claims_read_ready_and_matured_messages_through_the_claim_index(store, r
         assert plan["executionStats"]["totalKeysExamined"] <= 3
 
 
+def test_a_claim_reads_no_key_of_thousands_of_messages_scheduled_days_ahead(store, raw, monkeypatch):
+    store.post_messages(P, Q, _messages(2000, delay=6 * 86400, prefix="scheduled"), NOW)
+    store.post_messages(P, Q, _messages(2), NOW)
+    claimed = []
+    plans = _plans(store, raw, monkeypatch, lambda: claimed.extend(_claim(store, "c1", 5)))
+    assert (claimed, len(plans)) == (["m0", "m1"], 2)
+    # each query read again after the claim: at most the two messages it took, never a scheduled one
+    assert all(p["executionStats"]["totalKeysExamined"] <= 2 for p in plans)
+    assert all(p["executionStats"]["totalDocsExamined"] <= 2 for p in plans)
+
+
 def test_listing_and_sweeping_use_indexes(store, raw, monkeypatch):
     store.post_messages(P, Q, _messages(5), NOW)
     _claim(store, "c1", 2)

@@ -109,6 +109,14 @@ def test_claim_work_does_not_grow_with_delayed_or_claimed_messages(store, redis_
     assert work <= 5
 
 
+def test_claim_work_does_not_grow_with_messages_scheduled_days_ahead(store, redis_server):
+    for start in range(0, 10_000, 1000):
+        store.post_messages(P, Q, _messages(1000, delay=6 * 86400, prefix=f"scheduled{start}-"), NOW)
+    store.post_messages(P, Q, _messages(1, prefix="ready"), NOW)
+    claimed, work = _commands_run_by(redis_server, lambda: _claim(store, 5, NOW + 1))
+    assert (claimed, work <= 20) == (["ready0"], True)
+
+
 def test_a_delete_reads_its_message_once_and_nothing_of_groups_it_is_not_in(store, redis_server):
     store.post_messages(P, Q, _messages(2), NOW)
     assert _claim(store, 1, claim_id="c1") == ["m0"]
@@ -262,3 +270,16 @@ def test_a_command_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redi
                           capture_output=True, text=True, timeout=60, check=True, cwd=root,
                           env={**os.environ, "PYTHONPATH": str(root)})
     assert json.loads(done.stdout) == ["first", "second"]
+
+
+def test_the_one_word_packer_packs_every_command_as_redis_py_does():
+    from redis.connection import HiredisRespSerializer
+
+    from zaqar_lite.storage.redis.pool import OneWordPacker
+
+    general, packer = HiredisRespSerializer(), OneWordPacker()
+    commands = [("EVALSHA", "ab12", 2, "zl:{p}:q:a:meta", b"raw", 1.5, "é"),
+                ("CLIENT SETNAME", "worker"),  # a name of two words: split by redis-py
+                ("SET", "k", memoryview(b"view")), ("SET", "k", bytearray(b"array"))]
+    for command in commands:
+        assert packer.pack(*command) == general.pack(*command)

@@ -115,7 +115,7 @@ def in_process_long_poll(messaging: Messaging) -> LongPoll:
     """Return long polling whose wake-ups come from this service only (one process, no channel)."""
     room, channel = WaitingRoom(), InProcessChannel()
     channel.listen(room)
-    messaging.wake_up = channel.publish
+    messaging.wake_ups_through(channel)
     return LongPoll(messaging, room)
 
 

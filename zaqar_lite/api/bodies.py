@@ -134,7 +134,8 @@ class MessageRenderer:
     builds messages with ``Message(**fields)`` and fails on any field it does
     not know, so nothing beyond Zaqar's fields is sent unasked. Likewise a
     message's ``dedup_id`` and ``group``, when it has them, only with
-    ``include_fifo=true``.
+    ``include_fifo=true``, and a still-delayed message's ``deliver_at`` (when
+    it is due) only with ``include_schedule=true``.
 
     Build it before the request changes anything: a bad parameter is then
     refused before a claim or a pop takes messages it could never show.
@@ -146,6 +147,7 @@ class MessageRenderer:
             req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
         self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
         self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
+        self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:
         """Return the representation of one message as of ``now``."""
@@ -169,6 +171,8 @@ class MessageRenderer:
             view["group"] = message.group
         if self.trace and message.trace is not None:
             view["trace"] = dict(message.trace)
+        if self.schedule and message.is_delayed(now):
+            view["deliver_at"] = iso_utc(message.delay_until)
         return view
 
     def many(self, messages: list[Message], now: float) -> list[dict[str, Any]]:

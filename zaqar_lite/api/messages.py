@@ -54,6 +54,8 @@ class MessageCollection(Resource):
                 query["include_fifo"] = str(render.fifo).lower()
             if render.trace:
                 query["include_trace"] = "true"
+            if render.schedule:
+                query["include_schedule"] = "true"
             links = next_links(f"/v2/queues/{queue}/messages", query)
         resp.media = {"messages": render.many(found, now), "links": links}
 

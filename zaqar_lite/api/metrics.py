@@ -160,6 +160,10 @@ class QueueCollector:
                                    labels=LABELS)
         dead = GaugeMetricFamily("zaqar_lite_dead_letter_queue_depth",
                                  "Unexpired messages of a dead-letter queue.", labels=LABELS)
+        paused = GaugeMetricFamily("zaqar_lite_queue_paused",
+                                   "1 when a queue is paused (_paused), else 0; under (other): how many "
+                                   "of the queues beyond [metrics] max_labelled_queues are paused.",
+                                   labels=LABELS)
 
         def add(labels: list[str], ready: int, delayed: int, claimed: int, created: float | None,
                 is_dead_letter_queue: bool) -> None:
@@ -174,6 +178,7 @@ class QueueCollector:
             stats = entry.stats
             add([entry.project, entry.queue], stats.free, stats.delayed, stats.claimed,
                 stats.oldest.created if stats.oldest else None, entry.dead_letter_queue)
+            paused.add_metric([entry.project, entry.queue], 1 if entry.paused else 0)
         if rest:
             others, other_dead = _Totals(), _Totals()
             for entry in rest:
@@ -181,10 +186,13 @@ class QueueCollector:
                 if entry.dead_letter_queue:
                     other_dead.add(entry.stats)
             add([OTHER, OTHER], *others.as_stats(), False)
+            paused.add_metric([OTHER, OTHER], sum(1 for entry in rest if entry.paused))
             if other_dead.queues:
                 dead.add_metric([OTHER, OTHER], other_dead.messages)
-        yield from (messages, depth, oldest, dead)
+        yield from (messages, depth, oldest, dead, paused)
         yield GaugeMetricFamily("zaqar_lite_queues", "Queues in the store, every project.", value=len(census))
+        yield GaugeMetricFamily("zaqar_lite_queues_paused", "Paused queues in the store, every project.",
+                                value=sum(1 for entry in census if entry.paused))
         yield GaugeMetricFamily("zaqar_lite_queue_scrape_duration_seconds",
                                 "Time the read of the queue gauges this scrape serves took "
                                 "(a read is reused for [metrics] census_max_age seconds).",
@@ -202,7 +210,7 @@ class _ThisProcess:
         """Yield this process's counters and histograms."""
         for collector in (counted.MESSAGES_POSTED, counted.MESSAGES_CLAIMED, counted.MESSAGES_DELETED,
                           counted.MESSAGES_RELEASED, counted.CLAIMS_RELEASED, counted.MESSAGES_DISCARDED,
-                          counted.MESSAGES_DEAD_LETTERED, counted.MESSAGES_REDRIVEN,
+                          counted.MESSAGES_DEAD_LETTERED, counted.MESSAGES_REDRIVEN, counted.BREAKER_TRIPS,
                           counted.HTTP_REQUESTS, counted.HTTP_DURATION, counted.STORAGE_ERRORS,
                           counted.NOTIFIER_DELIVERIES, counted.NOTIFIER_FAILURES,
                           counted.NOTIFIER_SUSPENSIONS):

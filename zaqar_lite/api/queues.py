@@ -75,9 +75,13 @@ class QueueStatsResource(Resource):
     """``GET /v2/queues/{queue}/stats``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
-        """Return claimed/free/delayed/total counts and the oldest and newest message."""
+        """Return claimed/free/delayed/total counts, the oldest and newest message, and ``paused`` if so."""
         stats, now = self.messaging.queue_stats(req.context.project, queue)
-        resp.media = stats_body(stats, now, lambda message_id: message_href(queue, message_id))
+        body = stats_body(stats, now, lambda message_id: message_href(queue, message_id))
+        paused = self.messaging.pause_state(req.context.project, queue)
+        if paused is not None:  # only when paused: Zaqar's stats document is unchanged otherwise
+            body["paused"] = paused
+        resp.media = body
 
 
 class QueuePurge(Resource):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from zaqar_lite.claims import dedup
+from zaqar_lite.claims import dedup, pause
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry_backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.config import Limits
@@ -31,7 +31,8 @@ RETRY_POLICY = "_retry_policy"
 MAX_MESSAGE_TTL = "_max_message_ttl"
 DEDUP_WINDOW = dedup.WINDOW
 #: reserved keys of zaqar-lite's own: shown only when set
-OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, DEDUP_WINDOW, RETRY_BACKOFF)
+OWN_RESERVED = (DEAD_LETTER_ON_EXPIRY, MAX_MESSAGE_TTL, DEDUP_WINDOW, RETRY_BACKOFF,
+                pause.PAUSED, pause.PAUSED_BY, pause.BREAKER)
 #: the other ``_`` keys a queue's metadata may hold: its retry policy, its flavor (Zaqar's), its template
 OTHER_KNOWN = (RETRY_POLICY, "_flavor", "_queue_template")
 #: edits (insertions, deletions, substitutions, swaps of neighbours) within which a ``_`` key is a typo
@@ -96,6 +97,10 @@ def validate(metadata: Any, limits: Limits, default_dead_letter_queue: str | Non
         check_policy(stored[RETRY_POLICY], f"metadata.{RETRY_POLICY}")
     if RETRY_BACKOFF in stored:
         check_backoff(stored[RETRY_BACKOFF], limits.max_message_delay)
+    pause.check_paused(stored)
+    if pause.BREAKER in stored:
+        pause.check_breaker(stored[pause.BREAKER])
+    stored = pause.without_stale_reason(stored)
     if stored.get(DEAD_LETTER_ON_EXPIRY) and stored.get(DEAD_LETTER_QUEUE) is None \
             and not default_dead_letter_queue:
         raise ValidationFailed(f"{DEAD_LETTER_ON_EXPIRY} needs {DEAD_LETTER_QUEUE}.")

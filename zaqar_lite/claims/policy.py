@@ -177,8 +177,7 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
                 plan.deleted.append(message.id)
             continue
         count, claim_expires = message.claim_count + 1, request.now + request.ttl
-        plan.claimed.append(dataclasses.replace(
-            message,
+        plan.claimed.append(message.claimed(
             claim_id=request.claim_id,
             claim_expires=claim_expires,
             claim_count=count,

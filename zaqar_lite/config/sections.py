@@ -67,7 +67,8 @@ class Limits:
     min_claim_grace: int = _positive(60)
     max_claim_grace: int = _positive(43200)
     default_claim_grace: int = _positive(60)
-    max_message_delay: int = setting(900, minimum=0)
+    #: longest ``delay`` (and farthest ``deliver_at``) of a message: Zaqar's 900 s, at most 7 days
+    max_message_delay: int = setting(900, minimum=0, maximum=604800)
     max_messages_post_size: int = _positive(262144)
     max_queue_metadata: int = _positive(65536)
     min_subscription_ttl: int = _positive(60)

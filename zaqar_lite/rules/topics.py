@@ -16,6 +16,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
+from zaqar_lite.claims import pause
 from zaqar_lite.claims.retry_backoff import RETRY_BACKOFF
 from zaqar_lite.config import Limits
 
@@ -25,7 +26,7 @@ NAMESPACE_SUFFIX = ",topics"
 #: reserved queue keys that only claims read: a topic's messages are never claimed,
 #: so a topic refuses them rather than keep a setting that would do nothing
 CLAIM_ONLY_KEYS = (meta.MAX_CLAIM_COUNT, meta.DEAD_LETTER_QUEUE, meta.DEAD_LETTER_TTL,
-                   meta.DEAD_LETTER_ON_EXPIRY, RETRY_BACKOFF)
+                   meta.DEAD_LETTER_ON_EXPIRY, RETRY_BACKOFF, pause.PAUSED, pause.PAUSED_BY, pause.BREAKER)
 
 
 def namespace(project: str) -> str:

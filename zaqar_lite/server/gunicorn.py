@@ -146,6 +146,8 @@ class OffTheHub:
     proxy is set on the object. Each pool thread keeps its own SQLite connection for
     reads, reused from one request to the next; the writes of the pool's threads run
     on the process's write connection, and those that come together share one commit.
+    A method's hand-over is made once and kept on the proxy (until an attribute of
+    that name is set through it): a request looks it up as a plain attribute.
     """
 
     def __init__(self, target: Any) -> None:
@@ -155,6 +157,7 @@ class OffTheHub:
         object.__setattr__(self, "_pool", gevent.get_hub().threadpool)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__.pop(name, None)  # a method's kept hand-over, if any
         setattr(self._target, name, value)
 
     def __getattr__(self, name: str) -> Any:
@@ -170,6 +173,7 @@ class OffTheHub:
             if inspect.isgenerator(outcome):
                 return _steps_on_the_pool(pool, outcome)
             return outcome
+        self.__dict__[name] = off_the_hub  # found before __getattr__ from now on
         return off_the_hub
 
 
@@ -247,7 +251,7 @@ def worker_app(settings: Settings, with_sweeper: bool = True,
     channel = channel_for(storage.name, settings.storage_uri)
     templates: Any = QueueTemplates(storage, settings)
     messaging: Any = Messaging(storage, settings, templates=templates)
-    messaging.wake_up = channel.publish  # set on the service itself, before any wrapping
+    messaging.wake_ups_through(channel)  # set on the service itself, before any wrapping
     if off_the_hub and storage.name in BLOCKING_STORES:  # its store is behind OffTheHub already
         # the template routes call the templates directly: one hand-over per request, as the service
         messaging, templates = OffTheHub(messaging), OffTheHub(templates)

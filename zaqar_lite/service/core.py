@@ -7,15 +7,19 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.service.templates import QueueTemplates
 from zaqar_lite.storage.base import Storage
+from zaqar_lite.storage.breaker_windows import BreakerWindows
 from zaqar_lite.storage.encrypted import encrypted
 from zaqar_lite.storage.tasks import RedriveTasks
+
+if TYPE_CHECKING:
+    from zaqar_lite.service.waiting.channels import Channel
 
 LOG = logging.getLogger("zaqar_lite.service")
 
@@ -47,11 +51,21 @@ class ServiceBase:
         self.templates = templates if templates is not None else QueueTemplates(storage, settings)
         #: the redrive tasks, kept in the deployment's records
         self.tasks = RedriveTasks(storage)
+        #: the dead-letter breakers' windows, kept in the deployment's records
+        self.breaker_windows = BreakerWindows(storage)
         #: called with (project, queue) after a write that may make messages of the queue
         #: claimable; long polling (``service/waiting/``) sets it to its channel's ``publish``
         self.wake_up: Callable[[str, str], None] = nobody_waits
+        #: called with (project, queue) after a post stored messages or a release: ``wake_up``, or
+        #: nothing where the store's own post and release wake the waiting claims (:meth:`wake_ups_through`)
+        self.wake_up_after_post_or_release: Callable[[str, str], None] = nobody_waits
         #: the random source of ``_retry_backoff`` jitter: a number in [0, 1) per call
         self.draw = draw
+
+    def wake_ups_through(self, channel: Channel) -> None:
+        """Send the wake-ups of this service's writes through a long-polling channel."""
+        self.wake_up = channel.publish
+        self.wake_up_after_post_or_release = nobody_waits if channel.store_wakes_up else channel.publish
 
     def check_room_for_queue(self, project: str, queue: str) -> None:
         """Refuse to create ``queue`` when it is new and its project has ``max_queues_per_project`` queues.

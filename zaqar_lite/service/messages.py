@@ -7,7 +7,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
-from zaqar_lite.claims import dedup, retry_backoff
+from zaqar_lite.claims import dedup, pause, retry_backoff, schedule
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims.policy import REASON_MAX_CLAIMS, REASON_REJECTED, REJECT, RETRY
 from zaqar_lite.models import (
@@ -18,7 +18,7 @@ from zaqar_lite.models import (
     Message,
 )
 from zaqar_lite.rules import topics
-from zaqar_lite.service.core import ServiceBase
+from zaqar_lite.service.pauses import Pauses
 
 
 def post_too_large(size_limit: int, project: str, queue: str) -> errors.InvalidBody:
@@ -27,7 +27,7 @@ def post_too_large(size_limit: int, project: str, queue: str) -> errors.InvalidB
         f"Request body may not exceed {size_limit} bytes on {topics.source_kind(project)} {queue}.")
 
 
-class Messages(ServiceBase):
+class Messages(Pauses):
     """Message and claim operations with zaqar-lite's policy applied."""
 
     # -- messages -------------------------------------------------------------
@@ -37,6 +37,9 @@ class Messages(ServiceBase):
              trace: Mapping[str, str] | None = None) -> list[str]:
         """Store validated messages, applying the queue's default ttl and delay; return their ids.
 
+        A ``deliver_at`` (POSIX seconds) sets the delay end instead of ``delay``
+        (:mod:`zaqar_lite.claims.schedule`); the queue's default ttl counts from
+        when a message is due when it would end before.
         A ttl (given or the queue's default) above the queue's ``_max_message_ttl`` is lowered to it.
         A message with a ``dedup_id`` the queue remembers is not stored: its id is the
         remembered message's; so is that of a message repeating an earlier one's
@@ -45,6 +48,7 @@ class Messages(ServiceBase):
 
         Raises:
             InvalidBody: the body is larger than the queue's ``_max_messages_post_size``.
+            ValidationFailed: a ``deliver_at`` is too far in the past or ahead.
         """
         now = self.clock()
         stored_as = dedup.collapse([item.get("dedup_id") for item in messages])
@@ -64,12 +68,22 @@ class Messages(ServiceBase):
             dedup_until = dedup.window_end(queue_meta, now)
             records = []
             for message_id, item in zip(ids, unique, strict=True):
-                ttl = meta.capped_ttl(item["ttl"] if item["ttl"] is not None else default_ttl, queue_meta)
-                delay = item["delay"] if item["delay"] is not None else default_delay
+                if "deliver_at" in item:
+                    delay_until = schedule.delay_until(item["deliver_at"], now, self.limits.max_message_delay,
+                                                       f"messages[{messages.index(item)}].deliver_at")
+                    delay = delay_until - now if delay_until else 0
+                else:
+                    delay = item["delay"] if item["delay"] is not None else default_delay
+                    delay_until = now + delay if delay else 0.0
+                if item["ttl"] is not None:
+                    ttl = meta.capped_ttl(item["ttl"], queue_meta)
+                else:
+                    ttl = meta.capped_ttl(schedule.default_ttl(default_ttl, delay) if delay else default_ttl,
+                                          queue_meta)
                 dedup_id = item.get("dedup_id")
                 records.append(Message(
                     id=message_id, body=item["body"], created=now, expires=now + ttl,
-                    delay_until=now + delay if delay else 0.0, client_id=client_id,
+                    delay_until=delay_until, client_id=client_id,
                     dlq_eligible=item["dlq_eligible"], dedup_id=dedup_id,
                     dedup_until=dedup_until if dedup_id is not None else 0.0, group=item.get("group"),
                     trace=dict(trace) if trace else None))
@@ -79,7 +93,7 @@ class Messages(ServiceBase):
         stored = sum(1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
         counted.MESSAGES_POSTED.inc(stored)
         if stored:
-            self.wake_up(project, queue)
+            self.wake_up_after_post_or_release(project, queue)
         first_of = {index: answered[n] for n, index in enumerate(sorted(set(stored_as)))}
         return [first_of[index] for index in stored_as]
 
@@ -131,8 +145,10 @@ class Messages(ServiceBase):
         counted.MESSAGES_DELETED.inc(len(ids))
 
     def pop(self, project: str, queue: str, limit: int) -> tuple[list[Message], float]:
-        """Delete and return up to limit visible messages."""
+        """Delete and return up to limit visible messages; a paused queue hands out none."""
         now = self.clock()
+        if pause.is_paused(self.storage.get_queue_metadata(project, queue)):
+            return [], now
         popped = self.storage.pop_messages(project, queue, limit, now)
         counted.MESSAGES_DELETED.inc(len(popped))
         return popped, now
@@ -152,7 +168,8 @@ class Messages(ServiceBase):
             DefaultDeadLetterQueueMissing: a reject on a queue whose dead-letter
                 queue would be the server's default, which the project lacks.
         """
-        dead_letter = self._rejection_policy(project, queue) if outcome == REJECT else NO_DEAD_LETTER
+        stored, dead_letter = (self._rejection_policy(project, queue) if outcome == REJECT
+                               else (None, NO_DEAD_LETTER))
         result = self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
                                               self.limits.failure_history_length, delay, outcome=outcome,
                                               dead_letter=dead_letter)
@@ -160,16 +177,19 @@ class Messages(ServiceBase):
         if result.dead_lettered or result.discarded:
             self._count_removed(project, queue, REASON_REJECTED, dead_letter, result.dead_lettered,
                                 result.discarded)
-        self.wake_up(project, queue)
+            if stored and pause.BREAKER in stored:  # rejects arriving count toward the breaker too
+                self.count_toward_breaker(project, queue, stored, result.dead_lettered, 0)
+        self.wake_up_after_post_or_release(project, queue)
 
-    def _rejection_policy(self, project: str, queue: str) -> DeadLetterPolicy:
-        """Return where a rejected message of the queue goes, as a claim's dead letters would."""
+    def _rejection_policy(self, project: str,
+                          queue: str) -> tuple[Mapping[str, Any] | None, DeadLetterPolicy]:
+        """Return the queue's stored metadata and where a rejected message of it goes, as a claim's would."""
         stored = self.storage.get_queue_metadata(project, queue)
         wanted = meta.wanted_default_dead_letter_queue(queue, stored, self.settings.default_dead_letter_queue)
         default = self._existing_default_dlq(project, queue) if wanted else None
         if wanted and default is None:
             raise errors.DefaultDeadLetterQueueMissing(wanted, queue)
-        return meta.dead_letter_policy(stored, default)
+        return stored, meta.dead_letter_policy(stored, default)
 
     def _count_removed(self, project: str, queue: str, reason: str, dead_letter: DeadLetterPolicy,
                        moved: int, discarded: int) -> None:
@@ -185,14 +205,25 @@ class Messages(ServiceBase):
 
     def claim(self, project: str, queue: str, limit: int, ttl: int,
               grace: int) -> tuple[str, list[Message], float]:
-        """Claim up to limit messages; exhausted ones are dead-lettered on the way."""
+        """Claim up to limit messages; exhausted ones are dead-lettered on the way.
+
+        A paused queue (``_paused``) hands out nothing: the claim is refused by
+        its plan, from the metadata the store's claim reads, and takes nothing.
+        A queue with a ``_dead_letter_breaker`` counts what the claim did toward it.
+        """
         now = self.clock()
         claim_id = self.ids()
         default_dlq = self._existing_default_dlq(project, queue)
 
         planned: list[ClaimRequest] = []
+        watched: list[Mapping[str, Any]] = []
 
         def plan(stored: Mapping[str, Any] | None) -> ClaimRequest:
+            if stored:
+                if stored.get(pause.PAUSED):
+                    raise errors.QueuePaused(queue)
+                if pause.BREAKER in stored:
+                    watched.append(stored)
             default = meta.wanted_default_dead_letter_queue(queue, stored, default_dlq)
             backoff = meta.retry_backoff(stored, self.limits)
             planned.append(ClaimRequest(
@@ -201,12 +232,17 @@ class Messages(ServiceBase):
                 draws=retry_backoff.draws(backoff, limit, self.draw)))
             return planned[-1]
 
-        result = self.storage.claim_planned(project, queue, plan)
+        try:
+            result = self.storage.claim_planned(project, queue, plan)
+        except errors.QueuePaused:
+            return claim_id, [], now
         counted.MESSAGES_CLAIMED.inc(len(result.claimed))
         if result.discarded or result.dead_lettered:  # rare: counted only when it happens
             # the plan the store applied is the last made
             self._count_removed(project, queue, REASON_MAX_CLAIMS, planned[-1].dead_letter,
                                 result.dead_lettered, result.discarded)
+        if watched:
+            self.count_toward_breaker(project, queue, watched[-1], result.dead_lettered, len(result.claimed))
         return claim_id, result.claimed, now
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> tuple[Claim, list[Message], float]:
@@ -232,7 +268,7 @@ class Messages(ServiceBase):
             self._release_held(project, queue, claim_id, outcome, delay)
         self.storage.release_claim(project, queue, claim_id, self.clock())
         counted.CLAIMS_RELEASED.inc()
-        self.wake_up(project, queue)
+        self.wake_up_after_post_or_release(project, queue)
 
     def _release_held(self, project: str, queue: str, claim_id: str, outcome: str, delay: int | None) -> None:
         """Release every message a live claim holds with ``outcome`` and ``delay``."""

@@ -9,13 +9,14 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite import metrics as counted
 from zaqar_lite.claims import metadata as meta
+from zaqar_lite.claims import pause
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.claims.policy import REASON_MAX_CLAIMS, REASON_REJECTED
 from zaqar_lite.models import (
     Message,
     SweepResult,
 )
-from zaqar_lite.service.core import ServiceBase
+from zaqar_lite.service.pauses import Pauses
 
 #: the records of the console's sessions: under this project, of this kind, keyed by the
 #: SHA-256 of the session id (the store never holds an id a browser could present)
@@ -34,7 +35,7 @@ def session_key(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
-class Operations(ServiceBase):
+class Operations(Pauses):
     """Store-wide work: the sweep, message counts, and the console's reads."""
 
     # -- background -----------------------------------------------------------
@@ -68,6 +69,8 @@ class Operations(ServiceBase):
                 else:  # its first arrival, by whatever path, then counts in rate()
                     counted.watch_dead_letters((reason, REASON_MAX_CLAIMS, REASON_REJECTED), project, queue,
                                                policy.queue, self.settings.metrics.max_labelled_queues)
+            if result.dead_lettered and pause.BREAKER in stored:
+                self.count_toward_breaker(project, queue, stored, result.dead_lettered, 0)
             moved += result.dead_lettered
             discarded += result.discarded
         return SweepResult(dead_lettered=moved, discarded=discarded)
@@ -94,9 +97,10 @@ class Operations(ServiceBase):
         targets = {(project, meta.dead_letter_policy(stored).queue) for project, _, stored in queues}
         default = self.settings.default_dead_letter_queue
         census = []
-        for counted_queues, (project, queue, _) in enumerate(queues, 1):
+        for counted_queues, (project, queue, stored) in enumerate(queues, 1):
             census.append(counted.QueueCensus(project, queue, self.storage.queue_stats(project, queue, now),
-                                              (project, queue) in targets or queue == default))
+                                              (project, queue) in targets or queue == default,
+                                              pause.is_paused(stored)))
             if counted_queues % CENSUS_QUEUES_BETWEEN_PAUSES == 0:
                 # a store call that never waits (SQLite) would hold a gevent worker for the
                 # whole census: let the worker's requests in between (a pause above 0 lets

@@ -8,12 +8,13 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
+from zaqar_lite.claims import pause
 from zaqar_lite.models import (
     QueueStats,
 )
 from zaqar_lite.notify.records import remove_queue_subscriptions
 from zaqar_lite.rules import templates as template_rules
-from zaqar_lite.service.core import ServiceBase
+from zaqar_lite.service.pauses import Pauses
 
 
 def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
@@ -25,7 +26,7 @@ def _matches(metadata: Mapping[str, Any], key: str, wanted: str) -> bool:
 
 
 
-class Queues(ServiceBase):
+class Queues(Pauses):
     """Queue operations with the metadata rules applied."""
 
     # -- queues ---------------------------------------------------------------
@@ -92,12 +93,14 @@ class Queues(ServiceBase):
                 updated[key] = value
         stored = self._validated_metadata(project, queue, updated)
         self.storage.set_queue_metadata(project, queue, stored)
+        self.resume_wakes(project, queue, current, stored)
         return meta.with_defaults(stored, self.limits)
 
     def delete_queue(self, project: str, queue: str) -> None:
         """Delete a queue and everything in it, its subscriptions included."""
         self.storage.delete_queue(project, queue)
         remove_queue_subscriptions(self.storage, project, queue)
+        self.breaker_windows.forget(project, queue)
 
     def list_queues(self, project: str, *, marker: str | None, limit: int, name: str | None,
                     filters: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
@@ -119,6 +122,13 @@ class Queues(ServiceBase):
         """Return a queue's message counts and the time they were taken at."""
         now = self.clock()
         return self.storage.queue_stats(project, queue, now), now
+
+    def pause_state(self, project: str, queue: str) -> dict[str, Any] | None:
+        """Return why a queue is paused (``_paused_by``, or an operator's pause), or None when it is not."""
+        stored = self.storage.get_queue_metadata(project, queue)
+        if stored is None or not pause.is_paused(stored):
+            return None
+        return dict(stored.get(pause.PAUSED_BY) or {"by": "operator"})
 
     def purge(self, project: str, queue: str, resource_types: Sequence[str]) -> None:
         """Remove a queue's messages (claimed ones too) and/or subscriptions.

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 
 import pytest
 
-from zaqar_lite.service.waiting.channels import LocalChannel, RedisChannel, channel_for, plain_redis_url
+from zaqar_lite.service.waiting.channels import (
+    LocalChannel,
+    RedisChannel,
+    channel_for,
+    decode,
+    plain_redis_url,
+)
 from zaqar_lite.service.waiting.room import WaitingRoom, Woken
 
 
@@ -190,3 +197,81 @@ def test_a_redis_claim_entered_for_a_shorter_wait_keeps_a_longer_one_published_f
     finally:
         channel.close()
         watcher.close()
+
+
+def scripts_run(client) -> int:
+    """Return how many scripts the Redis server ran so far (EVALSHA calls; none runs inside a script)."""
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+@contextlib.contextmanager
+def redis_service(uri: str):
+    """A messaging service on Redis woken through a listening RedisChannel, and a watcher of its channels."""
+    import redis
+
+    from zaqar_lite.config import load_settings
+    from zaqar_lite.service import Messaging
+    from zaqar_lite.storage import open_storage
+
+    storage = open_storage(uri)
+    messaging = Messaging(storage, load_settings(None, storage_uri=uri))
+    channel = RedisChannel(uri)
+    messaging.wake_ups_through(channel)
+    watcher = redis.Redis.from_url(uri, decode_responses=True)
+    heard = watcher.pubsub(ignore_subscribe_messages=True)
+    heard.psubscribe(RedisChannel.PATTERN)
+    heard.get_message(timeout=1)  # the subscription's confirmation
+    room = WaitingRoom()
+    channel.listen(room)
+    try:
+        yield messaging, watcher, heard, room
+    finally:
+        channel.close()
+        heard.close()
+        watcher.close()
+        storage.close()
+
+
+def test_a_redis_post_claim_and_release_are_one_round_trip_each_and_wake_a_claim_waiting_on_its_queue(
+        redis_store_uri):
+    message = [{"body": {"n": 1}, "ttl": None, "delay": None, "dlq_eligible": True}]
+    with redis_service(redis_store_uri) as (messaging, watcher, heard, room):
+
+        def round_trips(write) -> int:
+            before = scripts_run(watcher)
+            write()
+            return scripts_run(watcher) - before
+
+        def woken(write) -> None:
+            """``write`` publishes the queue's wake-up and wakes the claim waiting there."""
+            with room.place("p", "orders", 5) as place:
+                seen = place.generation
+                write()
+                published = heard.get_message(timeout=2)
+                assert (published["channel"], decode(published["data"])) == (
+                    RedisChannel.channel("p", "orders"), ("p", "orders"))
+                assert place.sleep(seen, time.monotonic() + 5) is Woken.WAKE_UP
+
+        for _ in range(2):  # creates the queue, then the worker reads and remembers its metadata
+            messaging.post("p", "orders", "client", message, 100)
+        # every script once, so that none is loaded (NOSCRIPT, then again) while counted
+        first_claim, taken, _ = messaging.claim("p", "orders", 10, 60, 60)
+        messaging.release_message("p", "orders", taken[0].id, first_claim, None)
+        messaging.release_claim("p", "orders", first_claim)
+        assert heard.get_message(timeout=0.5) is None  # nobody waits: nothing published
+
+        # one script each, and no publish script after the post and the releases
+        assert round_trips(lambda: messaging.post("p", "orders", "client", message, 100)) == 1
+        claimed: list = []
+        assert round_trips(lambda: claimed.append(messaging.claim("p", "orders", 10, 60, 60))) == 1
+        claim_id, messages, _ = claimed[0]
+        assert len(messages) == 3
+        assert round_trips(lambda: messaging.release_message("p", "orders", messages[0].id, claim_id,
+                                                             None)) == 1
+        assert round_trips(lambda: messaging.release_claim("p", "orders", claim_id)) == 1
+        assert heard.get_message(timeout=0.5) is None  # nobody waited: nothing published
+
+        woken(lambda: messaging.post("p", "orders", "client", message, 100))
+        claim_id, messages, _ = messaging.claim("p", "orders", 10, 60, 60)
+        woken(lambda: messaging.release_message("p", "orders", messages[0].id, claim_id, None))
+        woken(lambda: messaging.release_claim("p", "orders", claim_id))

@@ -39,6 +39,7 @@ def routes(messaging: Messaging) -> list[tuple[str, object]]:
         ("/console/console.css", pages.StyleSheet()),
         (project, pages.QueueList(messaging)),
         (project + "/{queue}", pages.QueuePage(messaging)),
+        (project + "/{queue}/pause", pages.QueuePause(messaging)),
         (project + "/{queue}/redrive", pages.Redrive(messaging)),
         (project + "/{queue}/redrive/tasks", pages.RedriveTaskStart(messaging)),
         (project + "/{queue}/redrive/tasks/{task_id}/cancel", pages.RedriveTaskCancel(messaging)),

@@ -26,7 +26,7 @@ from zaqar_lite.api.middleware import CONSOLE_SESSION_COOKIE, console_project, c
 from zaqar_lite.api.redrive import checked_task_id, task_body
 from zaqar_lite.api.resource import Resource
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims import policy
+from zaqar_lite.claims import pause, policy
 from zaqar_lite.claims import redrive as redrive_policy
 from zaqar_lite.models import Message, QueueStats
 
@@ -202,6 +202,7 @@ class QueueList(ConsolePage):
                 "oldest_age": duration(counts.oldest.age(now) if counts.oldest else None),
                 "dlq": dlq, "dlq_url": queue_url(project, dlq) if dlq else None,
                 "dlq_depth": stats_of(dlq)[0].total if dlq else None,
+                "paused": pause.is_paused(stored),
             })
         dead_letter_queues = {row["dlq"] for row in rows if row["dlq"]}
         next_url = None
@@ -225,6 +226,17 @@ def message_view(message: Message, now: float) -> dict[str, Any]:
     }
 
 
+def paused_by(record: Any) -> str:
+    """Return who paused a queue and why, in words, from its ``_paused_by`` (None: an operator)."""
+    if not isinstance(record, dict):
+        return "Paused by an operator."
+    if record.get("by") == pause.BY_BREAKER:
+        return (f"Paused by its dead-letter breaker at {record.get('at')}: {record.get('dead_letters')} "
+                f"dead letters and {record.get('claimed')} messages claimed since "
+                f"{record.get('window_started')} (the rule: {record.get('rule')}).")
+    return "Paused: " + json.dumps(record, ensure_ascii=False, sort_keys=True)
+
+
 class QueuePage(ConsolePage):
     """``GET /console/projects/{project}/queues/{queue}``: a queue, and its dead letters by signature."""
 
@@ -245,7 +257,9 @@ class QueuePage(ConsolePage):
                     dlq=dlq, dlq_url=queue_url(project, dlq) if dlq else None,
                     groups=groups, dead_letter_count=len(letters), more=more,
                     project_url=project_url(project), queue_url=queue_url(project, queue),
-                    redrive_tasks=self.redrive_tasks(project, queue))
+                    redrive_tasks=self.redrive_tasks(project, queue),
+                    paused=pause.is_paused(stored), paused_by=paused_by(stored.get(pause.PAUSED_BY)),
+                    breaker=pause.breaker_of(stored))
 
     def redrive_tasks(self, project: str, queue: str) -> list[dict[str, Any]]:
         """Return the redrive tasks of a queue, newest first, as the API shows them (status,
@@ -357,3 +371,21 @@ class RedriveTaskCancel(ConsolePage):
         self.posted_form(req)
         self.messaging.cancel_redrive_task(project, queue, checked_task_id(task_id, queue))
         see_other(resp, queue_url(project, queue) + "#redrive-tasks")
+
+
+class QueuePause(ConsolePage):
+    """``POST /console/projects/{project}/queues/{queue}/pause``: pause or resume a queue."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, project: str, queue: str) -> None:
+        """Set (``paused=true``) or remove (``paused=false``) the queue's ``_paused``, as a PATCH does.
+
+        A resume also drops the breaker's record of why the queue paused.
+        """
+        project = req.context.project
+        form = self.posted_form(req)
+        wanted = forms.one_value(form, "paused")
+        if wanted not in ("true", "false"):
+            raise errors.ValidationFailed("The form field paused must be true or false.")
+        operation = ("add", pause.PAUSED, True) if wanted == "true" else ("remove", pause.PAUSED, None)
+        self.messaging.update_queue(project, queue, [operation])
+        see_other(resp, queue_url(project, queue))

@@ -43,7 +43,11 @@ per worker process, hands every wake-up it receives to the process's
     to a queue nobody waits on reaches no subscriber. The same argument as
     above holds: the script runs either before the claim's entry (the write
     was stored before, the attempt sees it) or after it (it publishes); both
-    scripts read the one server's clock.
+    scripts read the one server's clock. A post and a release (of a claim or
+    of a message) make that check themselves, in the store's own script
+    (``storage/redis/lua/post.lua``, ``release_claim.lua``,
+    ``release_message.lua``: the write and its wake-up in one round trip): the
+    service publishes nothing after them (``store_wakes_up``).
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ class Channel(Protocol):
 
     #: whether every write that makes messages claimable reaches the channel
     sees_every_write: bool
+    #: whether the store's own post and releases wake the claims waiting on their queue
+    #: (the service then publishes nothing after them)
+    store_wakes_up: bool
 
     def publish(self, project: str, queue: str) -> None:
         """Wake the claims waiting on a queue in every process; never raises, never blocks long."""
@@ -141,6 +148,7 @@ class InProcessChannel:
     """Wake-ups within one process only (a single app built by ``create_app``, the API tests)."""
 
     sees_every_write = True
+    store_wakes_up = False
 
     def __init__(self) -> None:
         self._room: WaitingRoom | None = None
@@ -161,6 +169,8 @@ class InProcessChannel:
 
 class LocalChannel:
     """Unix datagram sockets in a run directory, one per worker process (see the module)."""
+
+    store_wakes_up = False
 
     def __init__(self, directory: str, *, sees_every_write: bool) -> None:
         self.directory = directory
@@ -276,6 +286,8 @@ class RedisChannel:
     """A Redis pub/sub channel per queue; one subscriber connection per process (see the module)."""
 
     sees_every_write = True
+    #: post.lua and the release scripts publish when a claim waits on the queue (see the module)
+    store_wakes_up = True
     #: what every queue's channel matches: ``zl:{P}:q:Q:wake`` (``layout.queue_prefix`` + ``wake``)
     PATTERN = "zl:*:wake"
 

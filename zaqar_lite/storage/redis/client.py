@@ -26,7 +26,7 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.storage.redis.layout import Target, parse_uri
-from zaqar_lite.storage.redis.pool import BoundedPool, connection_class
+from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, packing
 
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "reject",
@@ -116,10 +116,10 @@ class RedisConnected:
             # lends and takes back (storage/redis/pool.py says what it spares, and how).
             self._pool = BoundedPool.from_url(
                 self.target.uri, retry=retry, connection_class=connection_class(self.target.uri),
-                **DEFAULTS, **GREENLET_POOL)
+                **DEFAULTS, **GREENLET_POOL, **packing())
             self._shared = redis.Redis(connection_pool=self._pool)
         else:
-            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS)
+            self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS, **packing())
         self._local = threading.local()
         lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()
@@ -184,24 +184,34 @@ class RedisConnected:
 
     def _eval(self, script: str, keys: Sequence[str], args: Sequence[Any],
               register: tuple[str, str] | None = None) -> Any:
-        """Run a script by SHA, loading it on NOSCRIPT; with ``register=(index, project)``, SADD
-        the project first, in the same round trip (on a cluster, just before: another slot)."""
-        sha, text = self._scripts[script]
+        """Run a script by SHA; after a NOSCRIPT, by its text (EVAL, which caches it where it runs);
+        with ``register=(index, project)``, SADD the project first, in the same round trip (on a
+        cluster, just before: another slot).
+
+        Loading the script and running it by SHA again could fail again: a failover empties the
+        cache of the node that serves the slot next, and the slot map may send the load and the
+        run to different nodes while it changes. The text runs wherever it lands.
+        """
+        command: tuple[str, str] = ("EVALSHA", self._scripts[script][0])
+        moves = 0
         with self._translate_errors():
-            for attempt in range(3):
+            while True:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
                         if register is None:
-                            return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                            return self.client.execute_command(*command, len(keys), *keys, *args)
                         with self.client.pipeline(transaction=False) as pipe:
-                            return pipe.sadd(*register).evalsha(sha, len(keys), *keys, *args).execute()[1]
-                    return self._eval_acknowledged(sha, keys, args, register)
+                            pipe.sadd(*register).execute_command(*command, len(keys), *keys, *args)
+                            return pipe.execute()[1]
+                    return self._eval_acknowledged(command, keys, args, register)
                 except redis.exceptions.NoScriptError:
-                    if attempt == 2:
+                    if command[0] == "EVAL":
                         raise
-                    self._primary(keys[0]).script_load(text)
+                    # once, whatever the moves before: a failover's new primary comes after them
+                    command = ("EVAL", self._scripts[script][1])
                 except (redis.exceptions.MovedError, redis.exceptions.AskError):
-                    if attempt == 2:  # not run: the slot is served elsewhere now
+                    moves += 1
+                    if moves == 3:  # not run: the slot is served elsewhere now
                         raise
                     self._refresh_slots()
 
@@ -211,13 +221,14 @@ class RedisConnected:
             return self.client
         return self.client.get_node_from_key(key).redis_connection
 
-    def _eval_acknowledged(self, sha: str, keys: Sequence[str], args: Sequence[Any],
+    def _eval_acknowledged(self, command: tuple[str, str], keys: Sequence[str], args: Sequence[Any],
                            register: tuple[str, str] | None) -> Any:
         """Run a script on its keys' primary, then ``WAIT`` on the same connection when asked.
 
         Raises:
             StorageUnavailable: fewer replicas than ``wait_replicas`` acknowledged the
-                write in time; it may have been applied, but may not survive a failover.
+                write in time, or the primary became a replica while it waited; it may
+                have been applied, but may not survive a failover.
         """
         if register is not None and self._pool is None:
             self.client.sadd(*register)
@@ -225,10 +236,19 @@ class RedisConnected:
         with self._primary(keys[0]).pipeline(transaction=False) as pipe:
             if register is not None and self._pool is not None:
                 pipe.sadd(*register)
-            pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+            pipe.execute_command(*command, len(keys), *keys, *args)
             if wanted:
                 pipe.execute_command("WAIT", wanted, int(self.target.wait_timeout * 1000))
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+        for reply in replies[:-1] if wanted else replies:
+            if isinstance(reply, Exception):
+                raise reply
+        if wanted and isinstance(replies[-1], redis.exceptions.ResponseError):
+            # "UNBLOCKED ... (master -> replica?)": the primary became a replica (a failover)
+            # while the write waited; whether the write survives is unknown, as after a timeout
+            raise errors.StorageUnavailable(
+                f"redis: the write's WAIT was cut short ({replies[-1]}); it may be applied, "
+                "but may not survive a failover")
         if wanted and replies[-1] < wanted:
             raise errors.StorageUnavailable(
                 f"redis: the write reached {replies[-1]} of {wanted} replicas within "

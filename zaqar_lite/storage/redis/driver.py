@@ -55,6 +55,7 @@ from zaqar_lite.storage.redis.layout import (
     record_head,
     stamp,
     to_message,
+    wake_payload,
 )
 from zaqar_lite.storage.redis.queues import STALE, RedisQueues, Stale
 from zaqar_lite.storage.redis.records import RedisRecords
@@ -95,8 +96,12 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
 
     def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
               metadata_version: str | None) -> list[str]:
-        """Run post.lua; with ``metadata_version``, only while the stored metadata text is that."""
-        args: list[Any] = [queue, stamp(now), *guard(metadata_version)]
+        """Run post.lua; with ``metadata_version``, only while the stored metadata text is that.
+
+        post.lua also wakes the claims waiting on the queue (see :func:`wake_payload`): no round
+        trip of its own.
+        """
+        args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
         for m in messages:
             args += [m.id, json.dumps(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
                      m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
@@ -234,7 +239,8 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
 
     def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
                       undo: bool = False) -> None:
-        self._run("release_claim", project, queue, [stamp(now), claim_id, queue, "1" if undo else ""])
+        self._run("release_claim", project, queue, [stamp(now), claim_id, queue, "1" if undo else "",
+                                                    wake_payload(project, queue)])
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
@@ -247,14 +253,14 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
             answer = self._run("reject", project, queue, [
                 stamp(now), queue, message_id, claim_id, *reason,
                 *self._dead_letter_args(now, dead_letter)[1:],
-                record_head(queue, policy.REASON_REJECTED, now, dead_letter)],
+                record_head(queue, policy.REASON_REJECTED, now, dead_letter), wake_payload(project, queue)],
                 dead_letter_queue=dead_letter.queue or queue)
         else:
             if outcome == policy.POSTPONE and delay is None:
                 delay = 0  # a postpone never takes the queue's backoff (policy.released)
             answer = self._run("release_message", project, queue, [
                 stamp(now), queue, message_id, claim_id, "0" if failure is None else "1", *reason,
-                opt(delay, stamp), outcome])
+                opt(delay, stamp), wake_payload(project, queue), outcome])
         if answer == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)
         if answer in _RULES:

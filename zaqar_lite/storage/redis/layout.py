@@ -199,6 +199,12 @@ def queue_prefix(project: str, queue: str) -> str:
     return f"{project_prefix(project)}q:{urllib.parse.quote(queue, safe='')}:"
 
 
+def wake_payload(project: str, queue: str) -> str:
+    """Return what post.lua and the release scripts publish on ``zl:{P}:q:Q:wake`` while a claim waits
+    on the queue (its ``waiting`` set): the wake-up channel's payload (``service/waiting/channels.py``)."""
+    return f"{project}\n{queue}"
+
+
 def message_key(project: str, message_id: str) -> str:
     """Return the key of a message's hash: ``zl:{P}:m:<id>``."""
     return f"{project_prefix(project)}m:{message_id}"

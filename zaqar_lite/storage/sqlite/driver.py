@@ -304,8 +304,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def _held(self, db: sqlite3.Connection, project: str, queue: str, claim_id: str,
               now: float) -> list[Message]:
+        # by the claim's own index: left to itself the planner may walk the queue's unexpired
+        # messages by expiry instead, messages scheduled far ahead included
         return self._select(db, "claim_id = :claim AND claim_expires > :now AND expires > :now",
-                            {"project": project, "queue": queue, "now": now, "claim": claim_id})
+                            {"project": project, "queue": queue, "now": now, "claim": claim_id},
+                            index="messages_by_claim")
 
     def get_claim(self, project: str, queue: str, claim_id: str, now: float) -> tuple[Claim, list[Message]]:
         with self.snapshot() as db:

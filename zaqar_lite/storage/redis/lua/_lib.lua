@@ -57,6 +57,17 @@ local function message_key(ns, id)
   return ns .. 'm:' .. id
 end
 
+-- Publish payload on the queue's wake-up channel qp .. 'wake' while a long-polling claim
+-- waits on the queue: its waiting set qp .. 'waiting' (written by the wake-up channel,
+-- service/waiting/channels.py) holds an entry scored at or after the server's time in ms.
+local function wake_waiting(qp, payload)
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if redis.call('ZCOUNT', qp .. 'waiting', now_ms, '+inf') > 0 then
+    redis.call('PUBLISH', qp .. 'wake', payload)
+  end
+end
+
 -- True when the stored time string t is set and later than now.
 local function after(t, now)
   return t ~= false and t ~= nil and tonumber(t) > now

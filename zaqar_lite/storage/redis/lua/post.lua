@@ -5,7 +5,9 @@
 -- ARGV[1]     "zl:{P}:"        ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3]     the queue name   ARGV[4] now
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
--- ARGV[7..]   16 values per message, '' where unset (and then not stored):
+-- ARGV[7]     the wake-up payload ("project\nqueue"), published on zl:{P}:q:Q:wake when
+--             a message is stored while a claim waits on the queue (_lib.lua: wake_waiting)
+-- ARGV[8..]   16 values per message, '' where unset (and then not stored):
 --             id, body (JSON), created, expires, delay_until, client_id, claim_id,
 --             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter,
 --             dedup_id, group, trace (JSON), and (not stored in the message)
@@ -20,6 +22,7 @@
 --             (ZSET dedup_id, score dedup_until), a few lapsed ids dropped per new one;
 --             zl:{P}:q:Q:g:<group> and zl:{P}:q:Q:groups for a grouped message, which
 --             is held (not ready) unless it is the first of its group.
+-- Reads zl:{P}:q:Q:waiting and publishes on zl:{P}:q:Q:wake (one round trip: the post's own).
 -- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
 local Q = queue_keys(1)
 local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
@@ -44,7 +47,8 @@ local function remembered(dedup_id, message_id, dedup_until)
 end
 
 local answered = {}
-for base = 7, #ARGV, #fields + 1 do
+local stored = false
+for base = 8, #ARGV, #fields + 1 do
   local m = {}
   for i, field in ipairs(fields) do m[field] = ARGV[base + i - 1] end
   local key = message_key(ns, m.id)
@@ -61,6 +65,7 @@ for base = 7, #ARGV, #fields + 1 do
       end
     end
     redis.call('HSET', key, unpack(values))
+    stored = true
     redis.call('ZADD', Q.all, marker, m.id)
     redis.call('ZADD', Q.expires, m.expires, m.id)
     due_by(Q.meta, m.expires)
@@ -83,4 +88,5 @@ for base = 7, #ARGV, #fields + 1 do
     end
   end
 end
+if stored then wake_waiting(ARGV[2], ARGV[7]) end
 return answered

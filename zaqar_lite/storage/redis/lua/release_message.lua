@@ -7,7 +7,9 @@
 -- ARGV[8..10] the failure's "at", "error_type" and "error" values, each as JSON
 -- ARGV[11] history limit (policy.released keeps the last N entries; 0 keeps all)
 -- ARGV[12] the explicit delay in seconds, '' for none (the wait the claim fixed applies)
--- ARGV[13] the outcome: 'retry', or 'postpone' (the claim does not count: claim_count
+-- ARGV[13] the wake-up payload ("project\nqueue"), published on success while a claim
+--          waits on the queue (_lib.lua: wake_waiting)
+-- ARGV[14] the outcome: 'retry', or 'postpone' (the claim does not count: claim_count
 --          one less, its score in counted or out of it at 0; an entry is always
 --          recorded; the delay is ARGV[12], never the claim's wait)
 -- Returns: 'ok', 'no_message' (absent, expired or in another queue), or the
@@ -29,7 +31,7 @@ local f = redis.call('HMGET', key, 'q', 'expires', 'claim_id', 'claim_expires', 
 if f[1] ~= name or not after(f[2], now) then return 'no_message' end
 local broken = claim_rule_violation(qp, f[3], f[4], '1', claim_id, now)
 if broken then return broken end
-local outcome, count = ARGV[13], f[5]
+local outcome, count = ARGV[14], f[5]
 if outcome == 'postpone' then
   count = math.max(0, (tonumber(f[5]) or 0) - 1)
   if count > 0 then redis.call('ZADD', Q.counted, count, id) else redis.call('ZREM', Q.counted, id) end
@@ -44,4 +46,5 @@ end
 redis.call('ZREM', Q.claimed, id)
 reindex(Q, id, f[7], delay_until, now, f[9])
 redis.call('SREM', qp .. 'cm:' .. claim_id, id)
+wake_waiting(qp, ARGV[13])
 return 'ok'

@@ -1,0 +1,275 @@
+"""The faults of a run, their seeded schedules, and the places they act on.
+
+Every fault acts on something the run made itself and names with the prefix ``zlf``: a network
+namespace holding the store, the veth pair joining it to the host (addresses in 10.254.0.0/16,
+chosen free), a store process, the server's worker processes, the server's wall clock (stepped
+through a file of ours) or a small ext4 image mounted on a directory of ours. Nothing else on the
+machine is touched: not loopback, not the host's routes. Each place removes what it made in
+``finally`` blocks, and every fault has a heal that the run calls whatever happens.
+
+Network faults work on the neighbour entries of the veth pair: pointing the server's entry for the
+store (or the store's entry for the server) at a MAC address nobody has drops every packet one way,
+silently, as a cut cable does; both ways is a full partition. ``tc netem`` (latency, jitter, loss)
+is used when the kernel has it (:func:`netem_available`); the kernel docs/faults.rst was measured
+on has not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ipaddress
+import os
+import random
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+PREFIX = "zlf"
+#: a MAC address no interface has: frames sent to it are dropped by the other end
+NOWHERE_MAC = "02:00:5e:00:fa:17"
+#: the directory whose sitecustomize.py makes a server's wall clock steppable
+CLOCK_HOOK = Path(__file__).parent / "clockstep"
+REDIS_PORT = 6379
+
+
+def sh(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command (ip, tc, mount...) and return how it ended."""
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=check)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One fault of a schedule: it starts ``at`` seconds into the run and heals ``duration`` later."""
+
+    at: float
+    fault: str
+    duration: float
+    #: the fault's size, where it has one: the seconds of a clock step (negative: backwards)
+    size: float = 0.0
+
+
+#: faults that happen at once and need no heal (the server restarts its workers itself)
+INSTANT = frozenset({"kill-worker"})
+#: the faults of each store kind the harness runs on
+FAULTS = {
+    "redis": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
+              "kill-worker", "clock-step"),
+    "sqlite": ("disk-full", "kill-worker", "clock-step"),
+    # a primary paused past cluster-node-timeout (1 s): its replica takes over while it sleeps
+    "redis_cluster": ("pause-primary", "kill-primary", "kill-worker", "clock-step"),
+    # a Redis that persists nothing (the suites' default): what a kill -9 costs it
+    "redis_volatile": ("kill-store",),
+    "redis_cluster_volatile": ("pause-primary", "kill-primary"),
+}
+NETEM_FAULTS = ("latency", "loss")
+
+
+def schedule(seed: int, faults: tuple[str, ...], length: float) -> list[Step]:
+    """Return the faults of a run of ``length`` seconds, chosen by ``seed`` (the same seed, the same
+    schedule): one fault at a time, each 1-6 seconds, with 0.5-2 seconds of calm between them."""
+    choose = random.Random(seed)
+    steps = []
+    at = choose.uniform(0.5, 1.5)
+    while at < length:
+        fault = choose.choice(faults)
+        duration = 0.0 if fault in INSTANT else round(choose.uniform(1.0, 6.0), 2)
+        size = round(choose.choice((-1, 1)) * choose.uniform(5.0, 30.0), 1) if fault == "clock-step" else 0.0
+        steps.append(Step(round(at, 2), fault, duration, size))
+        at += duration + choose.uniform(0.5, 2.0)
+    return steps
+
+
+def clock_margin(steps: list[Step]) -> float:
+    """Return the most by which a schedule moves the server's clock ahead of the clients' at once:
+    a step forward does, and so does the heal of a step back."""
+    return max((abs(step.size) for step in steps if step.fault == "clock-step"), default=0.0)
+
+
+def netem_available() -> bool:
+    """Return whether the kernel has ``tc netem`` (on a veth pair made and removed for the probe)."""
+    name = f"{PREFIX}{uuid.uuid4().hex[:6]}p"
+    if sh("ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}q", check=False).returncode:
+        return False
+    try:
+        added = sh("tc", "qdisc", "add", "dev", name, "root", "netem", "delay", "1ms", check=False)
+        return added.returncode == 0
+    finally:
+        sh("ip", "link", "del", name, check=False)
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """Return a /30 of 10.254.0.0/16 that no interface uses."""
+    used = sh("ip", "-o", "-4", "addr").stdout
+    choose = random.Random()
+    while True:
+        subnet = ipaddress.IPv4Network(f"10.254.{choose.randrange(256)}.{4 * choose.randrange(64)}/30")
+        if f"10.254.{subnet.network_address.packed[2]}." not in used:
+            return subnet
+
+
+class NamespacedRedis:
+    """A redis-server alone in a network namespace, reached from the host through a veth pair.
+
+    ``durable``: it appends every write to its file and fsyncs it before answering, so a kill -9
+    loses nothing acknowledged; otherwise it persists nothing (docs/faults.rst says what that loses).
+    """
+
+    def __init__(self, directory: Path, durable: bool = True) -> None:
+        self.persistence = ("--appendonly", "yes", "--appendfsync", "always") if durable else \
+            ("--appendonly", "no")
+        token = uuid.uuid4().hex[:6]
+        self.namespace = f"{PREFIX}{token}"
+        self.host_link, self.ns_link = f"{PREFIX}{token}h", f"{PREFIX}{token}n"
+        subnet = _free_subnet()
+        self.host_ip, self.store_ip = (str(host) for host in subnet.hosts())
+        self.directory = directory
+        self.pid: int | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"redis://{self.store_ip}:{REDIS_PORT}/0"
+
+    def __enter__(self) -> NamespacedRedis:
+        try:
+            sh("ip", "netns", "add", self.namespace)
+            self._in_ns("ip", "link", "set", "lo", "up")
+            sh("ip", "link", "add", self.host_link, "type", "veth", "peer", "name", self.ns_link,
+               "netns", self.namespace)
+            sh("ip", "addr", "add", f"{self.host_ip}/30", "dev", self.host_link)
+            sh("ip", "link", "set", self.host_link, "up")
+            self._in_ns("ip", "addr", "add", f"{self.store_ip}/30", "dev", self.ns_link)
+            self._in_ns("ip", "link", "set", self.ns_link, "up")
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.kill()
+        finally:
+            sh("ip", "link", "del", self.host_link, check=False)
+            sh("ip", "netns", "del", self.namespace, check=False)
+
+    def _in_ns(self, *command: str) -> subprocess.CompletedProcess[str]:
+        return sh("ip", "netns", "exec", self.namespace, *command)
+
+    def start(self) -> None:
+        """Start redis-server in the namespace (on the same files after a kill) and wait until it answers."""
+        pidfile = self.directory / "redis.pid"
+        pidfile.unlink(missing_ok=True)
+        self._in_ns("redis-server", "--bind", self.store_ip, "--port", str(REDIS_PORT), *self.persistence,
+                    "--save", "",
+                    # it listens only on the namespace's address, which only this host reaches
+                    "--protected-mode", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
+                    "--logfile", str(self.directory / "redis.log"), "--dir", str(self.directory))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError):  # not written yet, or half written
+                self.pid = self.pid or int(pidfile.read_text())
+            answer = sh("ip", "netns", "exec", self.namespace, "redis-cli", "-h", self.store_ip, "-p",
+                        str(REDIS_PORT), "ping", check=False).stdout
+            if self.pid is not None and "PONG" in answer:
+                return
+            time.sleep(0.05)
+        self.kill()  # a server that never answered is not left behind
+        raise RuntimeError(f"redis-server did not start in {self.namespace}")
+
+    def kill(self) -> None:
+        """Kill redis-server at once (SIGKILL, and SIGCONT should it be paused); wait until it is gone."""
+        if self.pid is None:
+            return
+        pid, self.pid = self.pid, None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGCONT)
+        while Path(f"/proc/{pid}").exists() and "State:\tZ" not in _status(pid):
+            time.sleep(0.02)
+
+    def cut(self, to_store: bool, from_store: bool) -> None:
+        """Drop the packets from the server to the store, from the store to the server, or both."""
+        if to_store:
+            sh("ip", "neigh", "replace", self.store_ip, "lladdr", NOWHERE_MAC, "dev", self.host_link,
+               "nud", "permanent")
+        if from_store:
+            self._in_ns("ip", "neigh", "replace", self.host_ip, "lladdr", NOWHERE_MAC, "dev", self.ns_link,
+                        "nud", "permanent")
+
+    def mend(self) -> None:
+        """Deliver every packet again."""
+        sh("ip", "neigh", "del", self.store_ip, "dev", self.host_link, check=False)
+        sh("ip", "netns", "exec", self.namespace, "ip", "neigh", "del", self.host_ip, "dev", self.ns_link,
+           check=False)
+        sh("tc", "qdisc", "del", "dev", self.host_link, "root", check=False)
+
+    def netem(self, *options: str) -> None:
+        """Apply ``tc netem`` options (``delay 200ms 50ms``, ``loss 20%``) to packets towards the store."""
+        sh("tc", "qdisc", "replace", "dev", self.host_link, "root", "netem", *options)
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return ""
+
+
+@contextlib.contextmanager
+def small_disk(directory: Path, megabytes: int = 24) -> Iterator[Path]:
+    """Mount a fresh ext4 image of ``megabytes`` on a directory in ``directory``; unmount it after."""
+    image = directory / f"{PREFIX}-disk.img"
+    mount_point = directory / f"{PREFIX}-mnt"
+    mount_point.mkdir()
+    with open(image, "wb") as file:
+        file.truncate(megabytes * 1024 * 1024)
+    sh("mkfs.ext4", "-q", "-F", str(image))
+    sh("mount", "-o", "loop", str(image), str(mount_point))
+    try:
+        yield mount_point
+    finally:
+        for _ in range(50):
+            if sh("umount", str(mount_point), check=False).returncode == 0:
+                break
+            time.sleep(0.1)
+        image.unlink(missing_ok=True)
+
+
+def fill(directory: Path) -> Path:
+    """Write a file in ``directory`` until its filesystem has no space left; return the file."""
+    balloon = directory / f"{PREFIX}-balloon"
+    chunk = b"\0" * 65536
+    with open(balloon, "wb") as file:
+        while True:
+            try:
+                file.write(chunk)
+                file.flush()
+            except OSError:
+                break
+        with contextlib.suppress(OSError):
+            os.fsync(file.fileno())
+    return balloon
+
+
+class SteppedClock:
+    """The server's wall clock, stepped by a file its Python reads at every ``time.time()``
+    (``tests/faults/clockstep/sitecustomize.py``, which says why not libfaketime)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / f"{PREFIX}-clock"
+        self.set(0)
+
+    def environment(self) -> dict[str, str]:
+        """Return the variables that put a server on this clock."""
+        path = [str(CLOCK_HOOK), *filter(None, [os.environ.get("PYTHONPATH")])]
+        return {"PYTHONPATH": os.pathsep.join(path), "ZLF_CLOCK_FILE": str(self.path)}
+
+    def set(self, seconds: float) -> None:
+        """Step the clock to ``seconds`` from the true time."""
+        temporary = self.path.with_suffix(".new")
+        temporary.write_text(f"{seconds}\n")
+        temporary.replace(self.path)

@@ -1,0 +1,286 @@
+"""One fault run, and the long run's command line.
+
+A run starts the store (in a network namespace for Redis, on a small ext4 image for SQLite), a
+real server with 2 workers on a fake clock, and the workload; it applies the seed's schedule of
+faults, heals them all, reads the final state and checks the history. A failing run writes its
+schedule, history, anomalies and server log to ``<out>/<store>-seed-<seed>/`` so that it can be
+replayed (the same seed gives the same schedule) and read.
+
+The long run (docs/faults.rst)::
+
+    sudo PYTHONPATH=. .venv/bin/python -m tests.faults.run --store redis --seeds 0-49 --out faults-runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.e2e.harness import RunningServer, start_server, stop_server
+from tests.faults import nemesis
+from tests.faults.checker import Anomaly, check
+from tests.faults.history import OK, History, Op
+from tests.faults.workload import (
+    CLAIM_GRACE,
+    CLAIM_TTL,
+    MAX_CLAIM_COUNT,
+    PROJECT,
+    SERVER_CONFIG,
+    Workload,
+    final_read,
+    set_up,
+)
+from tests.servers.redis_cluster import RedisCluster
+
+#: seconds of faults in a run of the short subset, and of the long run by default
+SHORT, LONG = 12.0, 30.0
+
+
+@dataclasses.dataclass
+class Outcome:
+    store: str
+    seed: int
+    steps: list[nemesis.Step]
+    anomalies: list[Anomaly]
+    operations: int
+    seconds: float
+    #: how many answers of each status (and "none": no answer) the clients got
+    statuses: dict[str, int]
+    #: the namespaces, links and mount points the run made (and removed)
+    made: list[str]
+
+    @property
+    def valid(self) -> bool:
+        return not self.anomalies
+
+
+class Faults:
+    """Applies a schedule's faults to one run's store, server and clock, and heals them."""
+
+    def __init__(self, server: RunningServer, store: nemesis.NamespacedRedis | RedisCluster | Path,
+                 clock: nemesis.SteppedClock, seed: int, history: History) -> None:
+        self.server, self.clock = server, clock
+        self.store = store if isinstance(store, nemesis.NamespacedRedis) else None
+        self.cluster = store if isinstance(store, RedisCluster) else None
+        self.disk = store if isinstance(store, Path) else None
+        self.paused: list[int] = []
+        self.history = history
+        self.choose = random.Random(seed)
+        self.balloon: Path | None = None
+        self.stopping = threading.Event()
+
+    def apply(self, step: nemesis.Step) -> None:
+        self._note("start", step)
+        if step.fault == "kill-worker":
+            workers = sorted(self.server.worker_pids())
+            if workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.choose.choice(workers), signal.SIGKILL)
+        elif step.fault == "clock-step":
+            self.clock.set(step.size)
+        elif step.fault == "disk-full":
+            assert self.disk is not None
+            self.balloon = nemesis.fill(self.disk)
+        elif step.fault.endswith("-primary"):
+            self._apply_to_cluster(step.fault)
+        else:
+            self._apply_to_store(step.fault)
+
+    def _apply_to_cluster(self, fault: str) -> None:
+        """Pause or kill the primary that serves the workload's project (all its keys are in one slot)."""
+        assert self.cluster is not None
+        primary = self.cluster.serving(f"zl:{{{PROJECT}}}:due")
+        if primary is None or primary.pid is None:
+            return  # a failover is under way: nobody to pause
+        if fault == "pause-primary":
+            self.paused.append(primary.pid)
+            os.kill(primary.pid, signal.SIGSTOP)
+        else:
+            primary.stop(signal.SIGKILL)
+
+    def _apply_to_store(self, fault: str) -> None:
+        assert self.store is not None and self.store.pid is not None
+        if fault.startswith("partition"):
+            self.store.cut(to_store=fault != "partition-from-store", from_store=fault != "partition-to-store")
+        elif fault == "pause-store":
+            os.kill(self.store.pid, signal.SIGSTOP)
+        elif fault == "kill-store":
+            self.store.kill()
+        elif fault == "latency":
+            self.store.netem("delay", "200ms", "50ms")
+        elif fault == "loss":
+            self.store.netem("loss", f"{self.choose.randint(10, 30)}%")
+        else:
+            raise ValueError(f"no fault {fault}")
+
+    def _note(self, what: str, step: nemesis.Step | None = None) -> None:
+        """Record a fault's start or the heal in the history, beside the clients' operations."""
+        at = self.history.now()
+        self.history.add(Op("nemesis", what, at, at, OK, None,
+                            dataclasses.asdict(step) if step is not None else {}))
+
+    def heal(self) -> None:
+        """Undo every fault (each heal is harmless when its fault is not in place)."""
+        self._note("heal")
+        self.clock.set(0)
+        if self.balloon is not None:
+            self.balloon.unlink(missing_ok=True)
+            self.balloon = None
+        for pid in self.paused:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.paused = []
+        if self.cluster is not None:
+            self.cluster.restart()
+        if self.store is not None:
+            self.store.mend()
+            if self.store.pid is None:
+                self.store.start()
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.store.pid, signal.SIGCONT)
+
+    def run(self, steps: list[nemesis.Step], start: float) -> None:
+        """Apply the steps at their times (from ``start``, a monotonic time), healing each after its
+        duration; stop early when :attr:`stopping` is set. Everything is healed on the way out."""
+        try:
+            for step in steps:
+                if self.stopping.wait(max(0.0, start + step.at - time.monotonic())):
+                    return
+                self.apply(step)
+                if step.fault not in nemesis.INSTANT:
+                    self.stopping.wait(step.duration)
+                    self.heal()
+        finally:
+            self.heal()
+
+
+Store = nemesis.NamespacedRedis | RedisCluster | Path
+
+
+@contextlib.contextmanager
+def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
+    if kind in ("redis", "redis_volatile"):
+        with nemesis.NamespacedRedis(directory, durable=kind == "redis") as redis_store:
+            yield redis_store.uri, redis_store
+    elif kind == "sqlite":
+        with nemesis.small_disk(directory) as disk:
+            yield f"sqlite:///{disk}/zaqar.db", disk
+    elif kind in ("redis_cluster", "redis_cluster_volatile"):
+        # durable: each node appends every write to its file and fsyncs it before answering
+        durable = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+        cluster = RedisCluster(directory / "cluster", *(durable if kind == "redis_cluster" else ()))
+        try:
+            cluster.start()
+            yield cluster.uri(), cluster
+        finally:
+            cluster.stop(signal.SIGKILL)
+    else:
+        raise ValueError(f"the fault harness does not run on {kind}")
+
+
+def faults_of(kind: str) -> tuple[str, ...]:
+    """Return the faults a run on ``kind`` uses on this machine."""
+    faults = nemesis.FAULTS[kind]
+    if kind == "redis" and nemesis.netem_available():
+        faults += nemesis.NETEM_FAULTS
+    return faults
+
+
+def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None) -> Outcome:
+    """Run the workload under the seed's schedule on a store ``kind`` and check its history.
+
+    A failing run writes what replays and explains it to ``out``, when given.
+    """
+    began = time.monotonic()
+    steps = nemesis.schedule(seed, faults_of(kind), length)
+    history = History()
+    config = work / "zaqar-lite.conf"
+    config.write_text(SERVER_CONFIG)
+    clock = nemesis.SteppedClock(work)
+    with _store(kind, work) as (uri, store):
+        server = start_server(uri, work, workers=2, extra_args=["--config", str(config)],
+                              env=clock.environment())
+        try:
+            set_up(server.url)
+            faults = Faults(server, store, clock, seed, history)
+            workload = Workload(server.url, history, seed)
+            workload.start()
+            nemesis_thread = threading.Thread(target=faults.run, args=(steps, time.monotonic()), daemon=True)
+            nemesis_thread.start()
+            nemesis_thread.join(length + 30)
+            faults.stopping.set()
+            nemesis_thread.join(30)
+            workload.stop()
+            # a claim made while the clock was ahead lasts that much longer once it is back
+            final_read(server.url, history, settle=CLAIM_TTL + CLAIM_GRACE + 3 + nemesis.clock_margin(steps))
+            anomalies = check(history.ops, max_claim_count=MAX_CLAIM_COUNT,
+                              clock_margin=nemesis.clock_margin(steps))
+        finally:
+            stop_server(server)
+        statuses = Counter(str(op.status or "none") for op in history.ops if op.process != "nemesis")
+        made = [store.namespace, store.host_link] if isinstance(store, nemesis.NamespacedRedis) else []
+        made += [str(store)] if isinstance(store, Path) else []
+        outcome = Outcome(kind, seed, steps, anomalies, len(history.ops), time.monotonic() - began,
+                          dict(sorted(statuses.items())), made)
+        if anomalies and out is not None:
+            _write(outcome, history, server, out / f"{kind}-seed-{seed}")
+    return outcome
+
+
+def _write(outcome: Outcome, history: History, server: RunningServer, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "schedule.json").write_text(json.dumps(
+        {"store": outcome.store, "seed": outcome.seed,
+         "steps": [dataclasses.asdict(s) for s in outcome.steps]}, indent=1))
+    history.dump(directory / "history.jsonl")
+    (directory / "anomalies.txt").write_text("".join(f"{a.kind}: {a.detail}\n" for a in outcome.anomalies))
+    (directory / "server.log").write_text(server.log())
+
+
+def _seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        seeds += range(int(first), int(last or first) + 1)
+    return seeds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run seeded fault schedules and check their histories.")
+    parser.add_argument("--store", choices=sorted(nemesis.FAULTS), required=True)
+    parser.add_argument("--seeds", default="0-49", help="seeds: 0-49, or 3,7,12 (default 0-49)")
+    parser.add_argument("--seconds", type=float, default=LONG,
+                        help=f"seconds of faults a run (default {LONG})")
+    parser.add_argument("--out", type=Path, default=Path("faults-runs"),
+                        help="where failing runs write their schedule and history (default faults-runs)")
+    args = parser.parse_args(argv)
+    failed = 0
+    for seed in _seeds(args.seeds):
+        with tempfile.TemporaryDirectory(prefix="zlf-run-") as work:
+            outcome = run(args.store, seed, args.seconds, Path(work), args.out)
+        faults = sorted({s.fault for s in outcome.steps})
+        verdict = "valid" if outcome.valid else "INVALID"
+        print(f"{args.store} seed {seed}: {verdict}, {len(outcome.steps)} faults ({', '.join(faults)}), "
+              f"{outcome.operations} operations {outcome.statuses}, {outcome.seconds:.0f} s", flush=True)
+        for anomaly in outcome.anomalies[:10]:
+            print(f"    {anomaly.kind}: {anomaly.detail}", flush=True)
+        failed += not outcome.valid
+    print(f"{failed} of {len(_seeds(args.seeds))} runs found anomalies", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The checker on literal histories: valid ones pass, each kind of breach is found."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.checker import check
+from tests.faults.history import FAIL, INFO, OK, Op
+
+pytestmark = pytest.mark.store_independent
+MAX = 3
+
+
+def post(n, at, message_id=None, outcome=OK, status=201, error=None):
+    value = {"n": n, "id": message_id if outcome == OK else None}
+    if error:
+        value["error"] = error
+    return Op("producer-0", "post", at, at + 0.1, outcome, status, value)
+
+
+def claim(claim_id, at, *messages, ttl=2, took=0.1, process="consumer-0"):
+    return Op(process, "claim", at, at + took, OK, 201,
+              {"ttl": ttl, "claim_id": claim_id,
+               "messages": [{"id": i, "n": n, "claim_count": c} for i, n, c in messages]})
+
+
+def end(f, message_id, claim_id, at, outcome=OK, status=204):
+    return Op("consumer-0", f, at, at + 0.1, outcome, status, {"id": message_id, "claim_id": claim_id})
+
+
+def read(at, queue=(), dlq=()):
+    return Op("checker", "read", at, at + 0.1, OK, 200,
+              {"queue": [{"id": i, "n": n, "claim_count": c} for i, n, c in queue],
+               "dlq": [{"id": i, "n": n, "claim_count": c} for i, n, c in dlq]})
+
+
+def kinds(ops, **options):
+    return sorted({a.kind for a in check(ops, max_claim_count=MAX, **options)})
+
+
+VALID = [
+    post(1, 0.0, "m1"), post(2, 0.1, "m2"), post(3, 0.2, "m3"),
+    claim("c1", 1.0, ("m1", 1, 1), ("m2", 2, 1)),
+    end("delete", "m1", "c1", 1.2),
+    end("release", "m2", "c1", 1.3),
+    claim("c2", 1.5, ("m2", 2, 2)),          # released: may be claimed again at once
+    claim("c3", 4.0, ("m2", 2, 3)),          # c2 lapsed at 3.5
+    claim("c4", 7.0, ("m3", 3, 1)),
+    read(20.0, queue=[("m3", 3, 1)], dlq=[("m2", 2, 3)]),
+]
+
+
+def test_a_valid_history_passes():
+    assert check(VALID, max_claim_count=MAX) == []
+
+
+def test_an_acknowledged_post_missing_at_the_end_is_lost():
+    ops = VALID[:-1] + [read(20.0, queue=[], dlq=[("m2", 2, 3)])]
+    assert kinds(ops) == ["lost"]
+
+
+def test_an_unacknowledged_post_may_or_may_not_have_happened():
+    timed_out = post(4, 0.3, outcome=INFO, status=None, error="connection reset")
+    answered_503 = post(5, 0.4, outcome=INFO, status=503)
+    assert kinds([*VALID[:-1], timed_out, answered_503, VALID[-1]]) == []
+    applied = read(20.0, queue=[("m3", 3, 1), ("m4", 4, 0), ("m5", 5, 0)], dlq=[("m2", 2, 3)])
+    assert kinds([*VALID[:-1], timed_out, answered_503, applied]) == []
+
+
+def test_a_refused_post_that_shows_up_was_applied():
+    refused = post(4, 0.3, outcome=FAIL, status=400)
+    ops = [*VALID[:-1], refused, read(20.0, queue=[("m3", 3, 1), ("m4", 4, 0)], dlq=[("m2", 2, 3)])]
+    assert kinds(ops) == ["refused-write-applied"]
+
+
+def test_two_live_claims_on_one_message_are_a_double_hold():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1), ttl=5),
+           claim("c2", 2.0, ("m1", 1, 2), process="consumer-1"), read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(ops) == ["double-hold"]
+
+
+def test_the_clock_margin_excuses_a_claim_that_lapsed_early():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1), ttl=5),
+           claim("c2", 4.5, ("m1", 1, 2), process="consumer-1"), read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(ops) == ["double-hold"]
+    assert kinds(ops, clock_margin=2.0) == []
+
+
+def test_a_claim_whose_answer_was_slow_may_have_been_granted_late():
+    # c1 was sent at 1.0 but answered at 4.0: it may have been granted at 3.9 and c2 at 5.95
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1), ttl=2, took=3.0),
+           claim("c2", 5.9, ("m1", 1, 2), process="consumer-1"), read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(ops) == []
+
+
+def test_a_claim_count_going_backwards_is_found():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 2)), claim("c2", 4.0, ("m1", 1, 1)),
+           read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(ops) == ["count-backwards"]
+
+
+def test_a_final_count_below_a_claimed_one_goes_backwards():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 2)), read(20.0, queue=[("m1", 1, 1)])]
+    assert kinds(ops) == ["count-backwards"]
+
+
+def test_a_message_handed_out_past_the_maximum_is_over_claimed():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 4)), read(20.0, dlq=[("m1", 1, 4)])]
+    assert kinds(ops) == ["over-claimed"]
+
+
+def test_an_exhausted_message_left_in_the_queue_was_not_moved():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 3)), read(20.0, queue=[("m1", 1, 3)])]
+    assert kinds(ops) == ["exhausted-not-moved"]
+
+
+def test_a_message_in_the_dlq_before_its_claims_ran_out_moved_early():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1)), read(20.0, dlq=[("m1", 1, 1)])]
+    assert kinds(ops) == ["dlq-early"]
+
+
+def test_a_message_in_both_queues_appears_twice():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 3)),
+           read(20.0, queue=[("m1", 1, 3)], dlq=[("m1", 1, 3)])]
+    assert "duplicate-id" in kinds(ops)
+
+
+def test_two_posts_given_one_id_are_found():
+    ops = [post(1, 0.0, "m1"), post(2, 0.1, "m1"), read(20.0, queue=[("m1", 1, 0)])]
+    assert "duplicate-id" in kinds(ops)
+
+
+def test_a_message_handed_out_after_its_delete_is_resurrected():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1)), end("delete", "m1", "c1", 1.2),
+           claim("c2", 5.0, ("m1", 1, 2)), read(20.0)]
+    assert kinds(ops) == ["resurrected"]
+
+
+def test_a_message_still_queued_after_its_delete_answered_is_a_lost_delete():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1)), end("delete", "m1", "c1", 1.2),
+           read(20.0, queue=[("m1", 1, 1)])]
+    assert kinds(ops) == ["delete-lost"]
+
+
+def test_a_body_nobody_posted_is_a_phantom():
+    ops = [post(1, 0.0, "m1"), read(20.0, queue=[("m1", 1, 0), ("m9", 9, 0)])]
+    assert kinds(ops) == ["phantom"]
+
+
+def test_an_answer_other_than_503_to_a_store_fault_is_a_server_error():
+    ops = [post(1, 0.0, "m1"), post(2, 0.1, outcome=INFO, status=500), read(20.0, queue=[("m1", 1, 0)])]
+    assert kinds(ops) == ["server-error"]
+
+
+def test_a_request_unanswered_within_the_clients_timeout_is_a_hang():
+    ops = [post(1, 0.0, "m1"), post(2, 0.1, outcome=INFO, status=None, error="ReadTimeout: read timed out"),
+           read(20.0, queue=[("m1", 1, 0)])]
+    assert kinds(ops) == ["hang"]
+
+
+def test_a_run_whose_final_read_never_succeeded_did_not_recover():
+    assert kinds([post(1, 0.0, "m1")]) == ["no-recovery"]

@@ -1,0 +1,151 @@
+"""The fault harness: a short subset of the seeded runs (docs/faults.rst), and each store fault's
+answer, on real servers. The long run is ``python -m tests.faults.run`` (its module docstring).
+
+The runs on Redis and SQLite need root (network namespaces, veth pairs, loop mounts): without it
+they are skipped, and under CI they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import missing_server
+from tests.e2e.harness import ApiSession, RunningServer, start_server, stop_server
+from tests.faults import nemesis
+from tests.faults.run import SHORT, run
+from tests.faults.workload import CLIENT_TIMEOUT
+
+pytestmark = pytest.mark.slow
+#: the seeds of the short subset, per store: schedules with most kinds of fault (docs/faults.rst)
+SHORT_SEEDS = {"redis": (6,), "sqlite": (1,), "redis_cluster": (4,)}
+
+
+def _still_there(names: list[str]) -> list[str]:
+    """Return those of the names that a namespace, a link or a mount point still has."""
+    found = nemesis.sh("ip", "netns", "list").stdout + nemesis.sh("ip", "-o", "link").stdout
+    found += Path("/proc/mounts").read_text()
+    return [name for name in names if name in found]
+
+
+@pytest.fixture
+def root() -> None:
+    if os.geteuid() != 0:
+        missing_server("root (network namespaces and loop mounts)")
+    for command in ("ip", "redis-server", "redis-cli", "mkfs.ext4", "mount"):
+        if shutil.which(command) is None:
+            missing_server(command)
+
+
+def test_a_seed_always_gives_the_same_schedule():
+    faults = nemesis.FAULTS["redis"]
+    assert nemesis.schedule(7, faults, 30) == nemesis.schedule(7, faults, 30)
+    assert nemesis.schedule(7, faults, 30) != nemesis.schedule(8, faults, 30)
+    for step in nemesis.schedule(7, faults, 30):
+        assert step.at < 30 and 0 <= step.duration <= 6
+
+
+@pytest.mark.parametrize(("store", "seed"), [(store, seed) for store, seeds in SHORT_SEEDS.items()
+                                             for seed in seeds])
+def test_a_seeded_fault_run_keeps_every_rule(request, store, seed, tmp_path):
+    if store != "redis_cluster":  # the cluster runs on loopback, without a namespace or a mount
+        request.getfixturevalue("root")
+    elif shutil.which("redis-server") is None:
+        missing_server("redis-server")
+    outcome = run(store, seed, SHORT, tmp_path, out=tmp_path / "failed")
+    assert outcome.anomalies == [], f"replay with: python -m tests.faults.run --store {store} --seeds {seed}"
+    assert outcome.statuses.get("503", 0) > 0, "the faults never reached the server"
+    assert _still_there(outcome.made) == [], "the run left a namespace, link or mount behind"
+
+
+@pytest.fixture
+def redis_behind_a_link(root, tmp_path) -> Iterator[tuple[nemesis.NamespacedRedis, RunningServer]]:
+    with nemesis.NamespacedRedis(tmp_path) as store:
+        server = start_server(store.uri, tmp_path, workers=1)
+        try:
+            yield store, server
+        finally:
+            stop_server(server)
+
+
+def _post(server: RunningServer) -> tuple[int, float]:
+    began = time.monotonic()
+    with ApiSession(server.url, project="faults") as api:
+        status = api.post("/v2/queues/q/messages", json={"messages": [{"body": 1}]},
+                          timeout=CLIENT_TIMEOUT).status_code
+    return status, time.monotonic() - began
+
+
+def _recovers(server: RunningServer) -> bool:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if _post(server)[0] == 201:
+                return True
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("cut", [(True, True), (True, False), (False, True)],
+                         ids=["partition", "to-store", "from-store"])
+def test_a_store_behind_a_cut_link_is_answered_503_in_time_and_recovers(redis_behind_a_link, cut):
+    store, server = redis_behind_a_link
+    assert _post(server)[0] == 201
+    store.cut(to_store=cut[0], from_store=cut[1])
+    try:
+        status, took = _post(server)
+    finally:
+        store.mend()
+    assert status == 503
+    assert took < CLIENT_TIMEOUT
+    assert _recovers(server), "the server did not recover without a restart"
+
+
+def test_a_paused_store_is_answered_503_in_time_and_recovers(redis_behind_a_link):
+    store, server = redis_behind_a_link
+    assert store.pid is not None
+    os.kill(store.pid, 19)  # SIGSTOP
+    try:
+        status, took = _post(server)
+    finally:
+        os.kill(store.pid, 18)  # SIGCONT
+    assert (status, took < CLIENT_TIMEOUT) == (503, True)
+    assert _recovers(server)
+
+
+def test_a_full_disk_is_answered_503_and_the_server_recovers_once_space_is_freed(root, tmp_path):
+    with nemesis.small_disk(tmp_path) as disk:
+        server = start_server(f"sqlite:///{disk}/zaqar.db", tmp_path, workers=1)
+        try:
+            assert _post(server)[0] == 201
+            balloon = nemesis.fill(disk)
+            # the first posts may still fit in pages SQLite holds already
+            statuses = {_post(server)[0] for _ in range(20)}
+            balloon.unlink()
+            assert 503 in statuses and statuses <= {201, 503}
+            assert _recovers(server)
+        finally:
+            stop_server(server)
+
+
+def test_a_clock_step_moves_the_servers_wall_clock(tmp_path):
+    clock = nemesis.SteppedClock(tmp_path)
+    server = start_server(f"sqlite:///{tmp_path}/zaqar.db", tmp_path, workers=1, env=clock.environment())
+    try:
+        with ApiSession(server.url, project="faults") as api:
+            href = api.post("/v2/queues/q/messages", json={"messages": [{"body": 1, "ttl": 3600}]}
+                            ).json()["resources"][0]
+            clock.set(600)
+            assert api.get(href).json()["age"] >= 600
+            clock.set(0)
+            assert api.get(href).json()["age"] < 600
+    finally:
+        stop_server(server)
