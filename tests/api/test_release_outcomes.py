@@ -175,3 +175,18 @@ def test_a_claim_release_with_a_bad_outcome_or_delay_is_400_and_keeps_the_claim(
                         "Invalid API request")
     assert body["description"] == description
     assert jobs.simulate_get(f"/v2/queues/jobs/claims/{claim_id}").status_code == 200
+
+
+def test_rejects_count_toward_the_dead_letter_breaker(client):
+    assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/jobs", json={
+        "_dead_letter_queue": "jobs-dlq",
+        "_dead_letter_breaker": {"seconds": 600, "max_dead_letters": 1}}).status_code == 201
+    ids = post(client, "jobs", "a", "b", "c")
+    claim_id, _ = claim(client, limit=2)
+    for message_id in ids[:2]:
+        assert release(client, message_id, claim_id, {"outcome": "reject"}).status_code == 204
+    shown = client.simulate_get("/v2/queues/jobs").json
+    assert shown["_paused"] is True
+    assert shown["_paused_by"]["dead_letters"] == 2
+    assert claim(client) == (None, [])  # paused: the third message waits
