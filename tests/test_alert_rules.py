@@ -33,10 +33,11 @@ def test_promtool_accepts_the_example_rules(promtool):
     checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True,
                              timeout=60, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 3 rules found" in checked.stdout
+    assert "SUCCESS: 4 rules found" in checked.stdout
 
 
-def test_the_example_rules_fire_on_a_growing_dead_letter_queue_and_an_old_message(promtool):
+def test_the_example_rules_fire_on_a_growing_dead_letter_queue_an_old_message_and_dead_letter_arrivals(
+        promtool):
     tested = subprocess.run([promtool, "test", "rules", str(RULE_TESTS)], capture_output=True, text=True,
                             timeout=60, check=False)
     assert tested.returncode == 0, tested.stdout + tested.stderr

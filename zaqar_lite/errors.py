@@ -107,6 +107,15 @@ class MessageNotEditable(Conflict):
                          "still delayed, unclaimed and unexpired can be edited.")
 
 
+class DefaultDeadLetterQueueMissing(Conflict):
+    """A reject on a queue that dead-letters into the server's default DLQ, which the project lacks (409)."""
+
+    def __init__(self, default: str, queue: str) -> None:
+        super().__init__(f"Queue {queue} dead-letters into the server's default dead-letter queue {default}, "
+                         f"which this project has not created: create it, then reject again (nothing "
+                         f"is discarded for lack of it). The message is still claimed.")
+
+
 class ClaimRuleViolation(ZaqarLiteError):
     """A message operation broke the claim rules (docs/api.rst, "Claim rules")."""
 

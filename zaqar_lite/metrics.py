@@ -67,9 +67,11 @@ MESSAGES_DISCARDED = Counter(
     "exhausted ones that are not DLQ-eligible (removed by the sweep or by a claim).")
 MESSAGES_DEAD_LETTERED = Counter(
     "zaqar_lite_messages_dead_lettered_total",
-    "Messages moved to a dead-letter queue by the sweep or by a claim on its way, by reason: "
-    "expired, max_claims, or expired_or_max_claims for a sweep of a queue whose policy allows "
-    "both (a claim's moves are always max_claims).", ["reason"])
+    "Messages moved to a dead-letter queue (arrivals), by reason, source project and queue and "
+    "dead-letter queue: by the sweep (expired, max_claims, or expired_or_max_claims for a queue "
+    "whose policy allows both), by a claim on its way (max_claims) or by a consumer's reject "
+    "(rejected). Queues beyond [metrics] max_labelled_queues count under (other).",
+    ["reason", "project", "queue", "dead_letter_queue"])
 BREAKER_TRIPS = Counter("zaqar_lite_dead_letter_breaker_trips_total",
                         "Queues paused by their dead-letter circuit breaker (_dead_letter_breaker).")
 MESSAGES_REDRIVEN = Counter("zaqar_lite_messages_redriven_total",
@@ -108,7 +110,53 @@ OTHER_SCHEME = "other"
 #: the subscriber schemes counted under their own name (``[notifier] subscriber_schemes`` choose among them)
 SUBSCRIBER_SCHEMES = NOTIFIER_SCHEMES
 #: every ``reason`` of ``zaqar_lite_messages_dead_lettered_total``
-DEAD_LETTER_REASONS = ("expired", "max_claims", "expired_or_max_claims")
+DEAD_LETTER_REASONS = ("expired", "max_claims", "expired_or_max_claims", "rejected")
+#: the ``project``, ``queue`` and ``dead_letter_queue`` labels of dead letters of the source queues
+#: beyond ``[metrics] max_labelled_queues`` (no queue is named so), as the queue gauges' rest
+OTHER_QUEUES = "(other)"
+#: (project, source queue, dead-letter queue) links that got dead-letter series of their own in this process
+_labelled_links: set[tuple[str, str, str]] = set()
+_links_lock = _values.Lock()  # type: ignore[attr-defined]
+
+
+def dead_letter_labels(project: str, queue: str, dead_letter_queue: str, limit: int) -> tuple[str, str, str]:
+    """Return the labels of dead letters moved from ``queue`` into ``dead_letter_queue``.
+
+    The first ``limit`` links (source and dead-letter queue of a project) a
+    process meets keep their names; later ones are added up under
+    ``(other)``, so a process makes at most ``limit`` series per reason,
+    whatever the number of queues (``[metrics] max_labelled_queues``).
+    """
+    link = (project, queue, dead_letter_queue)
+    if link in _labelled_links:
+        return link
+    with _links_lock:
+        if len(_labelled_links) < limit:
+            _labelled_links.add(link)
+            return link
+    return OTHER_QUEUES, OTHER_QUEUES, OTHER_QUEUES
+
+
+def count_dead_letters(reason: str, project: str, queue: str, dead_letter_queue: str, moved: int,
+                       limit: int) -> None:
+    """Count ``moved`` dead letters of ``queue`` arriving in ``dead_letter_queue``.
+
+    Labelled as :func:`dead_letter_labels` says.
+    """
+    labels = dead_letter_labels(project, queue, dead_letter_queue, limit)
+    MESSAGES_DEAD_LETTERED.labels(reason, *labels).inc(moved)
+
+
+def watch_dead_letters(reasons: tuple[str, ...], project: str, queue: str, dead_letter_queue: str,
+                       limit: int) -> None:
+    """Make the dead-letter series of a link exist at 0 before its first arrival (the sweeper calls it).
+
+    ``rate()`` and ``increase()`` see no increase in a series whose first
+    sample is already 1: a series that exists at 0 counts its first arrival.
+    """
+    labels = dead_letter_labels(project, queue, dead_letter_queue, limit)
+    for reason in reasons:
+        MESSAGES_DEAD_LETTERED.labels(reason, *labels)
 
 
 def dead_letter_reason(on_expiry: bool, counts_claims: bool) -> str:
@@ -117,7 +165,7 @@ def dead_letter_reason(on_expiry: bool, counts_claims: bool) -> str:
     The store reports how many messages one sweep of a queue moved, not why;
     the policy says which reasons are possible.
     """
-    expired, max_claims, both = DEAD_LETTER_REASONS
+    expired, max_claims, both = DEAD_LETTER_REASONS[:3]
     if on_expiry and counts_claims:
         return both
     return expired if on_expiry else max_claims
@@ -147,8 +195,8 @@ def initialise_series(driver: str) -> None:
     before its first event: a counter seen first at 1 counts no increase.
     """
     STORAGE_ERRORS.labels(driver)
-    for reason in DEAD_LETTER_REASONS:
-        MESSAGES_DEAD_LETTERED.labels(reason)
+    for reason in DEAD_LETTER_REASONS:  # so sums by reason exist from the start
+        MESSAGES_DEAD_LETTERED.labels(reason, OTHER_QUEUES, OTHER_QUEUES, OTHER_QUEUES)
     for scheme in (*SUBSCRIBER_SCHEMES, OTHER_SCHEME):
         for counter in (NOTIFIER_DELIVERIES, NOTIFIER_FAILURES, NOTIFIER_SUSPENSIONS):
             counter.labels(scheme)

@@ -171,7 +171,7 @@ class QueueStats:
 
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
-    """What one sweep of one queue did."""
+    """What one sweep of one queue (or one rejecting release) did: messages moved and deleted."""
 
     dead_lettered: int = 0
     discarded: int = 0

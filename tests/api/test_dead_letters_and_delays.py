@@ -175,7 +175,8 @@ def test_dead_lettered_message_shows_its_provenance(client, clock, dlq):
     ({"error_type": ["x"]}, "error_type must be a string, got an array."),
     ({"error": "x" * 4097}, "error may be at most 4096 characters long, got 4097."),
     ({"reason": "x"},
-     "The request body may only have the keys error, error_type and delay; reason is not one of them."),
+     "The request body may only have the keys error, error_type, delay and outcome; "
+     "reason is not one of them."),
     ([1], "The request body must be a JSON object, got an array."),
 ])
 def test_release_with_a_bad_reason_is_400(client, body, fragment):

@@ -151,6 +151,10 @@ def test_requests_are_counted_by_route_template_and_status_never_by_raw_path(cli
     assert not any("alpha" in dict(labels).get("route", "") for _, labels in after)
 
 
+#: the labels of dead letters moved from project-a's jobs into jobs-dlq
+JOBS_ARRIVALS = {"project": "project-a", "queue": "jobs", "dead_letter_queue": "jobs-dlq"}
+
+
 def test_the_sweep_counts_dead_letters_by_reason_and_discarded_messages(client, settings, clock):
     assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
     assert client.simulate_put("/v2/queues/jobs", json={
@@ -164,8 +168,8 @@ def test_the_sweep_counts_dead_letters_by_reason_and_discarded_messages(client, 
     result = Messaging(open_storage(settings.storage_uri), settings, clock).sweep()
     assert (result.dead_lettered, result.discarded) == (1, 1)
     after = scrape(client)
-    assert value(after, "zaqar_lite_messages_dead_lettered_total", reason="max_claims") \
-        - value(before, "zaqar_lite_messages_dead_lettered_total", reason="max_claims") == 1
+    assert value(after, "zaqar_lite_messages_dead_lettered_total", reason="max_claims", **JOBS_ARRIVALS) \
+        - value(before, "zaqar_lite_messages_dead_lettered_total", reason="max_claims", **JOBS_ARRIVALS) == 1
     assert value(after, "zaqar_lite_messages_discarded_total") \
         - value(before, "zaqar_lite_messages_discarded_total") == 1
     assert value(after, "zaqar_lite_dead_letter_queue_depth", project="project-a", queue="jobs-dlq") == 1
@@ -186,8 +190,9 @@ def test_a_claim_counts_the_dead_letters_it_moves_on_its_way_as_max_claims(clien
     after = scrape(client)
     # a sweep of this queue could not tell the reason (expired_or_max_claims); a claim can
     for reason, grown in (("max_claims", 2), ("expired_or_max_claims", 0), ("expired", 0)):
-        assert value(after, "zaqar_lite_messages_dead_lettered_total", reason=reason) \
-            - value(before, "zaqar_lite_messages_dead_lettered_total", reason=reason) == grown, reason
+        assert value(after, "zaqar_lite_messages_dead_lettered_total", reason=reason, **JOBS_ARRIVALS) \
+            - value(before, "zaqar_lite_messages_dead_lettered_total", reason=reason, **JOBS_ARRIVALS) \
+            == grown, reason
     assert value(after, "zaqar_lite_messages_claimed_total") \
         - value(before, "zaqar_lite_messages_claimed_total") == 1
     assert value(after, "zaqar_lite_dead_letter_queue_depth", project="project-a", queue="jobs-dlq") == 2
@@ -391,3 +396,41 @@ def test_the_census_pauses_every_hundred_queues_so_a_worker_answers_in_between(s
     census, _ = messaging.queue_census()
     assert len(census) == 250
     assert len(pauses) == 2 and all(0 < pause <= 0.01 for pause in pauses)
+
+
+def test_a_reject_counts_an_arrival_of_its_queue_in_its_dead_letter_queue(client):
+    assert client.simulate_put("/v2/queues/jobs-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/jobs", json={"_dead_letter_queue": "jobs-dlq"}).status_code == 201
+    post(client, "jobs", {"n": 1})
+    claim_id, claimed = claim(client, "jobs", limit=1)
+    before = scrape(client)
+    released = client.simulate_post(f"/v2/queues/jobs/messages/{claimed[0]['id']}/release",
+                                    params={"claim_id": claim_id}, json={"outcome": "reject"})
+    assert released.status_code == 204, released.text
+    after = scrape(client)
+    assert value(after, "zaqar_lite_messages_dead_lettered_total", reason="rejected", **JOBS_ARRIVALS) \
+        - value(before, "zaqar_lite_messages_dead_lettered_total", reason="rejected", **JOBS_ARRIVALS) == 1
+
+
+def test_the_sweep_makes_a_dead_letter_link_s_series_exist_at_zero_before_its_first_arrival(
+        client, settings, clock):
+    assert client.simulate_put("/v2/queues/calm-dlq", json={}).status_code == 201
+    assert client.simulate_put("/v2/queues/calm", json={
+        "_dead_letter_queue": "calm-dlq", "_max_claim_count": 3}).status_code == 201
+    post(client, "calm", {"n": 1})
+    claim_id, _ = claim(client, "calm", limit=1)
+    assert client.simulate_delete(f"/v2/queues/calm/claims/{claim_id}").status_code == 204
+    Messaging(open_storage(settings.storage_uri), settings, clock).sweep()
+    labels = {"project": "project-a", "queue": "calm", "dead_letter_queue": "calm-dlq"}
+    samples = scrape(client)
+    for reason in ("max_claims", "rejected"):
+        key = ("zaqar_lite_messages_dead_lettered_total", tuple(sorted({**labels, "reason": reason}.items())))
+        assert samples[key] == 0.0, reason
+
+
+def test_dead_letter_links_beyond_the_limit_count_under_other():
+    labelled = ("p", "labelled", "labelled-dlq")
+    assert metrics.dead_letter_labels(*labelled, 10**6) == labelled
+    # no room left: a new link is (other); one already labelled keeps its names
+    assert metrics.dead_letter_labels("p", "unseen", "unseen-dlq", 0) == ("(other)", "(other)", "(other)")
+    assert metrics.dead_letter_labels(*labelled, 0) == labelled

@@ -164,8 +164,9 @@ def test_a_fresh_server_shows_its_error_and_notifier_series_at_zero(
     server = start_server_for_test(store.uri(tmp_path / "data"), workers=2, temp_dir=server_tmp)
     samples = first_scrape(server)
     assert samples[("zaqar_lite_storage_errors_total", (("driver", store.name),))] == 0.0
-    for reason in ("expired", "max_claims", "expired_or_max_claims"):
-        assert samples[("zaqar_lite_messages_dead_lettered_total", (("reason", reason),))] == 0.0
+    for reason in ("expired", "max_claims", "expired_or_max_claims", "rejected"):
+        others = (("dead_letter_queue", "(other)"), ("project", "(other)"), ("queue", "(other)"))
+        assert samples[("zaqar_lite_messages_dead_lettered_total", (*others, ("reason", reason)))] == 0.0
     for scheme in ("http", "https", "mailto", "trust+http", "trust+https", "other"):
         for name in ("zaqar_lite_notifier_deliveries_total", "zaqar_lite_notifier_delivery_failures_total",
                      "zaqar_lite_notifier_suspensions_total"):

@@ -100,7 +100,8 @@ def test_prometheus_finds_the_counts_of_both_workers_and_the_queue_gauges(
         "zaqar_lite_messages_claimed_total": 5.0,
         "zaqar_lite_messages_deleted_total": 2.0,
         "zaqar_lite_claims_released_total": 1.0,
-        'zaqar_lite_messages_dead_lettered_total{reason="max_claims"}': 1.0,
+        'zaqar_lite_messages_dead_lettered_total{reason="max_claims",project="shop",queue="jobs",'
+        'dead_letter_queue="jobs-dlq"}': 1.0,
         f'zaqar_lite_queue_messages{{{where},state="ready"}}': 0.0,
         f'zaqar_lite_queue_messages{{{where},state="claimed"}}': 2.0,
         f"zaqar_lite_queue_depth{{{where}}}": 2.0,
@@ -122,8 +123,8 @@ def test_prometheus_finds_the_counts_of_both_workers_and_the_queue_gauges(
     # dead-letter queue (seen at 0, now at 1) makes its alert pending (it fires after 10 minutes)
     groups = scraper.get("/api/v1/rules")["groups"]
     rules = {rule["name"]: rule for group in groups for rule in group["rules"]}
-    assert sorted(rules) == ["ZaqarLiteDeadLetterQueueGrowing", "ZaqarLiteOldestMessageTooOld",
-                             "ZaqarLiteStorageErrors"]
+    assert sorted(rules) == ["ZaqarLiteDeadLetterQueueGrowing", "ZaqarLiteDeadLettersArriving",
+                             "ZaqarLiteOldestMessageTooOld", "ZaqarLiteStorageErrors"]
     assert {name: rule["health"] for name, rule in rules.items()} == dict.fromkeys(rules, "ok")
     alerts = pending_alerts(scraper)
     assert alerts == [({"alertname": "ZaqarLiteDeadLetterQueueGrowing", "instance": server.url.removeprefix("http://"),
@@ -169,3 +170,50 @@ def test_under_token_auth_prometheus_scrapes_with_an_admin_token_and_nobody_else
     expected = {'up{job="zaqar-lite"}': 1.0, "zaqar_lite_messages_posted_total": 2.0,
                 'zaqar_lite_queue_depth{project="shop",queue="scraped"}': 2.0}
     assert settled(scraper, expected) == expected, scraper.log_tail()
+
+
+def reject_all(api: ApiSession, queue: str, count: int) -> None:
+    """Post ``count`` messages to ``queue``, claim them and release each claim with outcome reject."""
+    for first in range(0, count, 20):  # at most 20 a post
+        posted = api.post(f"/v2/queues/{queue}/messages",
+                          json={"messages": [{"body": n} for n in range(first, min(count, first + 20))]})
+        assert posted.status_code == 201, posted.text
+    while True:
+        claimed = api.post(f"/v2/queues/{queue}/claims", params={"limit": 20}, json={"ttl": 300, "grace": 60})
+        if claimed.status_code == 204:
+            return
+        claim = claimed.headers["Location"]
+        assert api.delete(claim, params={"outcome": "reject"}).status_code == 204
+
+
+# the reject itself on every store: tests/storage/conformance/test_release_outcomes.py
+@pytest.mark.store_independent
+def test_a_storm_of_rejects_drained_from_the_dead_letter_queue_makes_the_arrivals_alert_pending(
+        store, start_server_for_test, prometheus, tmp_path):
+    config = tmp_path / "no-sweep.conf"
+    config.write_text(NO_SWEEP_CONFIG)
+    server = start_server_for_test(store.uri(tmp_path / "data"), workers=2,
+                                   extra_args=["--config", str(config)])
+    scraper = prometheus(server.url)
+    arrivals = ('zaqar_lite_messages_dead_lettered_total{reason="rejected",project="shop",queue="payments",'
+                'dead_letter_queue="payments-dlq"}')
+    with ApiSession(server.url, project="shop") as api:
+        assert api.put("/v2/queues/payments-dlq", json={}).status_code == 201
+        assert api.put("/v2/queues/payments", json={"_dead_letter_queue": "payments-dlq"}).status_code == 201
+        reject_all(api, "payments", 1)  # the series exists from here on: rate() sees what follows
+        assert settled(scraper, {arrivals: 1.0}) == {arrivals: 1.0}, scraper.log_tail()
+        reject_all(api, "payments", 100)
+        # a consumer drains the dead-letter queue as it fills: its depth shows nothing
+        while api.delete("/v2/queues/payments-dlq/messages", params={"pop": 20}).json()["messages"]:
+            pass
+    assert settled(scraper, {arrivals: 101.0}) == {arrivals: 101.0}, scraper.log_tail()
+    # 100 arrivals in the 5-minute window: 20 a minute, above the rule's 10
+    wanted = {"alertname": "ZaqarLiteDeadLettersArriving", "project": "shop", "queue": "payments",
+              "dead_letter_queue": "payments-dlq", "severity": "warning"}
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while time.monotonic() < deadline:
+        alerts = [(alert["labels"], alert["state"]) for alert in scraper.get("/api/v1/alerts")["alerts"]]
+        if (wanted, "pending") in alerts:
+            break
+        time.sleep(0.5)
+    assert (wanted, "pending") in alerts, scraper.log_tail()

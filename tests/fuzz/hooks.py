@@ -47,6 +47,10 @@ INEXPRESSIBLE_REFUSALS = [
     ("Invalid request body", re.compile(r"^limit must be at most \d+, got \d+\.$")),
     ("Invalid API request", re.compile(r"^dry_run and async exclude each other")),
     ("Invalid API request", re.compile(r"^max_per_second may be at most \d+ \(max_redrive_rate\)")),
+    # a release's delay depends on its outcome (docs/api.rst, "Release one message"), in a body or a
+    # claim's query alike
+    ("Invalid API request", re.compile(r"^outcome postpone needs a delay: ")),
+    ("Invalid API request", re.compile(r"^outcome reject takes no delay: ")),
     # a queue's (or a topic's) own stored _max_messages_post_size caps its posts; every body has a
     # size in bytes (docs/api.rst, "Request bodies"), which a schema of its JSON value cannot state
     ("Invalid request body", re.compile(r"^Request body may not exceed \d+ bytes on (queue|topic) ")),

@@ -169,7 +169,10 @@ class Walk:
         reason = self.rnd.choice([None, {"error": "timeout 30s", "error_type": "Timeout"}])
         queue, claim_id = self.known_claim
         delay = self.rnd.choice([None, None, 0, 45]) if self.backoff else None
-        self.twins.both("release_message", P, queue, self.message_id, claim_id, reason, delay)
+        outcome = self.rnd.choice(["retry", "retry", "postpone", "reject"])
+        if outcome != "retry":
+            delay = self.rnd.choice([0, 30]) if outcome == "postpone" else None
+        self.twins.both("release_message", P, queue, self.message_id, claim_id, reason, delay, outcome)
 
     def renew_claim(self) -> None:
         self.twins.both("renew_claim", P, *self.known_claim, self.rnd.choice([60, 120]), 30)

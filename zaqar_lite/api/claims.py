@@ -59,6 +59,7 @@ class ClaimItem(Resource):
         resp.status = falcon.HTTP_204
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, claim_id: str) -> None:
-        """Release a claim; its messages are claimable at once."""
-        self.messaging.release_claim(req.context.project, queue, claim_id)
+        """Release a claim; its messages are claimable at once, or as ``outcome`` and ``delay`` say."""
+        outcome, delay = schemas.claim_release(req.get_param("outcome"), req.get_param("delay"), self.limits)
+        self.messaging.release_claim(req.context.project, queue, claim_id, outcome, delay)
         resp.status = falcon.HTTP_204

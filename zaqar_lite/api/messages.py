@@ -119,6 +119,7 @@ class MessageRelease(Resource):
         if not claim_id:
             raise errors.ValidationFailed("claim_id is required to release a message.")
         document, _ = read_json(req, RELEASE_BODY_MAX)
-        reason, delay = schemas.release_body(document, self.limits)
-        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason, delay)
+        reason, delay, outcome = schemas.release_body(document, self.limits)
+        self.messaging.release_message(req.context.project, queue, message_id, claim_id, reason, delay,
+                                       outcome)
         resp.status = falcon.HTTP_204

@@ -19,6 +19,17 @@ from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message
 
 REASON_MAX_CLAIMS = "max_claims"
 REASON_EXPIRED = "expired"
+#: provenance reason of a message its consumer rejected (a release with outcome ``reject``)
+REASON_REJECTED = "rejected"
+#: the outcomes of a release (docs/api.rst, "Release one message (zaqar-lite extension)"):
+#: retry counts toward ``_max_claim_count``, postpone does not, reject dead-letters at once
+RETRY, POSTPONE, REJECT = "retry", "postpone", "reject"
+OUTCOMES = (RETRY, POSTPONE, REJECT)
+#: key of a failure entry: the running number of postpones of the message, carried from
+#: entry to entry (so the bounded history keeps it); absent while it is 0
+POSTPONED = "postponed"
+#: provenance key: how often each outcome happened, shown when a postpone or a reject did
+OUTCOME_COUNTS = "outcomes"
 #: key of a provenance record: the move went to the server's default dead-letter queue
 DEFAULT_DLQ = "default_dead_letter_queue"
 #: provenance key: the ordered message group the dead letter left
@@ -315,25 +326,74 @@ def split_bulk_delete(messages: Iterable[Message], claim_ids: Sequence[str] | No
     return doomed, kept
 
 
-def released(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int,
-             delay: float | None = None) -> Message:
-    """Return a message released from its claim, with ``failure`` appended to its history.
+def postponed_count(failures: Sequence[Mapping[str, Any]]) -> int:
+    """Return how often a message with this failure history was postponed (its newest entry says)."""
+    return int(failures[-1].get(POSTPONED, 0)) if failures else 0
 
-    It is claimable again after ``delay`` seconds when given (0: at once), else
-    after the wait its claim fixed (the queue's ``_retry_backoff``,
+
+def failure_entry(failures: Sequence[Mapping[str, Any]], failure: Mapping[str, Any] | None, outcome: str,
+                  claim_count: int, now: float) -> dict[str, Any]:
+    """Return the failure entry a release with ``outcome`` appends to a history ``failures``.
+
+    ``{"at", "claim_count", "error_type", "error"}`` as ever; a postpone or a
+    reject adds ``"outcome"`` (a retry leaves it out: absent means retry), and
+    once the message was postponed every entry carries ``"postponed"``, the
+    running number of postpones, so the newest entry keeps it however many
+    older entries the bounded history dropped.
+    """
+    reason = failure or {}
+    entry: dict[str, Any] = {"at": iso_utc(now), "claim_count": claim_count,
+                             "error_type": reason.get("error_type"), "error": reason.get("error")}
+    if outcome != RETRY:
+        entry["outcome"] = outcome
+    postponed = postponed_count(failures) + (outcome == POSTPONE)
+    if postponed:
+        entry[POSTPONED] = postponed
+    return entry
+
+
+def released(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int,
+             delay: float | None = None, outcome: str = RETRY) -> Message:
+    """Return a message released from its claim with ``outcome`` retry or postpone.
+
+    Retry (a release as ever): ``failure``, when given, is appended to its
+    history; it is claimable again after ``delay`` seconds when given (0: at
+    once), else after the wait its claim fixed (the queue's ``_retry_backoff``,
     :func:`~zaqar_lite.claims.retry_backoff.released_delay_until`).
+
+    Postpone: the claim does not count (``claim_count`` one less, so it never
+    brings the message nearer its dead-letter queue), an entry with
+    ``"outcome": "postpone"`` is always appended, and the message waits
+    ``delay`` seconds (0 without one), never the queue's backoff.
     """
     failures = list(message.failures)
-    if failure is not None:
-        failures.append({
-            "at": iso_utc(now),
-            "claim_count": message.claim_count,
-            "error_type": failure.get("error_type"),
-            "error": failure.get("error"),
-        })
+    count = message.claim_count
+    if outcome == POSTPONE:
+        count = max(0, count - 1)
+        delay = delay or 0
+    if failure is not None or outcome != RETRY:
+        failures.append(failure_entry(failures, failure, outcome, count, now))
         failures = failures[-history_limit:]
     delay_until = retry_backoff.released_delay_until(message.delay_until, message.claim_expires, now, delay)
-    return dataclasses.replace(message, claim_expires=now, failures=failures, delay_until=delay_until)
+    return dataclasses.replace(message, claim_expires=now, failures=failures, delay_until=delay_until,
+                               claim_count=count)
+
+
+def rejected(message: Message, failure: Mapping[str, Any] | None, now: float, history_limit: int,
+             source_queue: str, dead_letter: DeadLetterPolicy) -> Plan:
+    """Decide what a release with outcome reject does: dead-letter the message at once, whatever its count.
+
+    An entry with ``"outcome": "reject"`` and ``failure`` is appended to its
+    history, and it is moved (reason ``rejected``, :func:`dead_lettered`) into
+    the queue's dead-letter queue; it is deleted when the queue has none, or
+    it was posted ``dlq_eligible: false``. Its claim count stays (the
+    rejecting claim was an attempt).
+    """
+    failures = [*message.failures, failure_entry(message.failures, failure, REJECT, message.claim_count, now)]
+    kept = dataclasses.replace(message, failures=failures[-history_limit:])
+    if dead_letter.queue is not None and message.dlq_eligible:
+        return Plan(moved=[dead_lettered(kept, source_queue, REASON_REJECTED, now, dead_letter)])
+    return Plan(deleted=[message.id])
 
 
 def claim_released(message: Message, now: float) -> Message:
@@ -382,6 +442,10 @@ def provenance(message: Message) -> dict[str, Any]:
     }
     if record.get(DEFAULT_DLQ):
         block[DEFAULT_DLQ] = True
+    postponed, rejects = postponed_count(message.failures), int(record.get("reason") == REASON_REJECTED)
+    if postponed or rejects:  # retries alone: claim_count says it all, as ever
+        block[OUTCOME_COUNTS] = {RETRY: max(0, block["claim_count"] - rejects), POSTPONE: postponed,
+                                 REJECT: rejects}
     if GROUP in record:
         block[GROUP] = record[GROUP]
     if message.trace is not None:  # the W3C trace context the message was posted with

@@ -9,10 +9,12 @@ from zaqar_lite import errors
 from zaqar_lite import metrics as counted
 from zaqar_lite.claims import dedup, pause, retry_backoff, schedule
 from zaqar_lite.claims import metadata as meta
-from zaqar_lite.claims.policy import REASON_MAX_CLAIMS
+from zaqar_lite.claims.policy import REASON_MAX_CLAIMS, REASON_REJECTED, REJECT, RETRY
 from zaqar_lite.models import (
+    NO_DEAD_LETTER,
     Claim,
     ClaimRequest,
+    DeadLetterPolicy,
     Message,
 )
 from zaqar_lite.rules import topics
@@ -152,16 +154,52 @@ class Messages(Pauses):
         return popped, now
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str,
-                        reason: Mapping[str, Any] | None, delay: int | None = None) -> None:
-        """Release one claimed message, recording the reason in its failure history.
+                        reason: Mapping[str, Any] | None, delay: int | None = None,
+                        outcome: str = RETRY) -> None:
+        """Release one claimed message with an outcome, recording the reason in its failure history.
 
-        It is claimable again after ``delay`` seconds when given (0: at once),
-        else after the wait of the queue's ``_retry_backoff`` (none without it).
+        Retry (the default): claimable again after ``delay`` seconds when given
+        (0: at once), else after the wait of the queue's ``_retry_backoff``
+        (none without it). Postpone: after ``delay``, and the claim does not
+        count. Reject: dead-lettered at once (discarded without a dead-letter
+        queue). docs/api.rst, "Release one message (zaqar-lite extension)".
+
+        Raises:
+            DefaultDeadLetterQueueMissing: a reject on a queue whose dead-letter
+                queue would be the server's default, which the project lacks.
         """
-        self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
-                                     self.limits.failure_history_length, delay)
+        stored, dead_letter = (self._rejection_policy(project, queue) if outcome == REJECT
+                               else (None, NO_DEAD_LETTER))
+        result = self.storage.release_message(project, queue, message_id, claim_id, self.clock(), reason,
+                                              self.limits.failure_history_length, delay, outcome=outcome,
+                                              dead_letter=dead_letter)
         counted.MESSAGES_RELEASED.inc()
+        if result.dead_lettered or result.discarded:
+            self._count_removed(project, queue, REASON_REJECTED, dead_letter, result.dead_lettered,
+                                result.discarded)
+            if stored and pause.BREAKER in stored:  # rejects arriving count toward the breaker too
+                self.count_toward_breaker(project, queue, stored, result.dead_lettered, 0)
         self.wake_up_after_post_or_release(project, queue)
+
+    def _rejection_policy(self, project: str,
+                          queue: str) -> tuple[Mapping[str, Any] | None, DeadLetterPolicy]:
+        """Return the queue's stored metadata and where a rejected message of it goes, as a claim's would."""
+        stored = self.storage.get_queue_metadata(project, queue)
+        wanted = meta.wanted_default_dead_letter_queue(queue, stored, self.settings.default_dead_letter_queue)
+        default = self._existing_default_dlq(project, queue) if wanted else None
+        if wanted and default is None:
+            raise errors.DefaultDeadLetterQueueMissing(wanted, queue)
+        return stored, meta.dead_letter_policy(stored, default)
+
+    def _count_removed(self, project: str, queue: str, reason: str, dead_letter: DeadLetterPolicy,
+                       moved: int, discarded: int) -> None:
+        """Count messages a claim or a release moved to the dead-letter queue or discarded; wake the DLQ."""
+        if discarded:
+            counted.MESSAGES_DISCARDED.inc(discarded)
+        if moved and dead_letter.queue:
+            counted.count_dead_letters(reason, project, queue, dead_letter.queue, moved,
+                                       self.settings.metrics.max_labelled_queues)
+            self.wake_up(project, dead_letter.queue)
 
     # -- claims ---------------------------------------------------------------
 
@@ -199,13 +237,10 @@ class Messages(Pauses):
         except errors.QueuePaused:
             return claim_id, [], now
         counted.MESSAGES_CLAIMED.inc(len(result.claimed))
-        if result.discarded:  # rare: counted only when it happens, as the dead letters below
-            counted.MESSAGES_DISCARDED.inc(result.discarded)
-        if result.dead_lettered:
-            counted.MESSAGES_DEAD_LETTERED.labels(REASON_MAX_CLAIMS).inc(result.dead_lettered)
-            dead_letter_queue = planned[-1].dead_letter.queue  # the plan the store applied is the last made
-            if dead_letter_queue:
-                self.wake_up(project, dead_letter_queue)
+        if result.discarded or result.dead_lettered:  # rare: counted only when it happens
+            # the plan the store applied is the last made
+            self._count_removed(project, queue, REASON_MAX_CLAIMS, planned[-1].dead_letter,
+                                result.dead_lettered, result.discarded)
         if watched:
             self.count_toward_breaker(project, queue, watched[-1], result.dead_lettered, len(result.claimed))
         return claim_id, result.claimed, now
@@ -220,8 +255,31 @@ class Messages(Pauses):
         """Renew a live claim from now."""
         self.storage.renew_claim(project, queue, claim_id, self.clock(), ttl, grace)
 
-    def release_claim(self, project: str, queue: str, claim_id: str) -> None:
-        """Release a claim; its messages become claimable at once (or after their ``_retry_backoff`` wait)."""
+    def release_claim(self, project: str, queue: str, claim_id: str, outcome: str = RETRY,
+                      delay: int | None = None) -> None:
+        """Release a claim; its messages become claimable at once (or after their ``_retry_backoff`` wait).
+
+        With an ``outcome`` other than retry, or a ``delay``, each message the
+        claim holds is released as :meth:`release_message` does with them
+        (atomically one by one; one that changed meanwhile is left as it is),
+        then the claim is let go of. An absent claim is fine.
+        """
+        if outcome != RETRY or delay is not None:
+            self._release_held(project, queue, claim_id, outcome, delay)
         self.storage.release_claim(project, queue, claim_id, self.clock())
         counted.CLAIMS_RELEASED.inc()
         self.wake_up_after_post_or_release(project, queue)
+
+    def _release_held(self, project: str, queue: str, claim_id: str, outcome: str, delay: int | None) -> None:
+        """Release every message a live claim holds with ``outcome`` and ``delay``."""
+        try:
+            _, held = self.storage.get_claim(project, queue, claim_id, self.clock())
+        except errors.ClaimDoesNotExist:
+            return
+        for message in held:
+            try:
+                self.release_message(project, queue, message.id, claim_id, None, delay, outcome)
+            except (errors.NotFound, errors.MessageNotClaimed, errors.MessageIsClaimedBy):
+                continue  # deleted, expired or released meanwhile: nothing of this claim's left to do
+            except errors.InvalidClaim:
+                return  # the claim lapsed meanwhile: its messages went back as any lapsed claim's

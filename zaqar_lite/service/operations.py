@@ -11,6 +11,7 @@ from zaqar_lite import metrics as counted
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.claims import pause
 from zaqar_lite.claims import redrive as redrive_policy
+from zaqar_lite.claims.policy import REASON_MAX_CLAIMS, REASON_REJECTED
 from zaqar_lite.models import (
     Message,
     SweepResult,
@@ -59,11 +60,15 @@ class Operations(Pauses):
             result = self.storage.sweep_queue(project, queue, now, policy)
             if result.discarded:
                 counted.MESSAGES_DISCARDED.inc(result.discarded)
-            if result.dead_lettered:
+            if policy.queue:
                 reason = counted.dead_letter_reason(policy.on_expiry, policy.counts_claims)
-                counted.MESSAGES_DEAD_LETTERED.labels(reason).inc(result.dead_lettered)
-            if result.dead_lettered and policy.queue:
-                self.wake_up(project, policy.queue)
+                if result.dead_lettered:
+                    counted.count_dead_letters(reason, project, queue, policy.queue, result.dead_lettered,
+                                               self.settings.metrics.max_labelled_queues)
+                    self.wake_up(project, policy.queue)
+                else:  # its first arrival, by whatever path, then counts in rate()
+                    counted.watch_dead_letters((reason, REASON_MAX_CLAIMS, REASON_REJECTED), project, queue,
+                                               policy.queue, self.settings.metrics.max_labelled_queues)
             if result.dead_lettered and pause.BREAKER in stored:
                 self.count_toward_breaker(project, queue, stored, result.dead_lettered, 0)
             moved += result.dead_lettered

@@ -39,6 +39,7 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite.claims import groups, policy
 from zaqar_lite.models import (
+    NO_DEAD_LETTER,
     ClaimRequest,
     ClaimResult,
     DeadLetterPolicy,
@@ -246,19 +247,29 @@ class PlannedStorage(Storage):
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
-                        delay: float | None = None) -> None:
-        """Read the message, apply ``policy.check_claim_rules`` and ``policy.released``, write it."""
+                        delay: float | None = None, *, outcome: str = policy.RETRY,
+                        dead_letter: DeadLetterPolicy = NO_DEAD_LETTER) -> SweepResult:
+        """Read the message, apply ``policy.check_claim_rules`` and the outcome's rule, write it.
+
+        Retry and postpone write ``policy.released``; reject applies the plan
+        of ``policy.rejected`` (a move or a delete) as a sweep's.
+        """
         for _ in range(CHANGE_ATTEMPTS):
             with self._atomic():
                 found, live = self._message_and_claim(project, queue, message_id, claim_id, now)
                 if found is None:
                     raise errors.MessageDoesNotExist(message_id, queue)
                 policy.check_claim_rules(found, claim_id, live, now)
+                if outcome == policy.REJECT:
+                    plan = policy.rejected(found, failure, now, history_limit, queue, dead_letter)
+                    applied = self._apply_plan(project, queue, plan, [found], dead_letter, now)
+                    if applied.moved or applied.deleted:
+                        return SweepResult(dead_lettered=applied.moved, discarded=applied.deleted)
+                    continue
                 if self._write_released(project, queue, found,
-                                        policy.released(found, failure, now, history_limit, delay)):
-                    return
+                                        policy.released(found, failure, now, history_limit, delay, outcome)):
+                    return SweepResult(dead_lettered=0, discarded=0)
         raise errors.StorageUnavailable(f"message {message_id} kept changing while being released")
-
 
     def edit_delayed_message(self, project: str, queue: str, message_id: str, changes: Mapping[str, Any],
                              now: float) -> Message:

@@ -43,11 +43,14 @@ from zaqar_lite import errors
 from zaqar_lite.claims import metadata as meta
 from zaqar_lite.config import Settings
 from zaqar_lite.models import (
+    NO_DEAD_LETTER,
     Claim,
     ClaimRequest,
     ClaimResult,
+    DeadLetterPolicy,
     Message,
     Move,
+    SweepResult,
 )
 from zaqar_lite.rules import encryption
 from zaqar_lite.storage.base import ClaimPlan, PostPlan, Storage
@@ -216,7 +219,8 @@ class EncryptedStorage(ForwardingStorage):
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
-                        delay: float | None = None) -> None:
+                        delay: float | None = None, *, outcome: str = "retry",
+                        dead_letter: DeadLetterPolicy = NO_DEAD_LETTER) -> SweepResult:
         """Release as the driver does; a reason given on a queue that encrypts is stored sealed."""
         reason = failure.get("error") if failure is not None else None
         if failure is not None and isinstance(reason, str) and reason:
@@ -224,7 +228,8 @@ class EncryptedStorage(ForwardingStorage):
             if self.keyring.can_seal and meta.encrypts(self.inner.get_queue_metadata(project, queue)):
                 sealed = encryption.seal_reason(reason, self.keyring, project, message_id)
                 failure = {**failure, "error": sealed}
-        self.inner.release_message(project, queue, message_id, claim_id, now, failure, history_limit, delay)
+        return self.inner.release_message(project, queue, message_id, claim_id, now, failure, history_limit,
+                                          delay, outcome=outcome, dead_letter=dead_letter)
 
 
 def _holds_sealed(message: Message) -> bool:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.models import (
+    NO_DEAD_LETTER,
     Claim,
     ClaimRequest,
     ClaimResult,
@@ -136,9 +137,11 @@ class ForwardingStorage(Storage):
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
-                        delay: float | None = None) -> None:
-        self._store_for(project, queue).release_message(project, queue, message_id, claim_id, now, failure,
-                                                        history_limit, delay)
+                        delay: float | None = None, *, outcome: str = "retry",
+                        dead_letter: DeadLetterPolicy = NO_DEAD_LETTER) -> SweepResult:
+        return self._store_for(project, queue).release_message(
+            project, queue, message_id, claim_id, now, failure, history_limit, delay, outcome=outcome,
+            dead_letter=dead_letter)
 
     # -- moves and links between queues ----------------------------------------
 

@@ -12,7 +12,17 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from zaqar_lite.models import Claim, ClaimRequest, ClaimResult, Message, Move, QueueStats
+from zaqar_lite.models import (
+    NO_DEAD_LETTER,
+    Claim,
+    ClaimRequest,
+    ClaimResult,
+    DeadLetterPolicy,
+    Message,
+    Move,
+    QueueStats,
+    SweepResult,
+)
 from zaqar_lite.storage.queues import QueueStore
 
 #: makes the messages of a post from the queue's stored metadata (None: no such queue)
@@ -206,14 +216,26 @@ class MessageStore(QueueStore):
     @abc.abstractmethod
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
-                        delay: float | None = None) -> None:
-        """Release one claimed message and append ``failure`` to its bounded history.
+                        delay: float | None = None, *, outcome: str = "retry",
+                        dead_letter: DeadLetterPolicy = NO_DEAD_LETTER) -> SweepResult:
+        """Release one claimed message with an ``outcome``, appending to its bounded failure history.
 
         Atomic, under the claim rules of ``policy.check_claim_rules`` with a
-        claim id that is required. The message is stored as
-        :func:`zaqar_lite.claims.policy.released` leaves it: claimable after
-        ``delay`` seconds when given (0: at once), else after the wait its
-        claim fixed.
+        claim id that is required. By outcome (:data:`zaqar_lite.claims.policy.OUTCOMES`):
+
+        * ``retry``: stored as :func:`zaqar_lite.claims.policy.released`
+          leaves it: ``failure`` appended when given, claimable after ``delay``
+          seconds when given (0: at once), else after the wait its claim fixed.
+        * ``postpone``: as ``policy.released`` with that outcome leaves it:
+          its claim count one less, an entry appended, claimable after ``delay``.
+        * ``reject``: :func:`zaqar_lite.claims.policy.rejected`'s plan: an
+          entry appended, then moved into ``dead_letter.queue`` (created if
+          missing) by one write, as a claim's dead-letter move, or deleted
+          when there is none or the message is not DLQ-eligible.
+
+        Returns:
+            How many messages this call moved to the dead-letter queue or
+            deleted (a reject's one; 0 and 0 otherwise).
 
         Raises:
             MessageDoesNotExist, InvalidClaim, MessageNotClaimed, MessageIsClaimedBy.

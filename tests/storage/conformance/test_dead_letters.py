@@ -30,6 +30,17 @@ def test_message_is_handed_out_exactly_max_claim_count_times_then_moves(messagin
     assert [f["error_type"] for f in moved.failures] == ["TimeoutError"]
 
 
+def test_a_message_the_sweeper_moves_keeps_its_failure_history(messaging, clock):
+    with_dlq(messaging, max_claims=1)
+    doomed, = post(messaging, "poison")
+    claim_id, _ = claim(messaging)
+    messaging.release_message(P, Q, doomed, claim_id,
+                              {"error": "db timeout 30s", "error_type": "TimeoutError"})
+    messaging.sweep()
+    moved = messaging.get_messages(P, DLQ, [doomed])[0][0]
+    assert [(f["error_type"], f["error"]) for f in moved.failures] == [("TimeoutError", "db timeout 30s")]
+
+
 def test_moved_message_is_claimable_at_once_in_the_dlq(messaging, clock):
     with_dlq(messaging, max_claims=1)
     doomed, = post(messaging, "poison")
@@ -102,19 +113,23 @@ def test_a_claim_counts_the_exhausted_messages_it_moves_and_deletes_on_its_way(m
     third, fourth = post(messaging, "poison too", "fine")
     assert claim(messaging, limit=3)[1] == [first, unwanted, third]
     clock.advance(61)
-    moves_before = counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims")
-    sweep_moves_before = counted("zaqar_lite_messages_dead_lettered_total", reason="expired_or_max_claims")
+    arrivals = {"project": P, "queue": Q, "dead_letter_queue": DLQ}
+    moves_before = counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims", **arrivals)
+    sweep_moves_before = counted("zaqar_lite_messages_dead_lettered_total", reason="expired_or_max_claims",
+                                 **arrivals)
     discarded_before = counted("zaqar_lite_messages_discarded_total")
     claimed_before = counted("zaqar_lite_messages_claimed_total")
     assert claim(messaging, limit=5)[1] == [fourth]
     assert listed(messaging, queue=DLQ) == [first, third]
-    assert counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims") - moves_before == 2
-    assert counted("zaqar_lite_messages_dead_lettered_total", reason="expired_or_max_claims") \
+    assert counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims", **arrivals) \
+        - moves_before == 2
+    assert counted("zaqar_lite_messages_dead_lettered_total", reason="expired_or_max_claims", **arrivals) \
         - sweep_moves_before == 0
     assert counted("zaqar_lite_messages_discarded_total") - discarded_before == 1
     assert counted("zaqar_lite_messages_claimed_total") - claimed_before == 1
     assert claim(messaging, limit=5)[1] == []  # nothing left to move: nothing more counted
-    assert counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims") - moves_before == 2
+    assert counted("zaqar_lite_messages_dead_lettered_total", reason="max_claims", **arrivals) \
+        - moves_before == 2
 
 
 def test_queue_without_dlq_never_moves_messages(messaging, clock):

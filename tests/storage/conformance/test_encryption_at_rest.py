@@ -143,6 +143,13 @@ def test_no_body_of_an_encrypted_queue_lies_in_plaintext_in_the_store(sealing, d
     # (Swift lists a redriven message by its post time, the others after their earlier ones)
     assert sorted(json.dumps(m.body) for m in listed) == ['"sealed-marker-5e1d"', '["sealed-marker-5e1d"]',
                                                           '{"card": "sealed-marker-5e1d"}']
+    # a reject's reason is sealed as a release's, and shown in plaintext in the DLQ it goes to
+    claim_id, claimed, _ = sealing.claim(P, "vault", limit=3, ttl=60, grace=60)
+    [poison] = [m for m in claimed if m.body == {"card": SECRET}]
+    sealing.release_message(P, "vault", poison.id, claim_id, {"error": f"poison {REASON}"}, None, "reject")
+    dead, _, _ = sealing.dead_letters(P, "dlq", 10)
+    assert [(m.id, m.failures[-1]["error"], m.failures[-1]["outcome"]) for m in dead] == [
+        (poison.id, f"poison {REASON}", "reject")]
 
     held_by_the_store = raw_store(driver_uri)
     assert CONTROL.encode() in held_by_the_store

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from zaqar_lite.api.schemas.messages import (
     claim_options,
+    claim_release,
     message_edit,
     message_edit_patch,
     message_post,
@@ -55,6 +56,7 @@ from zaqar_lite.api.schemas.topics import topic_metadata, topic_patch_operations
 __all__ = [
     "INT64_MAX", "INT64_MIN", "ITEM_WORDS", "MAX_JSON_DEPTH", "NESTING_TOKEN", "POOL_FIELDS",
     "SHARE_BODY_SIZE", "SHOWN_KEY_LENGTH", "SURROGATE_ESCAPE", "TYPE_WORDS", "Schema", "claim_options",
+    "claim_release",
     "explain", "flavor_pools", "message_edit", "message_edit_patch", "message_post", "parse_json",
     "patch_operations", "pool_body", "purge_resource_types", "queue_template", "redrive_body_size",
     "redrive_request", "release_body", "share_request", "topic_metadata", "topic_patch_operations",

@@ -8,6 +8,7 @@ from typing import Any
 
 from zaqar_lite.api.schemas.schema import Schema
 from zaqar_lite.claims import dedup, groups, schedule
+from zaqar_lite.claims.policy import OUTCOMES, POSTPONE, REJECT, RETRY
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 
@@ -100,6 +101,7 @@ def _release_schema(limits: Limits) -> Schema:
             "error": {"type": "string", "maxLength": 4096},
             "error_type": {"type": "string", "maxLength": 256},
             "delay": {"type": "integer", "minimum": 0, "maximum": limits.max_message_delay},
+            "outcome": {"enum": list(OUTCOMES)},
         },
         "additionalProperties": False,
     })
@@ -180,17 +182,54 @@ def claim_options(document: Any, limits: Limits) -> tuple[int, int]:
             int(document.get("grace", limits.default_claim_grace)))
 
 
-def release_body(document: Any, limits: Limits) -> tuple[dict[str, Any] | None, int | None]:
-    """Check a release body: optional ``error`` and ``error_type`` strings and a ``delay``.
+def release_outcome(outcome: str, delay: int | None) -> str:
+    """Check that a release's ``delay`` fits its ``outcome`` and return the outcome.
+
+    A postpone needs a ``delay`` (how long not now is); a reject takes none
+    (the message leaves the queue at once).
+    """
+    if outcome == POSTPONE and delay is None:
+        raise ValidationFailed("outcome postpone needs a delay: the seconds before the message may be "
+                               "claimed again, e.g. {\"outcome\": \"postpone\", \"delay\": 60}.")
+    if outcome == REJECT and delay is not None:
+        raise ValidationFailed("outcome reject takes no delay: the message is dead-lettered at once.")
+    return outcome
+
+
+def release_body(document: Any, limits: Limits) -> tuple[dict[str, Any] | None, int | None, str]:
+    """Check a release body: optional ``error`` and ``error_type`` strings, a ``delay`` and an ``outcome``.
 
     Returns:
-        The failure reason (None when the body gives neither string) and the
-        delay in seconds (None when not given).
+        The failure reason (None when the body gives neither string), the
+        delay in seconds (None when not given) and the outcome (``retry``
+        when not given; :func:`release_outcome`).
     """
     if document is None:
-        return None, None
+        return None, None, RETRY
     _release_schema(limits).check(document)
     delay = document.get("delay")
+    outcome = release_outcome(document.get("outcome", RETRY), delay)
     if "error" not in document and "error_type" not in document:
-        return None, delay
-    return {"error": document.get("error"), "error_type": document.get("error_type")}, delay
+        return None, delay, outcome
+    return {"error": document.get("error"), "error_type": document.get("error_type")}, delay, outcome
+
+
+def claim_release(outcome: str | None, delay: str | None, limits: Limits) -> tuple[str, int | None]:
+    """Check the ``outcome`` and ``delay`` query parameters of a claim's release (``DELETE``).
+
+    Both are optional and mean what they mean in a message's release body
+    (:func:`release_body`), for every message the claim holds.
+
+    Returns:
+        The outcome (``retry`` when not given) and the delay (None when not given).
+    """
+    chosen = outcome or RETRY
+    if chosen not in OUTCOMES:
+        raise ValidationFailed(f"outcome must be one of {', '.join(OUTCOMES)}, got {json.dumps(outcome)}.")
+    seconds = None
+    if delay is not None and delay != "":
+        if not (delay.isascii() and delay.isdigit()) or int(delay) > limits.max_message_delay:
+            raise ValidationFailed(f"delay must be a whole number of seconds from 0 to "
+                                   f"{limits.max_message_delay}, got {json.dumps(delay)}.")
+        seconds = int(delay)
+    return release_outcome(chosen, seconds), seconds

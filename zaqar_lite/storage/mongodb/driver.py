@@ -41,7 +41,7 @@ Queries name their index (``hint``): the plan is then fixed, as SQLite's
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from pymongo import ASCENDING, DESCENDING, DeleteOne, UpdateOne
 
@@ -184,14 +184,16 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
     # -- claims ---------------------------------------------------------------
 
     def _move_ops(self, project: str, target: str, moves: Sequence[tuple[Document, Message]],
-                  now: float) -> tuple[int, list[UpdateOne]]:
+                  now: float, new_failures: Collection[str] = ()) -> tuple[int, list[UpdateOne]]:
         """Return the guarded updates that move messages into ``target``, and the first marker they take.
 
         Each pair is the filter a message must still match and the message as
         it must be stored; consecutive markers of ``target`` (created if
         missing) are reserved for them in order. One update per message
         rewrites its queue and marker, resets its claim and sets its count,
-        expiry and provenance; a moved message leaves its group.
+        expiry and provenance; a moved message leaves its group. The messages
+        named in ``new_failures`` have their failure history rewritten too (a
+        reject appends to it; a sweep reads messages without it).
         """
         if not moves:
             return 0, []
@@ -200,6 +202,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             "queue": target, "marker": first + offset, "claim_id": None, "claim_expires": 0.0,
             "claim_count": m.claim_count, "delay_until": 0.0, "expires": m.expires,
             "purge_at": purge_at(m.expires), "dead_letter": m.dead_letter,
+            **({"failures": m.failures} if m.id in new_failures else {}),
         }, "$unset": {"group": ""}}, hint=BY_ID) for offset, (guard, m) in enumerate(moves)]
 
     @translated
@@ -314,8 +317,9 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             "claim_id": m.claim_id, "claim_expires": m.claim_expires, "claim_count": m.claim_count,
             "expires": m.expires, "purge_at": purge_at(m.expires), "delay_until": m.delay_until,
         }}, hint=BY_ID) for m in plan.claimed]
-        ops += self._move_ops(project, dead_letter.queue or queue,
-                              [(state[m.id], m) for m in plan.moved], now)[1]
+        before = {m.id: m.failures for m in read}
+        ops += self._move_ops(project, dead_letter.queue or queue, [(state[m.id], m) for m in plan.moved],
+                              now, {m.id for m in plan.moved if m.failures != before[m.id]})[1]
         ops += [DeleteOne(state[message_id], hint=BY_ID) for message_id in plan.deleted]
         if not ops:
             return Applied([], 0, 0)
@@ -373,7 +377,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
         written = bool(self._messages.update_one(unchanged(project, queue, read), {"$set": {
             "claim_expires": released.claim_expires, "failures": released.failures,
-            "delay_until": released.delay_until}},
+            "claim_count": released.claim_count, "delay_until": released.delay_until}},
             hint=BY_ID).matched_count)
         if written:
             self._due_by(project, queue, released.claim_expires or 0.0)

@@ -29,6 +29,7 @@ from zaqar_lite.storage.redis.layout import Target, parse_uri
 from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, packing
 
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
+           "reject",
            "delete", "bulk_delete", "pop", "sweep", "purge", "list", "stats", "redrive", "put_record",
            "delete_record", "edit")
 #: a function of ``lua/_lib.lua``: the comments above it, its name, and its text up to its closing ``end``

@@ -34,6 +34,7 @@ from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.clock import iso_utc
 from zaqar_lite.models import (
+    NO_DEAD_LETTER,
     Claim,
     ClaimRequest,
     ClaimResult,
@@ -243,17 +244,28 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
-                        delay: float | None = None) -> None:
+                        delay: float | None = None, *, outcome: str = policy.RETRY,
+                        dead_letter: DeadLetterPolicy = NO_DEAD_LETTER) -> SweepResult:
         entry = failure or {}
-        outcome = self._run("release_message", project, queue, [
-            stamp(now), queue, message_id, claim_id, "0" if failure is None else "1",
-            json.dumps(iso_utc(now)), json.dumps(entry.get("error_type")),
-            json.dumps(entry.get("error")), str(history_limit), opt(delay, stamp),
-            wake_payload(project, queue)])
-        if outcome == "no_message":
+        reason = [json.dumps(iso_utc(now)), json.dumps(entry.get("error_type")),
+                  json.dumps(entry.get("error")), str(history_limit)]
+        if outcome == policy.REJECT:
+            answer = self._run("reject", project, queue, [
+                stamp(now), queue, message_id, claim_id, *reason,
+                *self._dead_letter_args(now, dead_letter)[1:],
+                record_head(queue, policy.REASON_REJECTED, now, dead_letter), wake_payload(project, queue)],
+                dead_letter_queue=dead_letter.queue or queue)
+        else:
+            if outcome == policy.POSTPONE and delay is None:
+                delay = 0  # a postpone never takes the queue's backoff (policy.released)
+            answer = self._run("release_message", project, queue, [
+                stamp(now), queue, message_id, claim_id, "0" if failure is None else "1", *reason,
+                opt(delay, stamp), wake_payload(project, queue), outcome])
+        if answer == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)
-        if outcome != "ok":
-            raise _RULES[outcome](message_id, claim_id or "")
+        if answer in _RULES:
+            raise _RULES[answer](message_id, claim_id or "")
+        return SweepResult(dead_lettered=int(answer == "moved"), discarded=int(answer == "deleted"))
 
     def move_messages(self, project: str, queue: str, moves: Sequence[Move], target_queue: str,
                       now: float) -> list[str]:

@@ -433,8 +433,8 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
 
     def _write_released(self, project: str, queue: str, read: Message, released: Message) -> bool:
         db = self._connection()
-        db.execute("UPDATE messages SET claim_expires=?, failures=? WHERE id=?", (
-            released.claim_expires, json.dumps(released.failures) or None, released.id))
+        db.execute("UPDATE messages SET claim_expires=?, claim_count=?, failures=? WHERE id=?", (
+            released.claim_expires, released.claim_count, json.dumps(released.failures) or None, released.id))
         self._due_by(db, project, queue, released.claim_expires or 0.0)
         if released.delay_until != read.delay_until:
             db.execute("UPDATE messages SET delay_until=? WHERE id=?", (released.delay_until, released.id))

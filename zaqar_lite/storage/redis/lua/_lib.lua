@@ -327,3 +327,29 @@ local function claim_rule_violation(qp, held_by, held_until, has_claim, claim_id
   if held_by ~= claim_id then return 'claimed_by' end
   return nil
 end
+
+-- policy.failure_entry: append a failure entry to the message at `key`, whose
+-- stored `failures` (JSON objects, one a line; false for none) the caller read,
+-- and keep the last `keep` entries (0 keeps all). at, error_type and err are
+-- JSON already; count is the claim count the entry records. An outcome other
+-- than 'retry' adds "outcome"; "postponed", the running number of postpones,
+-- is carried from the newest entry (plus one for a postpone) while above 0.
+local function append_failure(key, failures, at, count, error_type, err, outcome, keep)
+  local entries = {}
+  if failures then
+    for line in string.gmatch(failures, '[^\n]+') do entries[#entries + 1] = line end
+  end
+  local postponed = 0
+  if #entries > 0 then postponed = tonumber(cjson.decode(entries[#entries]).postponed) or 0 end
+  if outcome == 'postpone' then postponed = postponed + 1 end
+  local entry = '{"at":' .. at .. ',"claim_count":' .. count .. ',"error_type":' .. error_type
+                .. ',"error":' .. err
+  if outcome ~= 'retry' then entry = entry .. ',"outcome":"' .. outcome .. '"' end
+  if postponed > 0 then entry = entry .. ',"postponed":' .. postponed end
+  entries[#entries + 1] = entry .. '}'
+  local limit = tonumber(keep)
+  if limit > 0 then
+    while #entries > limit do table.remove(entries, 1) end
+  end
+  redis.call('HSET', key, 'failures', table.concat(entries, '\n'))
+end
