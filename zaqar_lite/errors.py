@@ -212,3 +212,15 @@ class EncryptionUnavailable(ZaqarLiteError):
         super().__init__(
             f"Queue {queue} keeps its message bodies encrypted (_enable_encrypt_messages) but this "
             "server has no [encryption] keys; messages are refused rather than stored in plaintext.")
+
+
+class SqsRefused(ValidationFailed):
+    """A request of the SQS-compatible face breaks one of SQS's rules, named by SQS's error code.
+
+    ``code`` is SQS's short code (``InvalidAttributeValue``, ``QueueDoesNotExist``,
+    ...); the SQS face renders it in SQS's shapes (``api/sqs/errors.py``).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -28,6 +28,8 @@ from zaqar_lite.api import (
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api import metrics as metrics_api
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext, no_sessions
+from zaqar_lite.api.sqs import resource as sqs
+from zaqar_lite.api.sqs.actions import SqsActions
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.service import Messaging
@@ -125,8 +127,10 @@ def routes(services: Services) -> list[tuple[str, object]]:
     subs, admin, long_poll = services.subscriptions, services.pools, services.long_poll
     q = "/v2/queues/{queue}"
     sub = q + "/subscriptions/{subscription_id}"
+    face = sqs.routes(settings, SqsActions(settings, messaging, long_poll, clock), clock) \
+        if settings.sqs.enabled else [("/", versions.VersionsResource())]
     return [
-        ("/", versions.VersionsResource()),
+        *face,
         ("/v2", versions.HomeResource()),
         ("/v2/ping", health.Ping(messaging)),
         ("/v2/health", health.Health(messaging, admin, services.store_name)),

@@ -1,0 +1,153 @@
+"""The SQS face's routes: ``POST /`` (and ``GET /?Action=...``) and the queue URLs ``/{account}/{queue}``.
+
+A request that is no SQS call gets the answer it got before the face existed
+(``GET /``: the versions document; another path: 404).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import falcon
+
+from zaqar_lite import errors
+from zaqar_lite.api.sqs import credentials, wire
+from zaqar_lite.api.sqs import errors as sqs_errors
+from zaqar_lite.api.sqs.actions import UNSUPPORTED, SqsActions
+from zaqar_lite.api.sqs.base import Caller
+from zaqar_lite.api.versions import VERSIONS
+from zaqar_lite.clock import Clock
+from zaqar_lite.config import Settings
+from zaqar_lite.rules.sqs import names as sqs_names
+
+LOG = logging.getLogger(__name__)
+FORM = "application/x-www-form-urlencoded"
+
+
+class SqsFace:
+    """Reads SQS calls, checks who makes them, runs their action and answers in the call's protocol."""
+
+    def __init__(self, settings: Settings, actions: SqsActions, clock: Clock) -> None:
+        self.settings = settings
+        self.actions = actions.table()
+        self.clock = clock
+        self.keys = credentials.keys_of(settings)
+
+    def answer(self, req: falcon.Request, resp: falcon.Response, queue_path: tuple[str, str] | None) -> bool:
+        """Answer an SQS call; return False (nothing answered) when the request is none."""
+        target = req.get_header("X-Amz-Target")
+        content_type = (req.content_type or "").split(";")[0].strip().lower()
+        is_json = wire.is_json_call(target)
+        if not is_json and content_type != FORM and "Action" not in req.params:
+            return False
+        request_id = str(uuid.uuid4())
+        body = b""
+        try:
+            body = self._body(req)
+            call = wire.read_json(target or "", body) if is_json \
+                else wire.read_query(wire.form_params(body if content_type == FORM else b"", req.query_string))
+            if not call.action:
+                return False
+            caller = self._caller(req, body, queue_path)
+            action = self.actions.get(call.action)
+            if action is None:
+                raise errors.SqsRefused("UnsupportedOperation" if call.action in UNSUPPORTED else "InvalidAction",
+                                        UNSUPPORTED.get(call.action, f"The action {call.action} is not valid "
+                                                        "for this web service."))
+            result = action(caller, call.params)
+        except errors.ZaqarLiteError as exc:
+            self._error(resp, sqs_errors.from_domain(exc), is_json, request_id)
+            return True
+        resp.status = falcon.HTTP_200
+        resp.set_header("x-amzn-RequestId", request_id)
+        if is_json:
+            resp.content_type = wire.JSON_TYPE
+            resp.data = wire.json_answer(result)
+        else:
+            resp.content_type = wire.XML_TYPE
+            resp.data = wire.xml_answer(call.action, result, request_id)
+        return True
+
+    @staticmethod
+    def _body(req: falcon.Request) -> bytes:
+        length = req.content_length or 0
+        if length > wire.MAX_BODY:
+            raise errors.SqsRefused("BatchRequestTooLong", f"The request body may not exceed {wire.MAX_BODY} "
+                                    "bytes.")
+        return req.bounded_stream.read() if length else b""
+
+    def _caller(self, req: falcon.Request, body: bytes, queue_path: tuple[str, str] | None) -> Caller:
+        params: Mapping[str, Any] = req.params
+        signed = sqs_names.access_key_of(req.get_header("Authorization"),
+                                         params.get("X-Amz-Credential") or params.get("AWSAccessKeyId"))
+        key, region = signed if signed is not None else (None, None)
+        account, secret = credentials.account_of(self.settings, key, self.keys)
+        if secret is not None and key is not None:
+            credentials.check_signature(
+                req.method, req.url, {name.lower(): value for name, value in req.headers.items()}, body,
+                {k: v for k, v in params.items() if isinstance(v, str)}, secret, key,
+                region or self.settings.sqs.region, "sqs", self.clock(), self.settings.sqs.max_clock_skew)
+        return Caller(account=account, region=region or self.settings.sqs.region, base_url=req.prefix,
+                      sender=key or account, restricted=secret is not None, queue_path=queue_path)
+
+    @staticmethod
+    def _error(resp: falcon.Response, error: sqs_errors.SqsError, is_json: bool, request_id: str) -> None:
+        resp.status = falcon.code_to_http_status(error.status)
+        resp.set_header("x-amzn-RequestId", request_id)
+        resp.set_header("x-amzn-query-error", error.query_header)
+        if is_json:
+            resp.content_type = wire.JSON_TYPE
+            resp.data = wire.json_error(error.code, error.message)
+        else:
+            resp.content_type = wire.XML_TYPE
+            resp.data = wire.xml_error(error.query_code or error.code, error.message, error.sender, request_id)
+
+
+class RootEndpoint:
+    """``/``: the versions document for ``GET``, the SQS endpoint for its calls."""
+
+    #: answered without Client-ID, project or token: SQS calls carry their own credentials
+    public = True
+
+    def __init__(self, face: SqsFace) -> None:
+        self.face = face
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Answer an SQS call sent as a GET, else the versions document."""
+        if "Action" in req.params and self.face.answer(req, resp, None):
+            return
+        resp.status = falcon.HTTP_300
+        resp.media = VERSIONS
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Answer an SQS call."""
+        if not self.face.answer(req, resp, None):
+            raise falcon.HTTPMethodNotAllowed(["GET"])
+
+
+class QueueEndpoint:
+    """``/{account}/{sqs_queue}``: a queue URL, where the query protocol may post a call."""
+
+    public = True
+
+    def __init__(self, face: SqsFace) -> None:
+        self.face = face
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, account: str, sqs_queue: str) -> None:
+        """Answer an SQS call sent to a queue URL as a GET; any other request finds no route."""
+        if "Action" not in req.params or not self.face.answer(req, resp, (account, sqs_queue)):
+            raise falcon.HTTPRouteNotFound()
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, account: str, sqs_queue: str) -> None:
+        """Answer an SQS call posted to a queue URL; any other request finds no route."""
+        if not self.face.answer(req, resp, (account, sqs_queue)):
+            raise falcon.HTTPRouteNotFound()
+
+
+def routes(settings: Settings, actions: SqsActions, clock: Clock) -> list[tuple[str, object]]:
+    """Return the SQS face's routes (none with ``[sqs] enabled`` off)."""
+    face = SqsFace(settings, actions, clock)
+    return [("/", RootEndpoint(face)), ("/{account}/{sqs_queue}", QueueEndpoint(face))]

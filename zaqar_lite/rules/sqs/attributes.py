@@ -1,0 +1,294 @@
+"""SQS queue attributes: their rules, their defaults, and where each lies in a queue's metadata.
+
+Where zaqar-lite has the concept, the attribute is its reserved metadata:
+``DelaySeconds`` is ``_default_message_delay``, ``MessageRetentionPeriod``
+``_default_message_ttl``, ``RedrivePolicy`` the pair ``_dead_letter_queue`` +
+``_max_claim_count``. The others (``VisibilityTimeout``, ``FifoQueue``, ...),
+the tags and the queue's timestamps are kept as given under the metadata key
+:data:`SQS_KEY`, so a queue made through either face reads the same through both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from zaqar_lite.claims import metadata as meta
+from zaqar_lite.errors import SqsRefused
+from zaqar_lite.rules.sqs import invalid_parameter, names
+
+#: the queue metadata key holding what SQS alone knows of a queue
+SQS_KEY = "sqs"
+REDRIVE_POLICY = "RedrivePolicy"
+#: the attributes SQS derives from the queue's state, never set
+COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+          "ApproximateNumberOfMessagesDelayed")
+READ_ONLY = (*COUNTS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn")
+#: a settable attribute -> its default (None: shown only when set)
+DEFAULTS: dict[str, str | None] = {
+    "DelaySeconds": "0",
+    "MaximumMessageSize": "262144",
+    "MessageRetentionPeriod": "345600",
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "VisibilityTimeout": "30",
+    "SqsManagedSseEnabled": "true",
+    "Policy": None,
+    REDRIVE_POLICY: None,
+    "RedriveAllowPolicy": None,
+    "KmsMasterKeyId": None,
+    "KmsDataKeyReusePeriodSeconds": None,
+}
+#: a FIFO queue's own attributes -> their defaults
+FIFO_DEFAULTS: dict[str, str] = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
+_RANGES = {
+    "DelaySeconds": (0, 900),
+    "MaximumMessageSize": (1024, 1048576),
+    "MessageRetentionPeriod": (60, 1209600),
+    "ReceiveMessageWaitTimeSeconds": (0, 20),
+    "VisibilityTimeout": (0, 43200),
+    "KmsDataKeyReusePeriodSeconds": (60, 86400),
+}
+_CHOICES = {
+    "SqsManagedSseEnabled": ("true", "false"),
+    "FifoQueue": ("true", "false"),
+    "ContentBasedDeduplication": ("true", "false"),
+    "DeduplicationScope": ("messageGroup", "queue"),
+    "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
+}
+#: the attributes kept in reserved metadata, by their metadata key
+_RESERVED = {"DelaySeconds": meta.DEFAULT_DELAY, "MessageRetentionPeriod": meta.DEFAULT_TTL}
+MAX_RECEIVE_COUNT = 1000
+MAX_TAGS = 50
+
+
+def invalid_value(name: str, why: str = "") -> SqsRefused:
+    """Return SQS's ``InvalidAttributeValue`` error for an attribute."""
+    reason = f" Reason: {why}" if why else ""
+    return SqsRefused("InvalidAttributeValue", f"Invalid value for the parameter {name}.{reason}")
+
+
+def unknown(name: str) -> SqsRefused:
+    """Return SQS's ``InvalidAttributeName`` error for an attribute it does not know."""
+    return SqsRefused("InvalidAttributeName", f"Unknown Attribute {name}.")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def check(attributes: Any, fifo: bool, creating: bool) -> dict[str, str]:
+    """Return the attributes a CreateQueue or SetQueueAttributes sets, as text, each checked.
+
+    Raises:
+        SqsRefused: ``InvalidAttributeName`` (unknown, read-only, a FIFO
+            attribute of a standard queue, ``FifoQueue`` changed) or
+            ``InvalidAttributeValue`` (out of range or malformed).
+    """
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, Mapping):
+        raise invalid_parameter("Attributes must be a map of attribute names to values.")
+    checked: dict[str, str] = {}
+    for name, raw in attributes.items():
+        value = _text(raw)
+        if name in FIFO_DEFAULTS and not fifo and not (name == "FifoQueue" and value == "false"):
+            raise unknown(name)
+        if name == "FifoQueue" and not creating:
+            raise invalid_value(name, "Modifying queue type is not supported.")
+        if name not in DEFAULTS and name not in FIFO_DEFAULTS:
+            raise unknown(name)
+        if name in _RANGES:
+            low, high = _RANGES[name]
+            if not value.isdigit() or not low <= int(value) <= high:
+                raise invalid_value(name, f"Must be between {low} and {high}.")
+            value = str(int(value))
+        elif name in _CHOICES and value not in _CHOICES[name]:
+            raise invalid_value(name)
+        elif name in ("Policy", "RedriveAllowPolicy") and value:
+            _json_object(name, value)
+        checked[name] = value
+    if fifo and creating and checked.get("FifoQueue", "true") != "true":
+        raise invalid_value("FifoQueue")
+    return checked
+
+
+def _json_object(name: str, value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise invalid_value(name, "Invalid JSON.") from None
+    if not isinstance(parsed, dict):
+        raise invalid_value(name, "It must be a JSON object.")
+    return parsed
+
+
+def redrive_target(value: str, account: str) -> tuple[str, int] | None:
+    """Return ``(dead-letter queue name, maxReceiveCount)`` of a ``RedrivePolicy``; None for "" (unset).
+
+    Raises:
+        SqsRefused: ``InvalidParameterValue``: malformed, a count out of 1..1000,
+            or a dead-letter queue of another account.
+    """
+    if not value:
+        return None
+    try:
+        policy = json.loads(value)
+    except ValueError:
+        raise invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: Invalid JSON.") \
+            from None
+    if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy \
+            or "maxReceiveCount" not in policy:
+        raise invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: Redrive policy does "
+                                "not contain mandatory attribute: "
+                                + ("deadLetterTargetArn." if "deadLetterTargetArn" not in (policy or {})
+                                   else "maxReceiveCount."))
+    count = _text(policy["maxReceiveCount"])
+    if not count.isdigit() or not 1 <= int(count) <= MAX_RECEIVE_COUNT:
+        raise invalid_parameter(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Invalid value "
+                                f"for maxReceiveCount: {count}, valid values are from 1 to "
+                                f"{MAX_RECEIVE_COUNT} both inclusive.")
+    _, target_account, name = names.parse_arn(policy["deadLetterTargetArn"], "RedrivePolicy")
+    if target_account != account:
+        raise invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue "
+                                "must be in the queue's own account.")
+    return name, int(count)
+
+
+def stored(current: Mapping[str, Any], changes: Mapping[str, str], account: str, now: float,
+           tags: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Return a queue's new metadata: ``current`` with checked attributes (and tags) applied.
+
+    Args:
+        current: the queue's stored metadata ({} for a new queue).
+        changes: attributes from :func:`check`.
+        account: the queue's account (a ``RedrivePolicy``'s queue must be in it).
+        now: the time of the change (``LastModifiedTimestamp``; ``CreatedTimestamp`` of a new queue).
+        tags: tags to add (CreateQueue, TagQueue).
+    """
+    updated = dict(current)
+    own = dict(updated.get(SQS_KEY) or {})
+    kept = dict(own.get("attributes") or {})
+    for name, value in changes.items():
+        if name in _RESERVED:
+            updated[_RESERVED[name]] = int(value)
+        elif name == REDRIVE_POLICY:
+            target = redrive_target(value, account)
+            if target is None:
+                updated.pop(meta.DEAD_LETTER_QUEUE, None)
+                updated.pop(meta.MAX_CLAIM_COUNT, None)
+            else:
+                updated[meta.DEAD_LETTER_QUEUE], updated[meta.MAX_CLAIM_COUNT] = target
+        elif value == "" and DEFAULTS.get(name, "") is None:
+            kept.pop(name, None)
+        else:
+            kept[name] = value
+    own["attributes"] = kept
+    own.setdefault("created", int(now))
+    own["modified"] = int(now)
+    if tags:
+        own["tags"] = {**(own.get("tags") or {}), **tags}
+    updated[SQS_KEY] = own
+    if not current and meta.DEFAULT_TTL not in updated:  # a new queue keeps messages SQS's 4 days
+        updated[meta.DEFAULT_TTL] = int(DEFAULTS["MessageRetentionPeriod"] or 0)
+    return updated
+
+
+def shown(metadata: Mapping[str, Any], fifo: bool, default_ttl: int, region: str,
+          account: str) -> dict[str, str]:
+    """Return a queue's settable attributes as SQS shows them: stored values over the defaults."""
+    own = metadata.get(SQS_KEY) or {}
+    kept = own.get("attributes") or {}
+    found = {name: value for name, value in DEFAULTS.items() if value is not None}
+    if fifo:
+        found.update(FIFO_DEFAULTS)
+    found.update(kept)
+    found["DelaySeconds"] = str(metadata.get(meta.DEFAULT_DELAY, 0))
+    found["MessageRetentionPeriod"] = str(metadata.get(meta.DEFAULT_TTL, default_ttl))
+    dlq, count = metadata.get(meta.DEAD_LETTER_QUEUE), metadata.get(meta.MAX_CLAIM_COUNT)
+    if dlq is not None and count is not None:
+        found[REDRIVE_POLICY] = json.dumps(
+            {"deadLetterTargetArn": names.queue_arn(region, account, dlq), "maxReceiveCount": count},
+            separators=(",", ":"))
+    found["CreatedTimestamp"] = str(own.get("created", 0))
+    found["LastModifiedTimestamp"] = str(own.get("modified", own.get("created", 0)))
+    return found
+
+
+def setting(metadata: Mapping[str, Any] | None, name: str) -> str:
+    """Return one settable attribute of a queue that is not reserved metadata (its default when unset)."""
+    kept = ((metadata or {}).get(SQS_KEY) or {}).get("attributes") or {}
+    value = kept.get(name, DEFAULTS.get(name) or FIFO_DEFAULTS.get(name))
+    return value or ""
+
+
+def differing(metadata: Mapping[str, Any], requested: Mapping[str, str], fifo: bool, default_ttl: int,
+              region: str, account: str) -> str | None:
+    """Return the first requested attribute an existing queue has another value of, or None."""
+    current = shown(metadata, fifo, default_ttl, region, account)
+    for name, value in requested.items():
+        if name == REDRIVE_POLICY:
+            wanted = redrive_target(value, account)
+            if wanted != ((metadata.get(meta.DEAD_LETTER_QUEUE), metadata.get(meta.MAX_CLAIM_COUNT))
+                          if REDRIVE_POLICY in current else None):
+                return name
+        elif current.get(name, DEFAULTS.get(name) or "") != value:
+            return name
+    return None
+
+
+def wanted(requested: Iterable[str], known: Iterable[str]) -> list[str]:
+    """Return the attribute names a GetQueueAttributes asks for (``All`` names every known one).
+
+    Raises:
+        SqsRefused: ``InvalidAttributeName`` for a name SQS does not know.
+    """
+    every = list(known)
+    names_asked: list[str] = []
+    for name in requested:
+        if name == "All":
+            return every
+        if name not in every and name not in DEFAULTS and name not in FIFO_DEFAULTS \
+                and name not in READ_ONLY:
+            raise unknown(name)
+        names_asked.append(name)
+    return names_asked
+
+
+def tags_of(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """Return a queue's tags."""
+    return dict((metadata.get(SQS_KEY) or {}).get("tags") or {})
+
+
+def check_tags(tags: Any, already: Mapping[str, str]) -> dict[str, str]:
+    """Return tags a CreateQueue or TagQueue adds, checked (at most 50 on a queue; key 1-128, value 0-256).
+
+    Raises:
+        SqsRefused: ``InvalidParameterValue``.
+    """
+    if tags is None:
+        return {}
+    if not isinstance(tags, Mapping) or not all(isinstance(v, str) for v in tags.values()):
+        raise invalid_parameter("Tags must be a map of tag keys to text values.")
+    for key, value in tags.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 128 or len(value) > 256:
+            raise invalid_parameter("Tag keys must be 1 to 128 characters and tag values at most 256.")
+    if len({**already, **tags}) > MAX_TAGS:
+        raise invalid_parameter(f"Too many tags added for queue. A queue may have at most {MAX_TAGS} tags.")
+    return dict(tags)
+
+
+def without_tags(metadata: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """Return a queue's metadata with the tags of ``keys`` removed."""
+    updated = dict(metadata)
+    own = dict(updated.get(SQS_KEY) or {})
+    own["tags"] = {k: v for k, v in (own.get("tags") or {}).items() if k not in set(keys)}
+    updated[SQS_KEY] = own
+    return updated
