@@ -4,6 +4,8 @@ botocore's query protocol: queues, messages, dead letters and move tasks, one se
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 import uuid
 from typing import Any
 
@@ -73,3 +75,155 @@ def test_a_message_is_sent_received_and_deleted_with_its_md5s(sqs: Any, name: st
     assert message["Attributes"]["ApproximateReceiveCount"] == "1"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert "Messages" not in sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)
+
+
+def test_listing_pages_by_prefix_with_a_next_token(sqs: Any):
+    prefix = f"p{uuid.uuid4().hex[:8]}"
+    urls = sorted(sqs.create_queue(QueueName=f"{prefix}-{n}")["QueueUrl"] for n in range(3))
+    sqs.create_queue(QueueName=f"other{prefix}")
+    first = sqs.list_queues(QueueNamePrefix=prefix, MaxResults=2)
+    second = sqs.list_queues(QueueNamePrefix=prefix, MaxResults=2, NextToken=first["NextToken"])
+    assert first["QueueUrls"] + second["QueueUrls"] == urls
+    assert "NextToken" not in second
+
+
+def test_attributes_are_set_and_refused_with_sqs_errors(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name, Attributes={"DelaySeconds": "5"})["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "120", "DelaySeconds": "0"})
+    shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod", "DelaySeconds"])
+    assert shown["Attributes"] == {"MessageRetentionPeriod": "120", "DelaySeconds": "0"}
+    with pytest.raises(ClientError) as refused:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "99999"})
+    assert error_code(refused) == "InvalidAttributeValue"
+    with pytest.raises(ClientError) as unknown:
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Colour"])
+    assert error_code(unknown) == "InvalidAttributeName"
+    with pytest.raises(ClientError) as clash:
+        sqs.create_queue(QueueName=name, Attributes={"DelaySeconds": "7"})
+    assert error_code(clash) == "QueueAlreadyExists"
+    assert sqs.create_queue(QueueName=name)["QueueUrl"] == url
+
+
+def test_tags_are_added_and_removed(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    assert "Tags" not in sqs.list_queue_tags(QueueUrl=url)
+    sqs.tag_queue(QueueUrl=url, Tags={"a": "1", "b": "2"})
+    sqs.untag_queue(QueueUrl=url, TagKeys=["a"])
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"b": "2"}
+
+
+def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "a", "MessageBody": "one"}, {"Id": "b", "MessageBody": "two"},
+        {"Id": "c", "MessageBody": ""}])
+    assert sorted(e["Id"] for e in sent["Successful"]) == ["a", "b"]
+    assert [(e["Id"], e["Code"]) for e in sent["Failed"]] == [("c", "MissingParameter")]
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)["Messages"]
+    assert sorted(m["Body"] for m in received) == ["one", "two"]
+    first, second = received
+    changed = sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+        {"Id": "x", "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 0},
+        {"Id": "y", "ReceiptHandle": "not-a-handle", "VisibilityTimeout": 0}])
+    assert [e["Id"] for e in changed["Successful"]] == ["x"]
+    assert [(e["Id"], e["Code"]) for e in changed["Failed"]] == [("y", "ReceiptHandleIsInvalid")]
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"])
+    assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in again["Messages"]] \
+        == [(first["Body"], "2")]
+    deleted = sqs.delete_message_batch(QueueUrl=url, Entries=[
+        {"Id": "p", "ReceiptHandle": second["ReceiptHandle"]},
+        {"Id": "q", "ReceiptHandle": again["Messages"][0]["ReceiptHandle"]}])
+    assert sorted(e["Id"] for e in deleted["Successful"]) == ["p", "q"]
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
+    with pytest.raises(ClientError) as empty:
+        sqs.delete_message_batch(QueueUrl=url, Entries=[])
+    assert error_code(empty) == "AWS.SimpleQueueService.EmptyBatchRequest"
+
+
+def test_a_visibility_change_extends_the_claim_twice(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="slow")
+    handle = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"][0]["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=60)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=60)
+    time.sleep(1.5)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])[
+        "Attributes"] == {"ApproximateNumberOfMessagesNotVisible": "0"}
+
+
+def test_a_delayed_message_waits_and_a_long_poll_gets_it(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])[
+        "Attributes"] == {"ApproximateNumberOfMessagesDelayed": "1"}
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    received = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)
+    assert [m["Body"] for m in received["Messages"]] == ["later"]
+
+
+def test_a_message_past_max_receive_count_moves_to_the_dlq_and_a_move_task_brings_it_back(sqs: Any, name: str):
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(QueueName=name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    shown = json.loads(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"][
+        "RedrivePolicy"])
+    assert shown == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [url]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")["MessageId"]
+    assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]) == 1
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    dead = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"], VisibilityTimeout=0)["Messages"]
+    assert [(m["MessageId"], m["Body"]) for m in dead] == [(sent, "poison")]
+    assert dead[0]["Attributes"]["DeadLetterQueueSourceArn"] == dlq_arn.replace(f"{name}-dlq", name)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
+    with pytest.raises(ClientError) as not_a_dlq:
+        sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert error_code(not_a_dlq) == "InvalidParameterValue"
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": policy})
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=50)["TaskHandle"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        tasks = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+        if tasks[0]["Status"] != "RUNNING":
+            break
+        time.sleep(0.2)
+    assert tasks[0]["Status"] == "COMPLETED"
+    assert tasks[0]["ApproximateNumberOfMessagesMoved"] == 1
+    back = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert [m["MessageId"] for m in back] == [sent]
+    with pytest.raises(ClientError) as finished:
+        sqs.cancel_message_move_task(TaskHandle=handle)
+    assert error_code(finished) in ("FailedPrecondition", "ResourceNotFoundException")
+
+
+def test_a_fifo_queue_keeps_group_order_and_drops_duplicates(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    first = sqs.send_message(QueueUrl=url, MessageBody="a1", MessageGroupId="a")
+    again = sqs.send_message(QueueUrl=url, MessageBody="a1", MessageGroupId="a")
+    assert again["MessageId"] == first["MessageId"]
+    sqs.send_message(QueueUrl=url, MessageBody="a2", MessageGroupId="a")
+    assert int(first["SequenceNumber"]) > 0
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId"])
+    assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [("a1", "a")]
+    with pytest.raises(ClientError) as no_group:
+        sqs.send_message(QueueUrl=url, MessageBody="x")
+    assert error_code(no_group) == "MissingParameter"
+    with pytest.raises(ClientError) as bad_name:
+        sqs.create_queue(QueueName=f"{name}-2", Attributes={"FifoQueue": "true"})
+    assert error_code(bad_name) == "InvalidParameterValue"
+
+
+def test_errors_carry_the_query_code_botocore_reads(server: RunningServer):
+    import requests
+
+    answer = requests.post(server.url + "/", data=json.dumps({"QueueUrl": f"{server.url}/{ACCOUNT}/missing"}),
+                           headers={"X-Amz-Target": "AmazonSQS.GetQueueAttributes",
+                                    "Content-Type": "application/x-amz-json-1.0"}, timeout=10)
+    assert answer.status_code == 400
+    assert answer.json()["__type"] == "com.amazonaws.sqs#QueueDoesNotExist"
+    assert answer.headers["x-amzn-query-error"] == "AWS.SimpleQueueService.NonExistentQueue;Sender"
