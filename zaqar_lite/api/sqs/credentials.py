@@ -29,7 +29,11 @@ _SIGNED_HEADERS = "SignedHeaders="
 
 
 def keys_of(settings: Settings) -> dict[str, tuple[str, str]]:
-    """Return ``[sqs] credentials`` as access key id -> (secret, project)."""
+    """Return ``[sqs] credentials`` as access key id -> (secret, project).
+
+    Loading the settings made sure botocore, which checks the signatures, is
+    installed when they are to be checked (the ``sqs`` extra).
+    """
     found = {}
     for entry in settings.sqs.credentials:
         key, secret, project = entry.split(":")
@@ -64,13 +68,10 @@ def check_signature(method: str, url: str, headers: Mapping[str, str], body: byt
     Raises:
         SqsRefused: ``IncompleteSignature``, ``RequestExpired`` or ``SignatureDoesNotMatch``.
     """
-    try:
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-        from botocore.credentials import Credentials
-    except ImportError:  # pragma: no cover - the extra is checked at start-up
-        raise SqsRefused("InternalFailure", "Signature checks need the sqs extra: "
-                         "pip install 'zaqar-lite[sqs]'.") from None
+    from botocore.auth import SigV4Auth  # type: ignore[import-untyped]  # checked at start (keys_of)
+    from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
+    from botocore.credentials import Credentials  # type: ignore[import-untyped]
+
     authorization = headers.get("authorization", "")
     if authorization.startswith("AWS4-HMAC-SHA256"):
         signature, signed = _field(authorization, _SIGNATURE), _field(authorization, _SIGNED_HEADERS)
