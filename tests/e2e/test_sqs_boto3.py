@@ -141,15 +141,17 @@ def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name
     assert error_code(empty) == "AWS.SimpleQueueService.EmptyBatchRequest"
 
 
-def test_a_visibility_change_extends_the_claim_twice(sqs: Any, name: str):
+def test_a_visibility_change_extends_the_claim_twice_and_zero_lets_it_go(sqs: Any, name: str):
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="slow")
-    handle = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"][0]["ReceiptHandle"]
+    handle = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"][0]["ReceiptHandle"]
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=60)
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=60)
-    time.sleep(1.5)
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    again = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+    assert [m["Body"] for m in again] == ["slow"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again[0]["ReceiptHandle"])
     assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])[
         "Attributes"] == {"ApproximateNumberOfMessagesNotVisible": "0"}
 

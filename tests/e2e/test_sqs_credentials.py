@@ -12,6 +12,9 @@ import pytest
 
 from tests.e2e.harness import RunningServer, start_server, stop_server
 
+#: who a request acts for is decided before any store is reached
+pytestmark = pytest.mark.store_independent
+
 boto3 = pytest.importorskip("boto3")
 ClientError = pytest.importorskip("botocore.exceptions").ClientError
 
