@@ -12,6 +12,10 @@ Two kinds:
   "schema-valid request rejected" failure with any other answer still fails;
 * the subscriber pattern is a form the server always takes, not its whole
   grammar: a subscriber outside it that the server takes is no failure;
+* the SQS endpoint's actions check their parameters by SQS's rules (docs/api.rst,
+  "SQS-compatible endpoint"), which one schema of its one route cannot state: an
+  SQS error in SQS's shape (``__type`` in JSON, ``<ErrorResponse>`` in XML) to a
+  schema-valid call is no failure;
 * queues are implicit (Zaqar's GET of an unknown queue answers 200 with the
   defaults): a queue still answering after its DELETE is no failure.
 """
@@ -116,6 +120,17 @@ TRACEPARENT_FORM = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2
 QUERY_PARAMETER = re.compile(r"parameter `([^`]+)` in query")
 
 
+#: the operations of the SQS endpoint (docs/openapi.yaml, tag sqs)
+SQS_OPERATIONS = ("POST /", "GET /{account}/{sqs_queue}", "POST /{account}/{sqs_queue}")
+
+
+def is_sqs_refusal(response: Any, operation: str) -> bool:
+    """Whether an answer of the SQS endpoint is an SQS error: its actions' own rules refused the call."""
+    if operation not in SQS_OPERATIONS or response.status_code not in (400, 403, 404):
+        return False
+    return b'"__type":"com.amazonaws.sqs#' in response.content or b"<ErrorResponse" in response.content
+
+
 def traceparent_off_its_pattern(case: Any) -> bool:
     """Whether a case sends a traceparent header outside its documented pattern.
 
@@ -156,6 +171,8 @@ def filter_failure(ctx: Any, failure: Any, case: Any, response: Any) -> bool:
         return SUBSCRIBER_FORM.search(message) is None or "\n  - " in message
     if kind != "RejectedPositiveData" or traceparent_off_its_pattern(case):
         return kind != "RejectedPositiveData"
+    if is_sqs_refusal(response, case.operation.label):
+        return False
     try:
         body = json.loads(response.content)
     except ValueError:

@@ -69,6 +69,8 @@ class QueueActions(SqsBase):
     def list_queues(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """List the account's queues whose name starts with ``QueueNamePrefix``, a page at a time."""
         prefix = params.get("QueueNamePrefix") or ""
+        if not isinstance(prefix, str):
+            raise errors.SqsRefused("InvalidParameterValue", "QueueNamePrefix must be text.")
         paged = params.get("MaxResults") is not None
         limit = whole_number(params["MaxResults"], "MaxResults", 1, MAX_LISTED) if paged else MAX_LISTED
         token = params.get("NextToken")

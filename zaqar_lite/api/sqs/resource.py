@@ -81,8 +81,9 @@ class SqsFace:
 
     def _caller(self, req: falcon.Request, body: bytes, queue_path: tuple[str, str] | None) -> Caller:
         params: Mapping[str, Any] = req.params
+        credential = params.get("X-Amz-Credential") or params.get("AWSAccessKeyId")
         signed = sqs_names.access_key_of(req.get_header("Authorization"),
-                                         params.get("X-Amz-Credential") or params.get("AWSAccessKeyId"))
+                                         credential if isinstance(credential, str) else None)
         key, region = signed if signed is not None else (None, None)
         account, secret = credentials.account_of(self.settings, key, self.keys)
         if secret is not None and key is not None:

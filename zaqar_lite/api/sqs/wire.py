@@ -101,7 +101,7 @@ def _converted(node: Any) -> Any:
     """Return a query node as a JSON value: numbered items a list, or a map when they are key-value entries."""
     if not isinstance(node, dict):
         return node
-    if node and all(key.isdigit() for key in node):
+    if node and all(key.isascii() and key.isdigit() and len(key) <= 6 for key in node):
         items = [_converted(node[key]) for key in sorted(node, key=int)]
         entries = [(next((item[k] for k in _KEY_FIELDS if k in item), None),
                     next((item[k] for k in _VALUE_FIELDS if k in item), None))

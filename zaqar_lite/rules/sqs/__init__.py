@@ -32,7 +32,8 @@ def whole_number(value: object, name: str, low: int, high: int) -> int:
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    elif isinstance(value, str) and len(value) <= 20 and value.strip().lstrip("-").isascii() \
+            and value.strip().lstrip("-").isdigit():
         number = int(value)
     if number is None or not low <= number <= high:
         raise invalid_parameter(f"Value {value} for parameter {name} is invalid. Reason: Must be "

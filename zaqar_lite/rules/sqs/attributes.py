@@ -107,7 +107,7 @@ def check(attributes: Any, fifo: bool, creating: bool) -> dict[str, str]:
             raise unknown(name)
         if name in _RANGES:
             low, high = _RANGES[name]
-            if not value.isdigit() or not low <= int(value) <= high:
+            if not (value.isascii() and value.isdigit() and len(value) <= 12) or not low <= int(value) <= high:
                 raise invalid_value(name, f"Must be between {low} and {high}.")
             value = str(int(value))
         elif name in _CHOICES and value not in _CHOICES[name]:
@@ -151,7 +151,7 @@ def redrive_target(value: str, account: str) -> tuple[str, int] | None:
                                 + ("deadLetterTargetArn." if "deadLetterTargetArn" not in (policy or {})
                                    else "maxReceiveCount."))
     count = _text(policy["maxReceiveCount"])
-    if not count.isdigit() or not 1 <= int(count) <= MAX_RECEIVE_COUNT:
+    if not (count.isascii() and count.isdigit() and len(count) <= 12) or not 1 <= int(count) <= MAX_RECEIVE_COUNT:
         raise invalid_parameter(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Invalid value "
                                 f"for maxReceiveCount: {count}, valid values are from 1 to "
                                 f"{MAX_RECEIVE_COUNT} both inclusive.")
