@@ -3,8 +3,9 @@
 Two kinds:
 
 * media types the tool does not know: the queue PATCH body
-  (``application/openstack-messaging-v2.0-json-patch``) is JSON, and so is the
-  JSON-Home document (``application/json-home``) of ``GET /v2``;
+  (``application/openstack-messaging-v2.0-json-patch``) is JSON, and so are the
+  JSON-Home document (``application/json-home``) of ``GET /v2`` and SQS's AWS
+  JSON 1.0 (``application/x-amz-json-1.0``);
 * the few refusals that OpenAPI 3.0 has no words for. Each is a 400 whose title
   and description are matched exactly here and documented in docs/api.rst: rules
   that depend on stored state (another queue, a claim) or compare two fields, or
@@ -88,6 +89,18 @@ PATCH_REFUSALS = [
 def json_patch(ctx: Any, value: Any) -> bytes:
     """A JSON patch body is sent as JSON text."""
     return json.dumps(value).encode()
+
+
+@schemathesis.serializer("application/x-amz-json-1.0")
+def amz_json(ctx: Any, value: Any) -> bytes:
+    """An SQS call of AWS JSON 1.0 is sent as JSON text."""
+    return json.dumps(value).encode()
+
+
+@schemathesis.deserializer("application/x-amz-json-1.0")
+def amz_json_answer(ctx: Any, response: Any) -> Any:
+    """An SQS answer of AWS JSON 1.0 is JSON."""
+    return json.loads(response.content) if response.content else {}
 
 
 @schemathesis.deserializer("application/json-home")

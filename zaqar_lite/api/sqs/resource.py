@@ -40,7 +40,7 @@ class SqsFace:
         """Answer an SQS call; return False (nothing answered) when the request is none."""
         target = req.get_header("X-Amz-Target")
         content_type = (req.content_type or "").split(";")[0].strip().lower()
-        is_json = wire.is_json_call(target)
+        is_json = wire.is_json_call(target) or content_type == wire.JSON_TYPE
         if not is_json and content_type != FORM and "Action" not in req.params:
             return False
         request_id = str(uuid.uuid4())

@@ -64,8 +64,12 @@ def read_json(target: str, body: bytes) -> Call:
     """Read an AWS JSON 1.0 call.
 
     Raises:
-        SqsRefused: the body is not a JSON object (``SerializationException``).
+        SqsRefused: no SQS action in ``X-Amz-Target`` (``InvalidAction``); the
+            body is not a JSON object (``SerializationException``).
     """
+    if not is_json_call(target) or len(target) == len(TARGET_PREFIX):
+        raise SqsRefused("InvalidAction", "An AWS JSON 1.0 call names its action in the X-Amz-Target "
+                         "header: AmazonSQS.<Action>.")
     try:
         params = json.loads(body) if body.strip() else {}
     except ValueError:
