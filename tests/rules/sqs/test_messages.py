@@ -90,3 +90,18 @@ def test_receive_selects_attributes_by_name_prefix_or_all():
 def test_content_based_deduplication_is_the_sha256_of_the_body():
     assert messages.content_dedup_id("abc") \
         == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+@pytest.mark.parametrize(("attributes", "md5"), [
+    ({"SOME_Valid.attribute-Name": {"StringValue": "1493147359900", "DataType": "Number"}},
+     "36655e7e9d7c0e8479fa3f3f42247ae7"),
+    ({"id": {"StringValue": "453ae55e-f03b-21a6-a4b1-70c2e2e8fe71", "DataType": "String"},
+      "mybin": {"BinaryValue": b"kekchebukek", "DataType": "Binary"},
+      "timestamp": {"StringValue": "1603134247654", "DataType": "Number.java.lang.Long"},
+      "contentType": {"StringValue": "application/json", "DataType": "String"}},
+     "049075255ebc53fb95f7f9f3cedf3c50"),
+])
+def test_the_md5s_match_those_the_aws_sdks_accept(attributes, md5):
+    # the values boto3 checks a send's answer against, as moto's suite records them
+    stored, _ = messages.check_attributes(attributes)
+    assert messages.attributes_md5(stored) == md5
