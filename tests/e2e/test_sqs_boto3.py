@@ -127,7 +127,8 @@ def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name
         {"Id": "y", "ReceiptHandle": "not-a-handle", "VisibilityTimeout": 0}])
     assert [e["Id"] for e in changed["Successful"]] == ["x"]
     assert [(e["Id"], e["Code"]) for e in changed["Failed"]] == [("y", "ReceiptHandleIsInvalid")]
-    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"])
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                AttributeNames=["ApproximateReceiveCount"])
     assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in again["Messages"]] \
         == [(first["Body"], "2")]
     deleted = sqs.delete_message_batch(QueueUrl=url, Entries=[
@@ -135,7 +136,8 @@ def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name
         {"Id": "q", "ReceiptHandle": again["Messages"][0]["ReceiptHandle"]}])
     assert sorted(e["Id"] for e in deleted["Successful"]) == ["p", "q"]
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
+    assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) \
+        == ("0", "0")
     with pytest.raises(ClientError) as empty:
         sqs.delete_message_batch(QueueUrl=url, Entries=[])
     assert error_code(empty) == "AWS.SimpleQueueService.EmptyBatchRequest"
@@ -166,7 +168,8 @@ def test_a_delayed_message_waits_and_a_long_poll_gets_it(sqs: Any, name: str):
     assert [m["Body"] for m in received["Messages"]] == ["later"]
 
 
-def test_a_message_past_max_receive_count_moves_to_the_dlq_and_a_move_task_brings_it_back(sqs: Any, name: str):
+def test_a_message_past_max_receive_count_moves_to_the_dlq_and_a_move_task_brings_it_back(sqs: Any,
+                                                                                         name: str):
     dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})

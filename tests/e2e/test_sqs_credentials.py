@@ -79,12 +79,13 @@ def test_another_accounts_queue_url_is_denied(signed_server: RunningServer):
     assert code(denied) == "AccessDenied"
 
 
-def test_a_request_signed_too_long_ago_is_refused(signed_server: RunningServer, monkeypatch: pytest.MonkeyPatch):
+def test_a_request_signed_too_long_ago_is_refused(signed_server: RunningServer,
+                                                  monkeypatch: pytest.MonkeyPatch):
     import datetime
 
     import botocore.auth
 
-    past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=20)
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=20)
 
     class Then(datetime.datetime):
         @classmethod

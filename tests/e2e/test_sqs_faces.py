@@ -74,9 +74,9 @@ def test_the_query_protocol_answers_in_xml_on_the_root_and_on_queue_urls(server:
     assert attributes["ApproximateReceiveCount"] == "1"
     shown = query(server, path, Action="GetQueueAttributes", **{"AttributeName.1": "VisibilityTimeout"})
     assert [(a.findtext("sqs:Name", namespaces=NS), a.findtext("sqs:Value", namespaces=NS))
-            for a in shown.iter("{%s}Attribute" % NS["sqs"])] == [("VisibilityTimeout", "40")]
+            for a in shown.iter(f"{{{NS['sqs']}}}Attribute")] == [("VisibilityTimeout", "40")]
     tags = query(server, path, Action="ListQueueTags")
-    assert [t.findtext("sqs:Key", namespaces=NS) for t in tags.iter("{%s}Tag" % NS["sqs"])] == ["team"]
+    assert [t.findtext("sqs:Key", namespaces=NS) for t in tags.iter(f"{{{NS['sqs']}}}Tag")] == ["team"]
     missing = query(server, f"/{ACCOUNT}/no-such-queue", Action="GetQueueAttributes")
     assert missing.get("status") == "400"
     assert missing.findtext("sqs:Error/sqs:Code", namespaces=NS) == "AWS.SimpleQueueService.NonExistentQueue"

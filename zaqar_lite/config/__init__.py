@@ -79,7 +79,8 @@ __all__ = [
     "AUTH_STRATEGIES", "CONFIG_ENV", "DOT_SEGMENTS", "ENCRYPTION_KEY_BYTES", "ENCRYPTION_KEY_ID",
     "ENV_PREFIX", "FREE_SECTIONS", "KEYS", "LOG_LEVELS", "NOTIFIER_SCHEMES", "NUMBER", "PARSERS", "PLACES",
     "QUEUE_CACHE_SIZE", "QUEUE_NAME", "SECTIONS", "SECTION_NAMES", "TEMPLATE_SECTION", "WORKER_CLASSES",
-    "ConfigError", "Limits", "MetricsSettings", "NotifierSettings", "Place", "PoolSettings", "Rule", "SqsSettings",
+    "ConfigError", "Limits", "MetricsSettings", "NotifierSettings", "Place", "PoolSettings", "Rule",
+    "SqsSettings",
     "Settings", "SmtpSettings", "allowed", "default_data_dir", "default_storage_uri", "encryption_key",
     "load_settings", "setting", "valid_queue_name",
 ]

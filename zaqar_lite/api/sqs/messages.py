@@ -60,6 +60,39 @@ def failed(entry_id: str, exc: errors.SqsRefused) -> dict[str, Any]:
     return {"Id": entry_id, "SenderFault": True, "Code": exc.code, "Message": str(exc)}
 
 
+def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fifo: bool,
+              delay: int | None) -> tuple[str | None, str | None]:
+    """Return the ``(group, dedup_id)`` a message is stored with: a FIFO queue's, none on a standard queue.
+
+    Raises:
+        SqsRefused: a FIFO message without its group, without a deduplication id
+            on a queue without ``ContentBasedDeduplication``, or with a delay of
+            its own; a standard queue's message with a deduplication id.
+    """
+    group, dedup_id = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
+    if not fifo:
+        if dedup_id:
+            raise invalid_parameter(f"Value {dedup_id} for parameter MessageDeduplicationId is invalid. "
+                                    "Reason: The request include parameter that is not valid for this "
+                                    "queue type.")
+        return None, None
+    if delay:
+        raise invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The "
+                                "request include parameter that is not valid for this queue type.")
+    if not group:
+        raise errors.SqsRefused("MissingParameter", "The request must contain the parameter MessageGroupId.")
+    if not dedup_id:
+        if sqs_attributes.setting(stored, "ContentBasedDeduplication") != "true":
+            raise invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
+                                    "MessageDeduplicationId provided explicitly")
+        dedup_id = sqs_messages.content_dedup_id(body)
+    for label, value in (("MessageGroupId", group), ("MessageDeduplicationId", dedup_id)):
+        if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,128}", value):
+            raise invalid_parameter(f"Value {value} for parameter {label} is invalid. Reason: it must be "
+                                    "1 to 128 printable ASCII characters without spaces.")
+    return group, dedup_id
+
+
 class MessageActions(SqsBase):
     """SendMessage(Batch), ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch)."""
 
@@ -75,29 +108,9 @@ class MessageActions(SqsBase):
         fifo = sqs_names.is_fifo(name)
         delay = entry.get("DelaySeconds")
         delay_seconds = whole_number(delay, "DelaySeconds", 0, 900) if delay is not None else None
-        group, dedup_id = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
-        if fifo:
-            if delay_seconds:
-                raise invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The "
-                                        "request include parameter that is not valid for this queue type.")
-            if not group:
-                raise errors.SqsRefused("MissingParameter", "The request must contain the parameter "
-                                        "MessageGroupId.")
-            if not dedup_id:
-                if sqs_attributes.setting(stored, "ContentBasedDeduplication") != "true":
-                    raise invalid_parameter("The queue should either have ContentBasedDeduplication enabled "
-                                            "or MessageDeduplicationId provided explicitly")
-                dedup_id = sqs_messages.content_dedup_id(body)
-            for label, value in (("MessageGroupId", group), ("MessageDeduplicationId", dedup_id)):
-                if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,128}", value):
-                    raise invalid_parameter(f"Value {value} for parameter {label} is invalid. Reason: it must "
-                                            "be 1 to 128 printable ASCII characters without spaces.")
-        elif dedup_id:
-            raise invalid_parameter(f"Value {dedup_id} for parameter MessageDeduplicationId is invalid. "
-                                    "Reason: The request include parameter that is not valid for this "
-                                    "queue type.")
-        item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None, "delay": delay_seconds,
-                "dlq_eligible": True, "dedup_id": dedup_id if fifo else None, "group": group if fifo else None}
+        group, dedup_id = _ordering(stored, body, entry, fifo, delay_seconds)
+        item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None,
+                "delay": delay_seconds, "dlq_eligible": True, "dedup_id": dedup_id, "group": group}
         answer: dict[str, Any] = {"MD5OfMessageBody": sqs_messages.body_md5(body)}
         if attributes:
             answer["MD5OfMessageAttributes"] = sqs_messages.attributes_md5(attributes)
@@ -141,7 +154,8 @@ class MessageActions(SqsBase):
             answers.append({"Id": entry["Id"], **answer})
             total += size
         if total > size_limit:
-            raise errors.SqsRefused("BatchRequestTooLong", f"Batch requests cannot be longer than {size_limit} "
+            raise errors.SqsRefused("BatchRequestTooLong", f"Batch requests cannot be longer than "
+                                    f"{size_limit} "
                                     f"bytes. You have sent {total} bytes.")
         if items:
             self._post(caller, project, name, items, answers, total)

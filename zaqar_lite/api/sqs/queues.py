@@ -16,7 +16,7 @@ MAX_LISTED = 1000
 
 
 def patch(current: Mapping[str, Any], updated: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
-    """Return the metadata operations (``Messaging.update_queue``'s) that turn ``current`` into ``updated``."""
+    """Return the metadata operations (``Messaging.update_queue``'s) turning ``current`` into ``updated``."""
     operations: list[tuple[str, str, Any]] = [("add", key, value) for key, value in updated.items()
                                               if current.get(key, None) != value or key not in current]
     operations += [("remove", key, None) for key in current if key not in updated]
@@ -43,8 +43,8 @@ class QueueActions(SqsBase):
         except errors.QueueDoesNotExist:
             existing = None
         if existing is not None:
-            clash = sqs_attributes.differing(existing, checked, fifo, self.settings.limits.default_message_ttl,
-                                             caller.region, project)
+            clash = sqs_attributes.differing(existing, checked, fifo,
+                                             self.settings.limits.default_message_ttl, caller.region, project)
             if clash is not None:
                 raise errors.SqsRefused("QueueNameExists", f"A queue already exists with the same name and "
                                         f"a different value for attribute {clash}")
@@ -122,11 +122,13 @@ class QueueActions(SqsBase):
         """Change a queue's attributes."""
         project, name = self.queue_of(caller, params)
         current = self.metadata(project, name)
-        checked = sqs_attributes.check(params.get("Attributes") or {}, sqs_names.is_fifo(name), creating=False)
+        checked = sqs_attributes.check(params.get("Attributes") or {}, sqs_names.is_fifo(name),
+                                       creating=False)
         self._update(project, name, current, sqs_attributes.stored(current, checked, project, self.clock()))
         return {}
 
-    def _update(self, project: str, name: str, current: Mapping[str, Any], updated: Mapping[str, Any]) -> None:
+    def _update(self, project: str, name: str, current: Mapping[str, Any],
+                updated: Mapping[str, Any]) -> None:
         operations = patch(current, updated)
         if operations:
             self.messaging.update_queue(project, name, operations)

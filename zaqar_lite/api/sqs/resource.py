@@ -47,16 +47,17 @@ class SqsFace:
         body = b""
         try:
             body = self._body(req)
+            form = body if content_type == FORM else b""
             call = wire.read_json(target or "", body) if is_json \
-                else wire.read_query(wire.form_params(body if content_type == FORM else b"", req.query_string))
+                else wire.read_query(wire.form_params(form, req.query_string))
             if not call.action:
                 return False
             caller = self._caller(req, body, queue_path)
             action = self.actions.get(call.action)
             if action is None:
-                raise errors.SqsRefused("UnsupportedOperation" if call.action in UNSUPPORTED else "InvalidAction",
-                                        UNSUPPORTED.get(call.action, f"The action {call.action} is not valid "
-                                                        "for this web service."))
+                code = "UnsupportedOperation" if call.action in UNSUPPORTED else "InvalidAction"
+                raise errors.SqsRefused(code, UNSUPPORTED.get(
+                    call.action, f"The action {call.action} is not valid for this web service."))
             result = action(caller, call.params)
         except errors.ZaqarLiteError as exc:
             self._error(resp, sqs_errors.from_domain(exc), is_json, request_id)
@@ -104,7 +105,8 @@ class SqsFace:
             resp.data = wire.json_error(error.code, error.message)
         else:
             resp.content_type = wire.XML_TYPE
-            resp.data = wire.xml_error(error.query_code or error.code, error.message, error.sender, request_id)
+            resp.data = wire.xml_error(error.query_code or error.code, error.message, error.sender,
+                                       request_id)
 
 
 class RootEndpoint:

@@ -102,20 +102,25 @@ def read_query(form: Mapping[str, str]) -> Call:
 
 
 def _converted(node: Any) -> Any:
-    """Return a query node as a JSON value: numbered items a list, or a map when they are key-value entries."""
+    """Return a query node as a JSON value: numbered items a list, or a map when they are key-value pairs."""
     if not isinstance(node, dict):
         return node
     if node and all(key.isascii() and key.isdigit() and len(key) <= 6 for key in node):
         items = [_converted(node[key]) for key in sorted(node, key=int)]
-        entries = [(next((item[k] for k in _KEY_FIELDS if k in item), None),
-                    next((item[k] for k in _VALUE_FIELDS if k in item), None))
-                   for item in items if isinstance(item, dict)]
-        if items and len(entries) == len(items) and all(isinstance(k, str) and v is not None
-                                                          and len(item) == 2
-                                                          for (k, v), item in zip(entries, items, strict=True)):
-            return dict(entries)
+        pairs = [_pair(item) for item in items]
+        if all(pair is not None for pair in pairs):
+            return dict(pair for pair in pairs if pair is not None)
         return items
     return {_RENAMED.get(key, key): _converted(value) for key, value in node.items()}
+
+
+def _pair(item: Any) -> tuple[str, Any] | None:
+    """Return ``(key, value)`` of a map entry (``Name`` and ``Value``, ...), None for anything else."""
+    if not isinstance(item, dict) or len(item) != 2:
+        return None
+    key = next((item[k] for k in _KEY_FIELDS if k in item), None)
+    value = next((item[k] for k in _VALUE_FIELDS if k in item), None)
+    return (key, value) if isinstance(key, str) and value is not None else None
 
 
 def _members(tree: Mapping[str, Any], action: str) -> dict[str, Any]:

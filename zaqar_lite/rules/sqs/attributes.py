@@ -96,28 +96,35 @@ def check(attributes: Any, fifo: bool, creating: bool) -> dict[str, str]:
         return {}
     if not isinstance(attributes, Mapping):
         raise invalid_parameter("Attributes must be a map of attribute names to values.")
-    checked: dict[str, str] = {}
-    for name, raw in attributes.items():
-        value = _text(raw)
-        if name in FIFO_DEFAULTS and not fifo and not (name == "FifoQueue" and value == "false"):
-            raise unknown(name)
-        if name == "FifoQueue" and not creating:
-            raise invalid_value(name, "Modifying queue type is not supported.")
-        if name not in DEFAULTS and name not in FIFO_DEFAULTS:
-            raise unknown(name)
-        if name in _RANGES:
-            low, high = _RANGES[name]
-            if not (value.isascii() and value.isdigit() and len(value) <= 12) or not low <= int(value) <= high:
-                raise invalid_value(name, f"Must be between {low} and {high}.")
-            value = str(int(value))
-        elif name in _CHOICES and value not in _CHOICES[name]:
-            raise invalid_value(name)
-        elif name in ("Policy", "RedriveAllowPolicy") and value:
-            _json_object(name, value)
-        checked[name] = value
+    checked = {name: _checked(name, _text(raw), fifo, creating) for name, raw in attributes.items()}
     if fifo and creating and checked.get("FifoQueue", "true") != "true":
         raise invalid_value("FifoQueue")
     return checked
+
+
+def _checked(name: str, value: str, fifo: bool, creating: bool) -> str:
+    """Return one attribute's value as kept (a number without leading zeros), checked."""
+    if name in FIFO_DEFAULTS and not fifo and not (name == "FifoQueue" and value == "false"):
+        raise unknown(name)
+    if name == "FifoQueue" and not creating:
+        raise invalid_value(name, "Modifying queue type is not supported.")
+    if name not in DEFAULTS and name not in FIFO_DEFAULTS:
+        raise unknown(name)
+    if name in _RANGES:
+        low, high = _RANGES[name]
+        if not _is_count(value) or not low <= int(value) <= high:
+            raise invalid_value(name, f"Must be between {low} and {high}.")
+        return str(int(value))
+    if name in _CHOICES and value not in _CHOICES[name]:
+        raise invalid_value(name)
+    if name in ("Policy", "RedriveAllowPolicy") and value:
+        _json_object(name, value)
+    return value
+
+
+def _is_count(value: str) -> bool:
+    """Whether a text is a whole number SQS could take (ASCII digits, at most 12)."""
+    return value.isascii() and value.isdigit() and len(value) <= 12
 
 
 def _json_object(name: str, value: str) -> dict[str, Any]:
@@ -151,9 +158,9 @@ def redrive_target(value: str, account: str) -> tuple[str, int] | None:
                                 + ("deadLetterTargetArn." if "deadLetterTargetArn" not in (policy or {})
                                    else "maxReceiveCount."))
     count = _text(policy["maxReceiveCount"])
-    if not (count.isascii() and count.isdigit() and len(count) <= 12) or not 1 <= int(count) <= MAX_RECEIVE_COUNT:
-        raise invalid_parameter(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Invalid value "
-                                f"for maxReceiveCount: {count}, valid values are from 1 to "
+    if not _is_count(count) or not 1 <= int(count) <= MAX_RECEIVE_COUNT:
+        raise invalid_parameter(f"Value {value} for parameter RedrivePolicy is invalid. Reason: Invalid "
+                                f"value for maxReceiveCount: {count}, valid values are from 1 to "
                                 f"{MAX_RECEIVE_COUNT} both inclusive.")
     _, target_account, name = names.parse_arn(policy["deadLetterTargetArn"], "RedrivePolicy")
     if target_account != account:

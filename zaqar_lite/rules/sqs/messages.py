@@ -64,12 +64,58 @@ def _binary(value: Any, name: str) -> bytes:
         raise invalid_parameter(f"The binary value of message attribute {name} is not base64.") from None
 
 
+def _check_name(name: Any, system: bool) -> None:
+    if system and name not in SENDABLE_SYSTEM_ATTRIBUTES:
+        raise invalid_parameter(f"Message system attribute name '{name}' is invalid.")
+    if not system and (not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name)
+                       or ".." in name or name.startswith(".") or name.endswith(".")
+                       or name.lower().startswith(("aws.", "amazon."))):
+        raise invalid_parameter(f"Message (user) attribute name '{name}' is invalid.")
+
+
+def _data_type(name: str, value: Any) -> str:
+    if not isinstance(value, Mapping):
+        raise invalid_parameter(f"The message attribute '{name}' must contain a value.")
+    data_type = value.get("DataType")
+    if not isinstance(data_type, str) or not data_type:
+        raise invalid_parameter(f"The message attribute '{name}' must contain non-empty message "
+                                "attribute type.")
+    if not _DATA_TYPE.fullmatch(data_type):
+        raise invalid_parameter(f"The type of message (user) attribute '{name}' is invalid. You must "
+                                "use only the following supported type prefixes: Binary, Number, String.")
+    if value.get("StringListValues") or value.get("BinaryListValues"):
+        raise SqsRefused("UnsupportedOperation", "Message attribute list values in SendMessage "
+                         "operation are not supported.")
+    return data_type
+
+
+def _stored_value(name: str, data_type: str, value: Mapping[str, Any]) -> tuple[dict[str, str], int]:
+    """Return one attribute's value as stored, and the bytes of its value."""
+    if data_type.startswith("Binary"):
+        raw = _binary(value.get("BinaryValue"), name)
+        if not raw:
+            raise invalid_parameter(f"Message (user) attribute '{name}' must contain a non-empty value "
+                                    "of type 'Binary'.")
+        return {"DataType": data_type, "BinaryValue": base64.b64encode(raw).decode()}, len(raw)
+    text = value.get("StringValue")
+    kind = "Number" if data_type.startswith("Number") else "String"
+    if not isinstance(text, str) or not text:
+        raise invalid_parameter(f"Message (user) attribute '{name}' must contain a non-empty value "
+                                f"of type '{kind}'.")
+    if kind == "Number" and not _is_number(text):
+        raise invalid_parameter(f"Can't cast the value of message (user) attribute '{name}' to a number.")
+    if _INVALID_CHARACTER.search(text):
+        raise invalid_parameter(f"Message (user) attribute '{name}' value contains invalid characters.")
+    return {"DataType": data_type, "StringValue": text}, len(text.encode())
+
+
 def check_attributes(attributes: Any, system: bool = False) -> tuple[dict[str, dict[str, str]], int]:
     """Return message (or system) attributes as stored (binary values in base64) and their size in bytes.
 
     Raises:
         SqsRefused: ``InvalidParameterValue`` (a name, type or value SQS
-            refuses, more than 10) or ``InvalidParameterValue`` for an unknown system attribute.
+            refuses, more than 10, an unknown system attribute) or
+            ``UnsupportedOperation`` (list values).
     """
     if attributes is None:
         return {}, 0
@@ -81,47 +127,10 @@ def check_attributes(attributes: Any, system: bool = False) -> tuple[dict[str, d
     found: dict[str, dict[str, str]] = {}
     size = 0
     for name, value in attributes.items():
-        if system and name not in SENDABLE_SYSTEM_ATTRIBUTES:
-            raise invalid_parameter(f"Message system attribute name '{name}' is invalid.")
-        if not system and (not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name)
-                           or ".." in name or name.startswith(".") or name.endswith(".")
-                           or name.lower().startswith(("aws.", "amazon."))):
-            raise invalid_parameter(f"Message (user) attribute name '{name}' is invalid.")
-        if not isinstance(value, Mapping):
-            raise invalid_parameter(f"The message attribute '{name}' must contain a value.")
-        data_type = value.get("DataType")
-        if not isinstance(data_type, str) or not data_type:
-            raise invalid_parameter(f"The message attribute '{name}' must contain non-empty message "
-                                    "attribute type.")
-        if not _DATA_TYPE.fullmatch(data_type):
-            raise invalid_parameter(f"The type of message (user) attribute '{name}' is invalid. You must "
-                                    "use only the following supported type prefixes: Binary, Number, String.")
-        if "StringListValues" in value and value["StringListValues"] \
-                or "BinaryListValues" in value and value["BinaryListValues"]:
-            raise SqsRefused("UnsupportedOperation", "Message attribute list values in SendMessage "
-                             "operation are not supported.")
-        if data_type.startswith("Binary"):
-            raw = _binary(value.get("BinaryValue"), name)
-            if not raw:
-                raise invalid_parameter(f"Message (user) attribute '{name}' must contain a non-empty value "
-                                        "of type 'Binary'.")
-            found[name] = {"DataType": data_type, "BinaryValue": base64.b64encode(raw).decode()}
-            size += len(raw)
-        else:
-            text = value.get("StringValue")
-            kind = "Number" if data_type.startswith("Number") else "String"
-            if not isinstance(text, str) or not text:
-                raise invalid_parameter(f"Message (user) attribute '{name}' must contain a non-empty value "
-                                        f"of type '{kind}'.")
-            if kind == "Number" and not _is_number(text):
-                raise invalid_parameter(f"Can't cast the value of message (user) attribute '{name}' to a "
-                                        "number.")
-            if _INVALID_CHARACTER.search(text):
-                raise invalid_parameter(f"Message (user) attribute '{name}' value contains invalid "
-                                        "characters.")
-            found[name] = {"DataType": data_type, "StringValue": text}
-            size += len(text.encode())
-        size += len(name.encode()) + len(data_type.encode())
+        _check_name(name, system)
+        data_type = _data_type(name, value)
+        found[name], value_size = _stored_value(name, data_type, value)
+        size += value_size + len(name.encode()) + len(data_type.encode())
     return found, size
 
 
@@ -166,7 +175,7 @@ def content_dedup_id(body: str) -> str:
 
 
 def stored_body(body: str, attributes: Mapping[str, Any], system: Mapping[str, Any]) -> Any:
-    """Return what a message sent through SQS stores as its body: the text, or the object with its attributes."""
+    """Return what a message sent through SQS stores as its body: its text, or an object with attributes."""
     if not attributes and not system:
         return body
     found: dict[str, Any] = {BODY: body}
