@@ -232,3 +232,37 @@ def test_errors_carry_the_query_code_botocore_reads(server: RunningServer):
     assert answer.status_code == 400
     assert answer.json()["__type"] == "com.amazonaws.sqs#QueueDoesNotExist"
     assert answer.headers["x-amzn-query-error"] == "AWS.SimpleQueueService.NonExistentQueue;Sender"
+
+
+def test_an_old_receipt_handle_changes_the_visibility_of_the_message_in_flight(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="twice")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"][0]["ReceiptHandle"]
+    assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=60)["Messages"]) == 1
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first, VisibilityTimeout=0)
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["twice"]
+
+
+def test_a_fifo_batch_without_a_group_fails_whole_and_a_fifo_queue_needs_its_attribute(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "True", "ContentBasedDeduplication": "False"})["QueueUrl"]
+    with pytest.raises(ClientError) as whole:
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": "a", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "d"},
+            {"Id": "b", "MessageBody": "y", "MessageDeduplicationId": "e"}])
+    assert error_code(whole) == "MissingParameter"
+    with pytest.raises(ClientError) as suffix:
+        sqs.create_queue(QueueName=f"{name}-2.fifo")
+    assert error_code(suffix) == "InvalidParameterValue"
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ContentBasedDeduplication"])[
+        "Attributes"] == {"ContentBasedDeduplication": "false"}
+
+
+def test_a_queue_name_stands_for_its_url_and_a_message_may_be_up_to_a_mebibyte(sqs: Any, name: str):
+    sqs.create_queue(QueueName=name)
+    sqs.send_message(QueueUrl=name, MessageBody="x" * 1048576)
+    assert len(sqs.receive_message(QueueUrl=name)["Messages"][0]["Body"]) == 1048576
+    with pytest.raises(ClientError) as too_large:
+        sqs.send_message(QueueUrl=name, MessageBody="x" * 1048577)
+    assert error_code(too_large) == "InvalidParameterValue"
+    assert too_large.value.response["Error"]["QueryErrorCode"] == "InvalidParameterValueException"

@@ -60,6 +60,7 @@ class SqsBase:
             account, name = caller.queue_path
         else:
             account, name = sqs_names.parse_queue_url(url)
+            account = account or caller.account
         if caller.restricted and account != caller.account:
             raise errors.SqsRefused("AccessDenied", "Access to the resource is denied: the queue is in "
                                     "another account than the access key's.")

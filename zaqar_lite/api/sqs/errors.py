@@ -17,6 +17,13 @@ from zaqar_lite import errors
 LOG = logging.getLogger(__name__)
 
 
+#: SQS code -> the ``__type`` AWS JSON 1.0 gives it, where it differs (the query code stays the code)
+JSON_TYPES = {"InvalidParameterValue": "InvalidParameterValueException",
+              "MissingParameter": "MissingRequiredParameterException"}
+#: the message of a missing queue in the query protocol's answers, as SQS words it there
+NO_QUEUE_QUERY_MESSAGE = "The specified queue does not exist for this wsdl version."
+
+
 @dataclasses.dataclass(frozen=True)
 class SqsError:
     """An error as SQS answers it."""
@@ -27,6 +34,16 @@ class SqsError:
     #: the query protocol's code (and ``x-amzn-query-error``'s)
     query_code: str = ""
     sender: bool = True
+
+    @property
+    def json_type(self) -> str:
+        """Return the code of the AWS JSON 1.0 answer's ``__type``."""
+        return JSON_TYPES.get(self.code, self.code)
+
+    @property
+    def query_message(self) -> str:
+        """Return the message of the query protocol's answer."""
+        return NO_QUEUE_QUERY_MESSAGE if self.code == "QueueDoesNotExist" else self.message
 
     @property
     def query_header(self) -> str:

@@ -119,8 +119,9 @@ class MessageActions(SqsBase):
         return item, answer, len(body.encode()) + size
 
     def _post(self, caller: Caller, project: str, name: str, items: Sequence[Mapping[str, Any]],
-              answers: Sequence[dict[str, Any]], size: int) -> None:
-        ids = self.messaging.post(project, name, caller.sender or caller.account, items, size)
+              answers: Sequence[dict[str, Any]]) -> None:
+        # the queue's MaximumMessageSize (up to 1 MiB) is the size rule here, not _max_messages_post_size
+        ids = self.messaging.post(project, name, caller.sender or caller.account, items, 0)
         for answer, message_id in zip(answers, ids, strict=True):
             answer["MessageId"] = message_id
         if sqs_names.is_fifo(name):
@@ -134,7 +135,7 @@ class MessageActions(SqsBase):
         project, name = self.queue_of(caller, params)
         stored = self.metadata(project, name)
         item, answer, size = self._prepared(name, stored, params)
-        self._post(caller, project, name, [item], [answer], size)
+        self._post(caller, project, name, [item], [answer])
         return answer
 
     def send_message_batch(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,6 +143,10 @@ class MessageActions(SqsBase):
         project, name = self.queue_of(caller, params)
         stored = self.metadata(project, name)
         entries = check_batch(params.get("Entries"), "SendMessageBatch")
+        for entry in entries if sqs_names.is_fifo(name) else ():
+            # as SQS: a FIFO entry without its group or deduplication id fails the whole batch
+            body = entry.get("MessageBody")
+            _ordering(stored, body if isinstance(body, str) else "", entry, True, None)
         size_limit = int(sqs_attributes.setting(stored, "MaximumMessageSize"))
         items, answers, failures, total = [], [], [], 0
         for entry in entries:
@@ -158,7 +163,7 @@ class MessageActions(SqsBase):
                                     f"{size_limit} "
                                     f"bytes. You have sent {total} bytes.")
         if items:
-            self._post(caller, project, name, items, answers, total)
+            self._post(caller, project, name, items, answers)
         return {"Successful": answers, "Failed": failures}
 
     # -- receive ----------------------------------------------------------------
@@ -263,9 +268,23 @@ class MessageActions(SqsBase):
     # -- visibility -------------------------------------------------------------
 
     def _change_visibility(self, project: str, name: str, handle: Any, timeout: Any) -> None:
-        message_id, claim_id = sqs_names.parse_receipt_handle(handle, name)
+        """Change a message's visibility: any of its receipt handles reaches it while it is in flight."""
+        message_id, _ = sqs_names.parse_receipt_handle(handle, name)
         seconds = whole_number(required({"VisibilityTimeout": timeout}, "VisibilityTimeout"),
                                "VisibilityTimeout", 0, MAX_VISIBILITY)
+        found, now = self.messaging.get_messages(project, name, [message_id])
+        message = found[0] if found else None
+        if message is not None and message.is_claimed(now) and message.claim_id is not None:
+            self._change_claimed(project, name, message.id, message.claim_id, seconds)
+        elif message is not None and message.is_delayed(now):
+            # released by an earlier change (or sent delayed): its delay is the timeout, from now
+            self.messaging.edit_delayed_message(project, name, message_id, {"delay": seconds}, 0)
+        elif message is None or seconds:
+            raise errors.SqsRefused("MessageNotInflight", "Message does not exist or is not available for "
+                                    "visibility timeout change.")
+
+    def _change_claimed(self, project: str, name: str, message_id: str, claim_id: str, seconds: int) -> None:
+        """Renew (or release) a claim of this one message; release it from a larger claim with a delay."""
         try:
             _, held, _ = self.messaging.get_claim(project, name, claim_id)
         except errors.ClaimDoesNotExist:
@@ -278,12 +297,7 @@ class MessageActions(SqsBase):
             return
         try:
             self.messaging.release_message(project, name, message_id, claim_id, None, seconds)
-            return
-        except (errors.MessageNotClaimed, errors.InvalidClaim, errors.MessageIsClaimedBy):
-            pass
-        try:  # released by an earlier change: still invisible, its delay is the timeout
-            self.messaging.edit_delayed_message(project, name, message_id, {"delay": seconds}, 0)
-        except (errors.MessageNotEditable, errors.MessageDoesNotExist):
+        except errors.ClaimRuleViolation:
             raise errors.SqsRefused("MessageNotInflight", "Message does not exist or is not available for "
                                     "visibility timeout change.") from None
 

@@ -30,12 +30,12 @@ class QueueActions(SqsBase):
         """Create a queue (or answer the URL of an existing one with the same attributes)."""
         name = params.get("QueueName")
         requested = params.get("Attributes") or {}
-        fifo_asked = isinstance(requested, Mapping) and str(requested.get("FifoQueue", "")).lower() == "true"
-        fifo = fifo_asked or (isinstance(name, str) and sqs_names.is_fifo(name))
+        fifo = isinstance(requested, Mapping) and str(requested.get("FifoQueue", "")).lower() == "true"
         name = sqs_names.check_queue_name(name, fifo)
         if isinstance(requested, Mapping) and "FifoQueue" in requested:
             requested = {**requested, "FifoQueue": str(requested["FifoQueue"]).lower()}
         checked = sqs_attributes.check(requested, fifo, creating=True)
+        sqs_attributes.check_redrive_kind(checked, caller.account, fifo)
         tags = sqs_attributes.check_tags(params.get("tags", params.get("Tags")), {})
         project = caller.account
         try:
@@ -124,6 +124,7 @@ class QueueActions(SqsBase):
         current = self.metadata(project, name)
         checked = sqs_attributes.check(params.get("Attributes") or {}, sqs_names.is_fifo(name),
                                        creating=False)
+        sqs_attributes.check_redrive_kind(checked, project, sqs_names.is_fifo(name))
         self._update(project, name, current, sqs_attributes.stored(current, checked, project, self.clock()))
         return {}
 
@@ -138,6 +139,8 @@ class QueueActions(SqsBase):
         project, name = self.queue_of(caller, params)
         current = self.metadata(project, name)
         tags = sqs_attributes.check_tags(required(params, "Tags"), sqs_attributes.tags_of(current))
+        if not tags:
+            raise errors.SqsRefused("MissingParameter", "The request must contain the parameter Tags.")
         own = dict(current.get(sqs_attributes.SQS_KEY) or {})
         own["tags"] = {**sqs_attributes.tags_of(current), **tags}
         self._update(project, name, current, {**current, sqs_attributes.SQS_KEY: own})
@@ -148,6 +151,8 @@ class QueueActions(SqsBase):
         project, name = self.queue_of(caller, params)
         current = self.metadata(project, name)
         keys: Sequence[str] = strings(required(params, "TagKeys"))
+        if not keys:
+            raise errors.SqsRefused("MissingParameter", "The request must contain the parameter TagKeys.")
         self._update(project, name, current, sqs_attributes.without_tags(current, keys))
         return {}
 

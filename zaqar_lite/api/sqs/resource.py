@@ -102,10 +102,10 @@ class SqsFace:
         resp.set_header("x-amzn-query-error", error.query_header)
         if is_json:
             resp.content_type = wire.JSON_TYPE
-            resp.data = wire.json_error(error.code, error.message)
+            resp.data = wire.json_error(error.json_type, error.message)
         else:
             resp.content_type = wire.XML_TYPE
-            resp.data = wire.xml_error(error.query_code or error.code, error.message, error.sender,
+            resp.data = wire.xml_error(error.query_code or error.code, error.query_message, error.sender,
                                        request_id)
 
 

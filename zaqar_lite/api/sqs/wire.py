@@ -141,7 +141,8 @@ def json_answer(result: Mapping[str, Any]) -> bytes:
 def _xml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    return escape(str(value), {'"': "&quot;"})
+    # a carriage return is escaped, or the client's XML parser reads it as a line feed
+    return escape(str(value), {'"': "&quot;", "\r": "&#xD;"})
 
 
 def _xml(name: str, value: Any, action: str) -> str:

@@ -28,7 +28,7 @@ READ_ONLY = (*COUNTS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn")
 #: a settable attribute -> its default (None: shown only when set)
 DEFAULTS: dict[str, str | None] = {
     "DelaySeconds": "0",
-    "MaximumMessageSize": "262144",
+    "MaximumMessageSize": "1048576",
     "MessageRetentionPeriod": "345600",
     "ReceiveMessageWaitTimeSeconds": "0",
     "VisibilityTimeout": "30",
@@ -96,7 +96,8 @@ def check(attributes: Any, fifo: bool, creating: bool) -> dict[str, str]:
         return {}
     if not isinstance(attributes, Mapping):
         raise invalid_parameter("Attributes must be a map of attribute names to values.")
-    checked = {name: _checked(name, _text(raw), fifo, creating) for name, raw in attributes.items()}
+    checked = {str(name).strip(): _checked(str(name).strip(), _text(raw), fifo, creating)
+               for name, raw in attributes.items()}
     if fifo and creating and checked.get("FifoQueue", "true") != "true":
         raise invalid_value("FifoQueue")
     return checked
@@ -115,6 +116,8 @@ def _checked(name: str, value: str, fifo: bool, creating: bool) -> str:
         if not _is_count(value) or not low <= int(value) <= high:
             raise invalid_value(name, f"Must be between {low} and {high}.")
         return str(int(value))
+    if _CHOICES.get(name) == ("true", "false"):
+        value = value.lower()
     if name in _CHOICES and value not in _CHOICES[name]:
         raise invalid_value(name)
     if name in ("Policy", "RedriveAllowPolicy") and value:
@@ -167,6 +170,18 @@ def redrive_target(value: str, account: str) -> tuple[str, int] | None:
         raise invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue "
                                 "must be in the queue's own account.")
     return name, int(count)
+
+
+def check_redrive_kind(changes: Mapping[str, str], account: str, fifo: bool) -> None:
+    """Refuse a ``RedrivePolicy`` whose dead-letter queue is not of the queue's kind (FIFO or standard).
+
+    Raises:
+        SqsRefused: ``InvalidParameterValue``.
+    """
+    target = redrive_target(changes.get(REDRIVE_POLICY, ""), account)
+    if target is not None and names.is_fifo(target[0]) != fifo:
+        raise invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: Dead-letter queue "
+                                "must be same type of queue as the source.")
 
 
 def stored(current: Mapping[str, Any], changes: Mapping[str, str], account: str, now: float,

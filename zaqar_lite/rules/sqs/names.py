@@ -41,7 +41,7 @@ def check_queue_name(name: object, fifo: bool) -> str:
         SqsRefused: the name breaks SQS's rule, or a FIFO queue's name does not
             end in ``.fifo`` (or a standard queue's does).
     """
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
         raise SqsRefused("MissingParameter", "The request must contain the parameter QueueName.")
     stem = name[:-len(FIFO_SUFFIX)] if is_fifo(name) else name
     if not QUEUE_NAME.fullmatch(stem) or len(name) > 80:
@@ -94,7 +94,8 @@ def queue_arn(region: str, account: str, name: str) -> str:
 
 
 def parse_queue_url(url: object) -> tuple[str, str]:
-    """Return ``(account, name)`` of a queue URL (any host: the path names the queue).
+    """Return ``(account, name)`` of a queue URL (any host: the path names the queue); a bare
+    queue name has account "" (the caller's).
 
     Raises:
         SqsRefused: ``InvalidAddress``, the URL is no queue URL; ``MissingParameter`` without one.
@@ -103,6 +104,8 @@ def parse_queue_url(url: object) -> tuple[str, str]:
         raise SqsRefused("MissingParameter", "The request must contain the parameter QueueUrl.")
     path = urllib.parse.urlsplit(url).path if "://" in url else url
     parts = [part for part in path.split("/") if part]
+    if "://" not in url and len(parts) == 1:  # a queue's name: the caller's own account's queue
+        return "", parts[0]
     if len(parts) != 2:
         raise SqsRefused("InvalidAddress", "The address " + ("given" if len(url) > 256 else url)
                          + " is not valid for this endpoint.")
