@@ -266,3 +266,23 @@ def test_a_queue_name_stands_for_its_url_and_a_message_may_be_up_to_a_mebibyte(s
         sqs.send_message(QueueUrl=name, MessageBody="x" * 1048577)
     assert error_code(too_large) == "InvalidParameterValue"
     assert too_large.value.response["Error"]["QueryErrorCode"] == "InvalidParameterValueException"
+
+
+def test_a_purge_within_a_minute_of_another_is_refused(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="gone")
+    sqs.purge_queue(QueueUrl=url)
+    with pytest.raises(ClientError) as again:
+        sqs.purge_queue(QueueUrl=url)
+    assert error_code(again) == "AWS.SimpleQueueService.PurgeQueueInProgress"
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_a_standard_queue_keeps_and_shows_a_message_group(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="grouped", MessageGroupId="tenant-1")
+    message = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["MessageGroupId"])["Messages"][0]
+    assert (message["Body"], message["Attributes"]["MessageGroupId"]) == ("grouped", "tenant-1")
+    with pytest.raises(ClientError) as spaces:
+        sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="has spaces")
+    assert error_code(spaces) == "InvalidParameterValue"

@@ -24,6 +24,8 @@ from zaqar_lite.rules.sqs import names as sqs_names
 MAX_BATCH = 10
 _ENTRY_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 MAX_VISIBILITY = 43200
+#: the most bytes of messages one batch sends (SQS's limit, whatever the queue's MaximumMessageSize)
+MAX_BATCH_BYTES = 1048576
 
 
 def _sequence_number(marker: int) -> str:
@@ -71,6 +73,8 @@ def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fi
     """
     group, dedup_id = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
     if not fifo:
+        if group is not None:
+            _check_id("MessageGroupId", group)
         if dedup_id:
             raise invalid_parameter(f"Value {dedup_id} for parameter MessageDeduplicationId is invalid. "
                                     "Reason: The request include parameter that is not valid for this "
@@ -86,11 +90,16 @@ def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fi
             raise invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
                                     "MessageDeduplicationId provided explicitly")
         dedup_id = sqs_messages.content_dedup_id(body)
-    for label, value in (("MessageGroupId", group), ("MessageDeduplicationId", dedup_id)):
-        if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,128}", value):
-            raise invalid_parameter(f"Value {value} for parameter {label} is invalid. Reason: it must be "
-                                    "1 to 128 printable ASCII characters without spaces.")
+    _check_id("MessageGroupId", group)
+    _check_id("MessageDeduplicationId", dedup_id)
     return group, dedup_id
+
+
+def _check_id(label: str, value: Any) -> None:
+    """Refuse a group or deduplication id that is not 1 to 128 printable ASCII characters."""
+    if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,128}", value):
+        raise invalid_parameter(f"Value {value} for parameter {label} is invalid. Reason: {label} can only "
+                                "include alphanumeric and punctuation characters. 1 to 128 in length.")
 
 
 class MessageActions(SqsBase):
@@ -109,13 +118,17 @@ class MessageActions(SqsBase):
         delay = entry.get("DelaySeconds")
         delay_seconds = whole_number(delay, "DelaySeconds", 0, 900) if delay is not None else None
         group, dedup_id = _ordering(stored, body, entry, fifo, delay_seconds)
+        group = entry.get("MessageGroupId")
+        if not fifo and isinstance(group, str):  # a standard queue's group orders nothing: kept, shown
+            system = {**system, "MessageGroupId": {"DataType": "String", "StringValue": group}}
         item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None,
                 "delay": delay_seconds, "dlq_eligible": True, "dedup_id": dedup_id, "group": group}
         answer: dict[str, Any] = {"MD5OfMessageBody": sqs_messages.body_md5(body)}
         if attributes:
             answer["MD5OfMessageAttributes"] = sqs_messages.attributes_md5(attributes)
-        if system:
-            answer["MD5OfMessageSystemAttributes"] = sqs_messages.attributes_md5(system)
+        sent_system = {k: v for k, v in system.items() if k in sqs_messages.SENDABLE_SYSTEM_ATTRIBUTES}
+        if sent_system:
+            answer["MD5OfMessageSystemAttributes"] = sqs_messages.attributes_md5(sent_system)
         return item, answer, len(body.encode()) + size
 
     def _post(self, caller: Caller, project: str, name: str, items: Sequence[Mapping[str, Any]],
@@ -147,7 +160,7 @@ class MessageActions(SqsBase):
             # as SQS: a FIFO entry without its group or deduplication id fails the whole batch
             body = entry.get("MessageBody")
             _ordering(stored, body if isinstance(body, str) else "", entry, True, None)
-        size_limit = int(sqs_attributes.setting(stored, "MaximumMessageSize"))
+        size_limit = MAX_BATCH_BYTES
         items, answers, failures, total = [], [], [], 0
         for entry in entries:
             try:
@@ -215,7 +228,7 @@ class MessageActions(SqsBase):
             else sent_at,
             "SequenceNumber": lambda: _sequence_number(message.marker) if message.group else None,
             "MessageDeduplicationId": lambda: message.dedup_id,
-            "MessageGroupId": lambda: message.group,
+            "MessageGroupId": lambda: message.group or (sent.get("MessageGroupId") or {}).get("StringValue"),
             "AWSTraceHeader": lambda: (sent.get("AWSTraceHeader") or {}).get("StringValue"),
             "DeadLetterQueueSourceArn": lambda: self.arn(caller, project, message.dead_letter["source_queue"])
             if message.dead_letter and message.dead_letter.get("source_queue") else None,
@@ -279,7 +292,10 @@ class MessageActions(SqsBase):
         elif message is not None and message.is_delayed(now):
             # released by an earlier change (or sent delayed): its delay is the timeout, from now
             self.messaging.edit_delayed_message(project, name, message_id, {"delay": seconds}, 0)
-        elif message is None or seconds:
+        elif message is None:
+            raise invalid_parameter(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
+                                    "does not exist or is not available for visibility timeout change.")
+        elif seconds:
             raise errors.SqsRefused("MessageNotInflight", "Message does not exist or is not available for "
                                     "visibility timeout change.")
 

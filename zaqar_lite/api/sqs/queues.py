@@ -13,6 +13,8 @@ from zaqar_lite.rules.sqs import whole_number
 
 #: the most queues one ListQueues answers
 MAX_LISTED = 1000
+#: seconds after a purge during which another purge of the queue is refused (as SQS)
+PURGE_INTERVAL = 60
 
 
 def patch(current: Mapping[str, Any], updated: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
@@ -172,6 +174,13 @@ class QueueActions(SqsBase):
     def purge_queue(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Delete every message of a queue."""
         project, name = self.queue_of(caller, params)
-        self.metadata(project, name)
+        current = self.metadata(project, name)
+        own = dict(current.get(sqs_attributes.SQS_KEY) or {})
+        now = self.clock()
+        if now - float(own.get("purged", 0)) < PURGE_INTERVAL:
+            raise errors.SqsRefused("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is "
+                                    f"allowed every {PURGE_INTERVAL} seconds.")
+        own["purged"] = now
+        self._update(project, name, current, {**current, sqs_attributes.SQS_KEY: own})
         self.messaging.purge(project, name, ["messages"])
         return {}

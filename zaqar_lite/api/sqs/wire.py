@@ -161,8 +161,9 @@ def _xml(name: str, value: Any, action: str) -> str:
 def xml_answer(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
     """Return a query-protocol answer: ``<ActionResponse><ActionResult>...`` in SQS's namespace."""
     inner = "".join(_xml(k, v, action) for k, v in result.items())
-    return (f'<?xml version="1.0"?><{action}Response xmlns="{NAMESPACE}"><{action}Result>{inner}'
-            f"</{action}Result><ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
+    body = f"<{action}Result>{inner}</{action}Result>" if inner else f"<{action}Result/>"
+    return (f'<?xml version="1.0"?><{action}Response xmlns="{NAMESPACE}">{body}'
+            f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
             f"</{action}Response>").encode()
 
 

@@ -107,8 +107,8 @@ def _checked(name: str, value: str, fifo: bool, creating: bool) -> str:
     """Return one attribute's value as kept (a number without leading zeros), checked."""
     if name in FIFO_DEFAULTS and not fifo and not (name == "FifoQueue" and value == "false"):
         raise unknown(name)
-    if name == "FifoQueue" and not creating:
-        raise invalid_value(name, "Modifying queue type is not supported.")
+    if name == "FifoQueue" and not creating and value.lower() != ("true" if fifo else "false"):
+        raise unknown(name)  # a queue's type is fixed at its creation
     if name not in DEFAULTS and name not in FIFO_DEFAULTS:
         raise unknown(name)
     if name in _RANGES:

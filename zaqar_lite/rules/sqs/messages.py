@@ -26,7 +26,7 @@ ATTRIBUTES = "MessageAttributes"
 SYSTEM_ATTRIBUTES = "MessageSystemAttributes"
 #: the characters an SQS body may hold
 _INVALID_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_ATTRIBUTE_NAME = re.compile(r"[\w.-]{1,256}")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,256})?")
 MAX_ATTRIBUTES = 10
 #: the system attributes a message may be sent with
