@@ -286,3 +286,17 @@ def test_a_standard_queue_keeps_and_shows_a_message_group(sqs: Any, name: str):
     with pytest.raises(ClientError) as spaces:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="has spaces")
     assert error_code(spaces) == "InvalidParameterValue"
+
+
+def test_permissions_are_kept_in_the_queue_policy(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.add_permission(QueueUrl=url, Label="readers", AWSAccountIds=["111122223333"],
+                       Actions=["ReceiveMessage"])
+    policy = json.loads(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]["Policy"])
+    assert [(s["Sid"], s["Action"], s["Principal"]) for s in policy["Statement"]] \
+        == [("readers", "SQS:ReceiveMessage", {"AWS": "arn:aws:iam::111122223333:root"})]
+    with pytest.raises(ClientError) as twice:
+        sqs.add_permission(QueueUrl=url, Label="readers", AWSAccountIds=["1"], Actions=["SendMessage"])
+    assert error_code(twice) == "InvalidParameterValue"
+    sqs.remove_permission(QueueUrl=url, Label="readers")
+    assert "Attributes" not in sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])

@@ -7,19 +7,17 @@ from zaqar_lite.api.sqs.messages import MessageActions
 from zaqar_lite.api.sqs.queues import QueueActions
 from zaqar_lite.api.sqs.redrive import RedriveActions
 
-#: SQS's actions (AddPermission and RemovePermission: see docs/api.rst)
+#: SQS's actions (AddPermission and RemovePermission keep a Policy that is not enforced: docs/api.rst)
 NAMES = (
+    "AddPermission", "RemovePermission",
     "CreateQueue", "GetQueueUrl", "ListQueues", "GetQueueAttributes", "SetQueueAttributes", "TagQueue",
     "UntagQueue", "ListQueueTags", "DeleteQueue", "PurgeQueue", "SendMessage", "SendMessageBatch",
     "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
     "ChangeMessageVisibilityBatch", "ListDeadLetterSourceQueues", "StartMessageMoveTask",
     "ListMessageMoveTasks", "CancelMessageMoveTask",
 )
-#: the actions answered as not supported, and why
-UNSUPPORTED = {
-    "AddPermission": "Queue policies are not enforced: access follows the access key's account.",
-    "RemovePermission": "Queue policies are not enforced: access follows the access key's account.",
-}
+#: the actions answered as not supported, and why (none: every SQS action is served)
+UNSUPPORTED: dict[str, str] = {}
 
 
 def snake(name: str) -> str:

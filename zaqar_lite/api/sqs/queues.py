@@ -164,6 +164,31 @@ class QueueActions(SqsBase):
         tags = sqs_attributes.tags_of(self.metadata(project, name))
         return {"Tags": tags} if tags else {}
 
+    def add_permission(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Add a statement to the queue's ``Policy`` (kept and shown, not enforced: docs/api.rst)."""
+        project, name = self.queue_of(caller, params)
+        current = self.metadata(project, name)
+        label = required(params, "Label")
+        policy = sqs_attributes.with_permission(
+            sqs_attributes.setting(current, "Policy"), str(label), strings(params.get("AWSAccountIds")),
+            strings(params.get("Actions")), self.arn(caller, project, name))
+        self._set_policy(project, name, current, policy)
+        return {}
+
+    def remove_permission(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Remove a statement of the queue's ``Policy`` by its label."""
+        project, name = self.queue_of(caller, params)
+        current = self.metadata(project, name)
+        policy = sqs_attributes.without_permission(sqs_attributes.setting(current, "Policy"),
+                                                   str(required(params, "Label")),
+                                                   self.arn(caller, project, name))
+        self._set_policy(project, name, current, policy)
+        return {}
+
+    def _set_policy(self, project: str, name: str, current: Mapping[str, Any], policy: str) -> None:
+        self._update(project, name, current,
+                     sqs_attributes.stored(current, {"Policy": policy}, project, self.clock()))
+
     def delete_queue(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Delete a queue and its messages."""
         project, name = self.queue_of(caller, params)

@@ -314,3 +314,65 @@ def without_tags(metadata: Mapping[str, Any], keys: Iterable[str]) -> dict[str, 
     own["tags"] = {k: v for k, v in (own.get("tags") or {}).items() if k not in set(keys)}
     updated[SQS_KEY] = own
     return updated
+
+
+#: the actions AddPermission may grant (as SQS)
+PERMITTED_ACTIONS = ("*", "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
+                     "ListDeadLetterSourceQueues", "PurgeQueue", "ReceiveMessage", "SendMessage")
+MAX_PERMITTED_ACTIONS = 7
+
+
+def _statements(policy: str) -> list[dict[str, Any]]:
+    try:
+        found = json.loads(policy) if policy else {}
+    except ValueError:
+        found = {}
+    statements = found.get("Statement") if isinstance(found, dict) else None
+    return [s for s in statements if isinstance(s, dict)] if isinstance(statements, list) else []
+
+
+def with_permission(policy: str, label: str, accounts: list[str], actions: list[str], arn: str) -> str:
+    """Return a queue's ``Policy`` with AddPermission's statement added (kept, never enforced).
+
+    Raises:
+        SqsRefused: no actions or accounts, more than 7 actions, an action SQS
+            does not grant, or a label the policy has.
+    """
+    if not actions:
+        raise SqsRefused("MissingParameter", "The request must contain the parameter Actions.")
+    if not accounts:
+        raise invalid_parameter("Value [] for parameter PrincipalId is invalid. Reason: Unable to verify.")
+    if len(actions) > MAX_PERMITTED_ACTIONS:
+        raise SqsRefused("OverLimit", f"{len(actions)} Actions were found, maximum allowed is "
+                         f"{MAX_PERMITTED_ACTIONS}.")
+    for action in actions:
+        if action not in PERMITTED_ACTIONS:
+            raise invalid_parameter(f"Value SQS:{action} for parameter ActionName is invalid. Reason: Only "
+                                    "the queue owner is allowed to invoke this action.")
+    statements = _statements(policy)
+    if any(statement.get("Sid") == label for statement in statements):
+        raise invalid_parameter(f"Value {label} for parameter Label is invalid. Reason: Already exists.")
+    principals = [f"arn:aws:iam::{account}:root" for account in accounts]
+    statements.append({"Sid": label, "Effect": "Allow",
+                       "Principal": {"AWS": principals[0] if len(principals) == 1 else principals},
+                       "Action": [f"SQS:{a}" for a in actions] if len(actions) > 1 else f"SQS:{actions[0]}",
+                       "Resource": arn})
+    return json.dumps({"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": statements},
+                      separators=(",", ":"))
+
+
+def without_permission(policy: str, label: str, arn: str) -> str:
+    """Return a queue's ``Policy`` without the statement of ``label`` ("" when none is left).
+
+    Raises:
+        SqsRefused: the policy has no statement of that label.
+    """
+    statements = _statements(policy)
+    kept = [statement for statement in statements if statement.get("Sid") != label]
+    if len(kept) == len(statements):
+        raise invalid_parameter(f"Value {label} for parameter Label is invalid. Reason: can't find label on "
+                                "existing policy.")
+    if not kept:
+        return ""
+    return json.dumps({"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": kept},
+                      separators=(",", ":"))
