@@ -292,7 +292,8 @@ def test_permissions_are_kept_in_the_queue_policy(sqs: Any, name: str):
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     sqs.add_permission(QueueUrl=url, Label="readers", AWSAccountIds=["111122223333"],
                        Actions=["ReceiveMessage"])
-    policy = json.loads(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]["Policy"])
+    shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]
+    policy = json.loads(shown["Policy"])
     assert [(s["Sid"], s["Action"], s["Principal"]) for s in policy["Statement"]] \
         == [("readers", "SQS:ReceiveMessage", {"AWS": "arn:aws:iam::111122223333:root"})]
     with pytest.raises(ClientError) as twice:
