@@ -77,6 +77,10 @@ def test_the_query_protocol_answers_in_xml_on_the_root_and_on_queue_urls(server:
             for a in shown.iter(f"{{{NS['sqs']}}}Attribute")] == [("VisibilityTimeout", "40")]
     tags = query(server, path, Action="ListQueueTags")
     assert [t.findtext("sqs:Key", namespaces=NS) for t in tags.iter(f"{{{NS['sqs']}}}Tag")] == ["team"]
+    wrong_place = query(server, path, Action="ListQueues")
+    assert wrong_place.findtext("sqs:Error/sqs:Code", namespaces=NS) == "InvalidAction"
+    plain_get = requests.get(server.url + path, timeout=10)
+    assert (plain_get.status_code, ET.fromstring(plain_get.content).tag) == (404, "UnknownOperationException")
     missing = query(server, f"/{ACCOUNT}/no-such-queue", Action="GetQueueAttributes")
     assert missing.get("status") == "400"
     assert missing.findtext("sqs:Error/sqs:Code", namespaces=NS) == "AWS.SimpleQueueService.NonExistentQueue"

@@ -25,6 +25,10 @@ from zaqar_lite.rules.sqs import names as sqs_names
 
 LOG = logging.getLogger(__name__)
 FORM = "application/x-www-form-urlencoded"
+#: the actions a queue URL does not serve (they name no queue), as SQS answers them there
+NOT_ON_A_QUEUE = ("CreateQueue", "ListQueues")
+#: the first path segments of the Zaqar API's own routes: no queue URL of SQS starts with them
+ZAQAR_SEGMENTS = ("v2", "console", "metrics")
 
 
 class SqsFace:
@@ -54,6 +58,9 @@ class SqsFace:
                 return False
             caller = self._caller(req, body, queue_path)
             action = self.actions.get(call.action)
+            if queue_path is not None and call.action in NOT_ON_A_QUEUE:
+                raise errors.SqsRefused("InvalidAction", f"The action {call.action} is not valid for this "
+                                        "endpoint.")
             if action is None:
                 code = "UnsupportedOperation" if call.action in UNSUPPORTED else "InvalidAction"
                 raise errors.SqsRefused(code, UNSUPPORTED.get(
@@ -140,9 +147,16 @@ class QueueEndpoint:
         self.face = face
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, account: str, sqs_queue: str) -> None:
-        """Answer an SQS call sent to a queue URL as a GET; any other request finds no route."""
-        if "Action" not in req.params or not self.face.answer(req, resp, (account, sqs_queue)):
+        """Answer an SQS call sent to a queue URL as a GET; without one, SQS's 404 (the Zaqar API's own
+        404 under its paths)."""
+        if "Action" in req.params and self.face.answer(req, resp, (account, sqs_queue)):
+            return
+        if account in ZAQAR_SEGMENTS:
             raise falcon.HTTPRouteNotFound()
+        resp.status = falcon.HTTP_404
+        resp.content_type = wire.XML_TYPE
+        resp.data = b'<?xml version="1.0"?><UnknownOperationException/>'
+
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, account: str, sqs_queue: str) -> None:
         """Answer an SQS call posted to a queue URL; any other request finds no route."""
