@@ -81,8 +81,8 @@ def _data_type(name: str, value: Any) -> str:
         raise invalid_parameter(f"The message attribute '{name}' must contain non-empty message "
                                 "attribute type.")
     if not _DATA_TYPE.fullmatch(data_type):
-        raise invalid_parameter(f"The type of message (user) attribute '{name}' is invalid. You must "
-                                "use only the following supported type prefixes: Binary, Number, String.")
+        raise invalid_parameter(f"The message attribute '{name}' has an invalid message attribute type, the "
+                                "set of supported type prefixes is Binary, Number, and String.")
     if value.get("StringListValues") or value.get("BinaryListValues"):
         raise SqsRefused("UnsupportedOperation", "Message attribute list values in SendMessage "
                          "operation are not supported.")
