@@ -143,7 +143,7 @@ QUERY_PARAMETER = re.compile(r"parameter `([^`]+)` in query")
 
 
 #: the operations of the SQS endpoint (docs/openapi.yaml, tag sqs)
-SQS_OPERATIONS = ("POST /", "GET /{account}/{sqs_queue}", "POST /{account}/{sqs_queue}")
+SQS_OPERATIONS = ("POST /",)
 
 
 def is_sqs_refusal(response: Any, operation: str) -> bool:

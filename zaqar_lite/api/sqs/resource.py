@@ -1,4 +1,4 @@
-"""The SQS face's routes: ``POST /`` (and ``GET /?Action=...``) and the queue URLs ``/{account}/{queue}``.
+"""The SQS face's endpoints: ``POST /`` (and ``GET /?Action=...``) and the queue URLs ``/{account}/{queue}``.
 
 A request that is no SQS call gets the answer it got before the face existed
 (``GET /``: the versions document; another path: 404).
@@ -28,7 +28,6 @@ FORM = "application/x-www-form-urlencoded"
 #: the actions a queue URL does not serve (they name no queue), as SQS answers them there
 NOT_ON_A_QUEUE = ("CreateQueue", "ListQueues")
 #: the first path segments of the Zaqar API's own routes: no queue URL of SQS starts with them
-ZAQAR_SEGMENTS = ("v2", "console", "metrics")
 
 
 class SqsFace:
@@ -138,33 +137,32 @@ class RootEndpoint:
             raise falcon.HTTPMethodNotAllowed(["GET"])
 
 
-class QueueEndpoint:
-    """``/{account}/{sqs_queue}``: a queue URL, where the query protocol may post a call."""
+#: a queue URL: an account (no dot, not a first segment of the Zaqar API's) and a queue name. A
+#: sink, not a route: falcon tries it only when no route matches, so every Zaqar path keeps its
+#: answer (and its metrics' route label), and a queue URL answers what SQS answers there
+QUEUE_URL = (r"^/(?!(?:v2|console|metrics)/)(?P<account>[A-Za-z0-9_-]+)"
+             r"/(?P<sqs_queue>[A-Za-z0-9_-][A-Za-z0-9_.-]*)$")
 
-    public = True
+
+class QueueEndpoint:
+    """``/{account}/{queue}``: a queue URL, where the query protocol may send a call (a falcon sink)."""
 
     def __init__(self, face: SqsFace) -> None:
         self.face = face
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, account: str, sqs_queue: str) -> None:
-        """Answer an SQS call sent to a queue URL as a GET; without one, SQS's 404 (the Zaqar API's own
-        404 under its paths)."""
-        if "Action" in req.params and self.face.answer(req, resp, (account, sqs_queue)):
+    def __call__(self, req: falcon.Request, resp: falcon.Response, **path: Any) -> None:
+        """Answer an SQS call sent to a queue URL; a GET without one is SQS's 404, anything else Zaqar's."""
+        queue = (str(path["account"]), str(path["sqs_queue"]))
+        if req.method in ("GET", "POST") and self.face.answer(req, resp, queue):
             return
-        if account in ZAQAR_SEGMENTS:
+        if req.method != "GET":
             raise falcon.HTTPRouteNotFound()
         resp.status = falcon.HTTP_404
         resp.content_type = wire.XML_TYPE
         resp.data = b'<?xml version="1.0"?><UnknownOperationException/>'
 
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, account: str, sqs_queue: str) -> None:
-        """Answer an SQS call posted to a queue URL; any other request finds no route."""
-        if not self.face.answer(req, resp, (account, sqs_queue)):
-            raise falcon.HTTPRouteNotFound()
-
-
-def routes(settings: Settings, actions: SqsActions, clock: Clock) -> list[tuple[str, object]]:
-    """Return the SQS face's routes (none with ``[sqs] enabled`` off)."""
+def endpoints(settings: Settings, actions: SqsActions, clock: Clock) -> tuple[RootEndpoint, QueueEndpoint]:
+    """Return the SQS face's route ``/`` and its queue-URL sink (:data:`QUEUE_URL`), over one face."""
     face = SqsFace(settings, actions, clock)
-    return [("/", RootEndpoint(face)), ("/{account}/{sqs_queue}", QueueEndpoint(face))]
+    return RootEndpoint(face), QueueEndpoint(face)
