@@ -179,9 +179,11 @@ def test_a_message_past_max_receive_count_moves_to_the_dlq_and_a_move_task_bring
     assert shown == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [url]
     sent = sqs.send_message(QueueUrl=url, MessageBody="poison")["MessageId"]
-    assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]) == 1
+    # (a wait: a store whose listings settle, Swift, shows a new message a moment later)
+    assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=5)["Messages"]) == 1
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
-    dead = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"], VisibilityTimeout=0)["Messages"]
+    dead = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"], VisibilityTimeout=0,
+                               WaitTimeSeconds=5)["Messages"]
     assert [(m["MessageId"], m["Body"]) for m in dead] == [(sent, "poison")]
     assert dead[0]["Attributes"]["DeadLetterQueueSourceArn"] == dlq_arn.replace(f"{name}-dlq", name)
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
@@ -198,7 +200,7 @@ def test_a_message_past_max_receive_count_moves_to_the_dlq_and_a_move_task_bring
         time.sleep(0.2)
     assert tasks[0]["Status"] == "COMPLETED"
     assert tasks[0]["ApproximateNumberOfMessagesMoved"] == 1
-    back = sqs.receive_message(QueueUrl=url)["Messages"]
+    back = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
     assert [m["MessageId"] for m in back] == [sent]
     with pytest.raises(ClientError) as finished:
         sqs.cancel_message_move_task(TaskHandle=handle)
