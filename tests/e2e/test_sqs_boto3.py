@@ -252,7 +252,7 @@ def test_a_fifo_batch_without_a_group_fails_whole_and_a_fifo_queue_needs_its_att
         sqs.send_message_batch(QueueUrl=url, Entries=[
             {"Id": "a", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "d"},
             {"Id": "b", "MessageBody": "y", "MessageDeduplicationId": "e"}])
-    assert error_code(whole) == "MissingParameter"
+    assert error_code(whole) == "InvalidParameterValue"
     with pytest.raises(ClientError) as suffix:
         sqs.create_queue(QueueName=f"{name}-2.fifo")
     assert error_code(suffix) == "InvalidParameterValue"

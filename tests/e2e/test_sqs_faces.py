@@ -81,6 +81,11 @@ def test_the_query_protocol_answers_in_xml_on_the_root_and_on_queue_urls(server:
     assert wrong_place.findtext("sqs:Error/sqs:Code", namespaces=NS) == "InvalidAction"
     plain_get = requests.get(server.url + path, timeout=10)
     assert (plain_get.status_code, ET.fromstring(plain_get.content).tag) == (404, "UnknownOperationException")
+    as_json = requests.get(server.url + path,
+                           params={"Action": "GetQueueAttributes", "AttributeName.1": "All"},
+                           headers={"Accept": "application/json"}, timeout=10).json()
+    listed = as_json["GetQueueAttributesResponse"]["GetQueueAttributesResult"]["Attributes"]
+    assert {"Name": "VisibilityTimeout", "Value": "40"} in listed
     missing = query(server, f"/{ACCOUNT}/no-such-queue", Action="GetQueueAttributes")
     assert missing.get("status") == "400"
     assert missing.findtext("sqs:Error/sqs:Code", namespaces=NS) == "AWS.SimpleQueueService.NonExistentQueue"

@@ -159,7 +159,10 @@ class MessageActions(SqsBase):
         for entry in entries if sqs_names.is_fifo(name) else ():
             # as SQS: a FIFO entry without its group or deduplication id fails the whole batch
             body = entry.get("MessageBody")
-            _ordering(stored, body if isinstance(body, str) else "", entry, True, None)
+            try:
+                _ordering(stored, body if isinstance(body, str) else "", entry, True, None)
+            except errors.SqsRefused as exc:
+                raise invalid_parameter(str(exc)) from None
         size_limit = MAX_BATCH_BYTES
         items, answers, failures, total = [], [], [], 0
         for entry in entries:

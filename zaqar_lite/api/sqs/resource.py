@@ -30,6 +30,12 @@ NOT_ON_A_QUEUE = ("CreateQueue", "ListQueues")
 #: the first path segments of the Zaqar API's own routes: no queue URL of SQS starts with them
 
 
+def wants_json(req: falcon.Request) -> bool:
+    """Return whether a query-protocol call asks for its answer in JSON (``Accept: application/json``)."""
+    accept = req.get_header("Accept") or ""
+    return "application/json" in accept and "xml" not in accept
+
+
 class SqsFace:
     """Reads SQS calls, checks who makes them, runs their action and answers in the call's protocol."""
 
@@ -66,13 +72,16 @@ class SqsFace:
                     call.action, f"The action {call.action} is not valid for this web service."))
             result = action(caller, call.params)
         except errors.ZaqarLiteError as exc:
-            self._error(resp, sqs_errors.from_domain(exc), is_json, request_id)
+            self._error(resp, sqs_errors.from_domain(exc), is_json, request_id, wants_json(req))
             return True
         resp.status = falcon.HTTP_200
         resp.set_header("x-amzn-RequestId", request_id)
         if is_json:
             resp.content_type = wire.JSON_TYPE
             resp.data = wire.json_answer(result)
+        elif wants_json(req):
+            resp.content_type = "application/json"
+            resp.data = wire.query_json_answer(call.action, result, request_id)
         else:
             resp.content_type = wire.XML_TYPE
             resp.data = wire.xml_answer(call.action, result, request_id)
@@ -102,13 +111,18 @@ class SqsFace:
                       sender=key or account, restricted=secret is not None, queue_path=queue_path)
 
     @staticmethod
-    def _error(resp: falcon.Response, error: sqs_errors.SqsError, is_json: bool, request_id: str) -> None:
+    def _error(resp: falcon.Response, error: sqs_errors.SqsError, is_json: bool, request_id: str,
+               as_json: bool = False) -> None:
         resp.status = falcon.code_to_http_status(error.status)
         resp.set_header("x-amzn-RequestId", request_id)
         resp.set_header("x-amzn-query-error", error.query_header)
         if is_json:
             resp.content_type = wire.JSON_TYPE
             resp.data = wire.json_error(error.json_type, error.message)
+        elif as_json:
+            resp.content_type = "application/json"
+            resp.data = wire.query_json_error(error.query_code or error.code, error.query_message,
+                                              error.sender, request_id)
         else:
             resp.content_type = wire.XML_TYPE
             resp.data = wire.xml_error(error.query_code or error.code, error.query_message, error.sender,

@@ -167,6 +167,37 @@ def xml_answer(action: str, result: Mapping[str, Any], request_id: str) -> bytes
             f"</{action}Response>").encode()
 
 
+#: a map member of an answer -> the fields of each entry in a query answer rendered as JSON
+_JSON_ENTRIES = {"Attributes": ("Name", "Value"), "Tags": ("Key", "Value"),
+                 "MessageAttributes": ("Name", "Value")}
+
+
+def _query_json(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_query_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _entries(key, item) if key in _JSON_ENTRIES and isinstance(item, dict)
+                else _query_json(item) for key, item in value.items()}
+    return value
+
+
+def _entries(member: str, found: Mapping[str, Any]) -> list[dict[str, Any]]:
+    key_field, value_field = _JSON_ENTRIES[member]
+    return [{key_field: key, value_field: _query_json(value)} for key, value in found.items()]
+
+
+def query_json_answer(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
+    """Return a query-protocol answer in JSON (``Accept: application/json``), shaped as its XML."""
+    return json_answer({f"{action}Response": {f"{action}Result": _query_json(result),
+                                              "ResponseMetadata": {"RequestId": request_id}}})
+
+
+def query_json_error(code: str, message: str, sender: bool, request_id: str) -> bytes:
+    """Return a query-protocol error in JSON (``Accept: application/json``), shaped as its XML."""
+    return json_answer({"Error": {"Type": "Sender" if sender else "Receiver", "Code": code,
+                                  "Message": message}, "RequestId": request_id})
+
+
 def json_error(code: str, message: str) -> bytes:
     """Return an AWS JSON 1.0 error body: ``__type`` and ``message``, as botocore reads them."""
     return json_answer({"__type": f"com.amazonaws.sqs#{code}", "message": message})

@@ -108,7 +108,7 @@ def _checked(name: str, value: str, fifo: bool, creating: bool) -> str:
     if name in FIFO_DEFAULTS and not fifo and not (name == "FifoQueue" and value == "false"):
         raise unknown(name)
     if name == "FifoQueue" and not creating and value.lower() != ("true" if fifo else "false"):
-        raise unknown(name)  # a queue's type is fixed at its creation
+        raise invalid_value(name, "Modifying queue type is not supported.")
     if name not in DEFAULTS and name not in FIFO_DEFAULTS:
         raise unknown(name)
     if name in _RANGES:
@@ -370,8 +370,7 @@ def without_permission(policy: str, label: str, arn: str) -> str:
     statements = _statements(policy)
     kept = [statement for statement in statements if statement.get("Sid") != label]
     if len(kept) == len(statements):
-        raise invalid_parameter(f"Value {label} for parameter Label is invalid. Reason: can't find label on "
-                                "existing policy.")
+        raise invalid_parameter(f"Value {label} for parameter Label is invalid. Reason: can't find label.")
     if not kept:
         return ""
     return json.dumps({"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": kept},
