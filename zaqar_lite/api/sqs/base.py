@@ -28,8 +28,6 @@ class Caller:
     account: str
     region: str
     base_url: str
-    #: the access key id the call was signed with ("" when unsigned): a message's ``SenderId``
-    sender: str
     restricted: bool = False
     #: ``(account, name)`` of the queue URL a query-protocol call was posted to, if any
     queue_path: tuple[str, str] | None = None

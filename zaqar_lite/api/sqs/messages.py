@@ -134,7 +134,7 @@ class MessageActions(SqsBase):
     def _post(self, caller: Caller, project: str, name: str, items: Sequence[Mapping[str, Any]],
               answers: Sequence[dict[str, Any]]) -> None:
         # the queue's MaximumMessageSize (up to 1 MiB) is the size rule here, not _max_messages_post_size
-        ids = self.messaging.post(project, name, caller.sender or caller.account, items, 0)
+        ids = self.messaging.post(project, name, caller.account, items, 0)
         for answer, message_id in zip(answers, ids, strict=True):
             answer["MessageId"] = message_id
         if sqs_names.is_fifo(name):
