@@ -283,8 +283,12 @@ def test_a_purge_within_a_minute_of_another_is_refused(sqs: Any, name: str):
 def test_a_standard_queue_keeps_and_shows_a_message_group(sqs: Any, name: str):
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="grouped", MessageGroupId="tenant-1")
-    message = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["MessageGroupId"])["Messages"][0]
-    assert (message["Body"], message["Attributes"]["MessageGroupId"]) == ("grouped", "tenant-1")
+    sqs.send_message(QueueUrl=url, MessageBody="same group", MessageGroupId="tenant-1")
+    # the group holds nothing back on a standard queue: both are received at once
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                              MessageSystemAttributeNames=["MessageGroupId"])["Messages"]
+    assert sorted((m["Body"], m["Attributes"]["MessageGroupId"]) for m in got) \
+        == [("grouped", "tenant-1"), ("same group", "tenant-1")]
     with pytest.raises(ClientError) as spaces:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="has spaces")
     assert error_code(spaces) == "InvalidParameterValue"
@@ -303,3 +307,19 @@ def test_permissions_are_kept_in_the_queue_policy(sqs: Any, name: str):
     assert error_code(twice) == "InvalidParameterValue"
     sqs.remove_permission(QueueUrl=url, Label="readers")
     assert "Attributes" not in sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])
+
+
+def test_the_trace_header_of_a_send_is_the_messages_aws_trace_header(sqs: Any, name: str):
+    trace = "Root=1-3152b799-8954dae64eda91bc9a23a7e8;Parent=7fa8c0f79203be72;Sampled=1"
+
+    def add_trace(request: Any, **_: Any) -> None:
+        request.headers["X-Amzn-Trace-Id"] = trace
+
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.meta.events.register("before-send.sqs.SendMessage", add_trace)
+    try:
+        sqs.send_message(QueueUrl=url, MessageBody="traced")
+    finally:
+        sqs.meta.events.unregister("before-send.sqs.SendMessage", add_trace)
+    got = sqs.receive_message(QueueUrl=url, AttributeNames=["AWSTraceHeader"])["Messages"][0]
+    assert got["Attributes"] == {"AWSTraceHeader": trace}

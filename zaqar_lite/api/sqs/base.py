@@ -29,6 +29,8 @@ class Caller:
     region: str
     base_url: str
     restricted: bool = False
+    #: the call's ``X-Amzn-Trace-Id`` header (a sent message's ``AWSTraceHeader``), if any
+    trace_header: str | None = None
     #: ``(account, name)`` of the queue URL a query-protocol call was posted to, if any
     queue_path: tuple[str, str] | None = None
 

@@ -107,26 +107,32 @@ class MessageActions(SqsBase):
 
     # -- send -------------------------------------------------------------------
 
-    def _prepared(self, name: str, stored: Mapping[str, Any], entry: Mapping[str, Any]
+    def _prepared(self, name: str, stored: Mapping[str, Any], entry: Mapping[str, Any], trace: str | None
                   ) -> tuple[dict[str, Any], dict[str, Any], int]:
-        """Return the service's message item of one send, the answer's fields, and its size."""
+        """Return the service's message item of one send, the answer's fields, and its size.
+
+        ``trace`` is the send's ``X-Amzn-Trace-Id`` header: the message's ``AWSTraceHeader``
+        unless it is sent as a system attribute.
+        """
         attributes, size = sqs_messages.check_attributes(entry.get("MessageAttributes"))
         system, _ = sqs_messages.check_attributes(entry.get("MessageSystemAttributes"), system=True)
+        sent_system = dict(system)
+        if trace and "AWSTraceHeader" not in system:
+            system["AWSTraceHeader"] = {"DataType": "String", "StringValue": trace}
         size_limit = int(sqs_attributes.setting(stored, "MaximumMessageSize"))
         body = sqs_messages.check_body(entry.get("MessageBody"), size_limit, size)
         fifo = sqs_names.is_fifo(name)
         delay = entry.get("DelaySeconds")
         delay_seconds = whole_number(delay, "DelaySeconds", 0, 900) if delay is not None else None
         group, dedup_id = _ordering(stored, body, entry, fifo, delay_seconds)
-        group = entry.get("MessageGroupId")
-        if not fifo and isinstance(group, str):  # a standard queue's group orders nothing: kept, shown
-            system = {**system, "MessageGroupId": {"DataType": "String", "StringValue": group}}
+        shown_group = entry.get("MessageGroupId")
+        if not fifo and isinstance(shown_group, str):  # a standard queue's group orders nothing: kept, shown
+            system["MessageGroupId"] = {"DataType": "String", "StringValue": shown_group}
         item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None,
                 "delay": delay_seconds, "dlq_eligible": True, "dedup_id": dedup_id, "group": group}
         answer: dict[str, Any] = {"MD5OfMessageBody": sqs_messages.body_md5(body)}
         if attributes:
             answer["MD5OfMessageAttributes"] = sqs_messages.attributes_md5(attributes)
-        sent_system = {k: v for k, v in system.items() if k in sqs_messages.SENDABLE_SYSTEM_ATTRIBUTES}
         if sent_system:
             answer["MD5OfMessageSystemAttributes"] = sqs_messages.attributes_md5(sent_system)
         return item, answer, len(body.encode()) + size
@@ -147,7 +153,7 @@ class MessageActions(SqsBase):
         """Send one message."""
         project, name = self.queue_of(caller, params)
         stored = self.metadata(project, name)
-        item, answer, size = self._prepared(name, stored, params)
+        item, answer, size = self._prepared(name, stored, params, caller.trace_header)
         self._post(caller, project, name, [item], [answer])
         return answer
 
@@ -167,7 +173,7 @@ class MessageActions(SqsBase):
         items, answers, failures, total = [], [], [], 0
         for entry in entries:
             try:
-                item, answer, size = self._prepared(name, stored, entry)
+                item, answer, size = self._prepared(name, stored, entry, caller.trace_header)
             except errors.SqsRefused as exc:
                 failures.append(failed(entry["Id"], exc))
                 continue

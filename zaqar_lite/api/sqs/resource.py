@@ -108,7 +108,8 @@ class SqsFace:
                 {k: v for k, v in params.items() if isinstance(v, str)}, secret, key,
                 region or self.settings.sqs.region, "sqs", self.clock(), self.settings.sqs.max_clock_skew)
         return Caller(account=account, region=region or self.settings.sqs.region, base_url=req.prefix,
-                      restricted=secret is not None, queue_path=queue_path)
+                      restricted=secret is not None, queue_path=queue_path,
+                      trace_header=req.get_header("X-Amzn-Trace-Id"))
 
     @staticmethod
     def _error(resp: falcon.Response, error: sqs_errors.SqsError, is_json: bool, request_id: str,
