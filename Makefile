@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= redis,mongodb,swift,spark,keystone,encryption,test
+EXTRAS ?= redis,mongodb,swift,spark,keystone,encryption,sqs,test
 # the server and its SQLite store only: no extra (the other stores and Spark are extras)
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # stay for those who install zaqar-lite as a library (README.rst, "Locked versions").
 BASE_LOCK := constraints/base.txt
 ALL_LOCK := constraints/all.txt
-LOCKED_EXTRAS := redis mongodb swift spark keystone encryption test bench
+LOCKED_EXTRAS := redis mongodb swift spark keystone encryption sqs test bench
 UV_VERSION := 0.13.8
 LOCK_VENV ?= .venv-lock
 UV := $(LOCK_VENV)/bin/uv

@@ -240,11 +240,11 @@ def test_each_flat_setting_is_read_from_its_section_and_key(field):
     ("[sever]\nbind = 127.0.0.1:8000\n",
      "unknown section [sever] (did you mean server?); the sections are auth, claims, console, encryption, "
      "keystone_authtoken, limits, metrics, notifier, pools, queue_template:NAME, queues, server, "
-     "signed_urls, smtp, storage, tokens, transport"),
+     "signed_urls, smtp, sqs, storage, tokens, transport"),
     ("[DEFAULT]\nworkers = 2\n",
      "unknown section [DEFAULT]; the sections are auth, claims, console, encryption, "
      "keystone_authtoken, limits, metrics, notifier, pools, queue_template:NAME, queues, server, "
-     "signed_urls, smtp, storage, tokens, transport"),
+     "signed_urls, smtp, sqs, storage, tokens, transport"),
     ("[storage]\nurl = sqlite:///x.db\n",
      "unknown key url in [storage] (did you mean uri?); its keys are uri, queue_cache_size"),
     ("[limits]\nmax_message_ttl = 600\nmax_messages_per_post = 5\n",

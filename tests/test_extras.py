@@ -149,3 +149,15 @@ def test_serve_with_encryption_keys_without_cryptography_names_the_extra(tmp_pat
     assert result.returncode == 1
     assert result.stderr == (f"Error: {conf}: [encryption] keys need the cryptography "
                              "library: pip install 'zaqar-lite[encryption]'\n")
+
+
+def test_serve_with_sqs_credentials_under_token_auth_without_botocore_names_the_extra(tmp_path):
+    conf = tmp_path / "sqs.conf"
+    conf.write_text("[auth]\nstrategy = token\n[sqs]\ncredentials = AKID:secret:shop\n")
+    bind = f"127.0.0.1:{free_port()}"
+    result = run_without("botocore", "serve", "--bind", bind, "--config", str(conf),
+                         "--storage", f"sqlite:///{tmp_path}/zaqar.db", cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert result.stderr == (f"Error: {conf}: [sqs] credentials under token or keystone auth need botocore "
+                             "to check signatures: pip install 'zaqar-lite[sqs]'\n")

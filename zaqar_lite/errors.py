@@ -228,3 +228,15 @@ class QueuePaused(Conflict):
 
     def __init__(self, queue: str) -> None:
         super().__init__(f"Queue {queue} is paused: it accepts posts and hands out nothing until resumed.")
+
+
+class SqsRefused(ValidationFailed):
+    """A request of the SQS-compatible face breaks one of SQS's rules, named by SQS's error code.
+
+    ``code`` is SQS's short code (``InvalidAttributeValue``, ``QueueDoesNotExist``,
+    ...); the SQS face renders it in SQS's shapes (``api/sqs/errors.py``).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -3,8 +3,9 @@
 Two kinds:
 
 * media types the tool does not know: the queue PATCH body
-  (``application/openstack-messaging-v2.0-json-patch``) is JSON, and so is the
-  JSON-Home document (``application/json-home``) of ``GET /v2``;
+  (``application/openstack-messaging-v2.0-json-patch``) is JSON, and so are the
+  JSON-Home document (``application/json-home``) of ``GET /v2`` and SQS's AWS
+  JSON 1.0 (``application/x-amz-json-1.0``);
 * the few refusals that OpenAPI 3.0 has no words for. Each is a 400 whose title
   and description are matched exactly here and documented in docs/api.rst: rules
   that depend on stored state (another queue, a claim) or compare two fields, or
@@ -12,6 +13,10 @@ Two kinds:
   "schema-valid request rejected" failure with any other answer still fails;
 * the subscriber pattern is a form the server always takes, not its whole
   grammar: a subscriber outside it that the server takes is no failure;
+* the SQS endpoint's actions check their parameters by SQS's rules (docs/api.rst,
+  "SQS-compatible endpoint"), which one schema of its one route cannot state: an
+  SQS error in SQS's shape (``__type`` in JSON, ``<ErrorResponse>`` in XML) to a
+  schema-valid call is no failure;
 * queues are implicit (Zaqar's GET of an unknown queue answers 200 with the
   defaults): a queue still answering after its DELETE is no failure.
 """
@@ -94,6 +99,18 @@ def json_patch(ctx: Any, value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
+@schemathesis.serializer("application/x-amz-json-1.0")
+def amz_json(ctx: Any, value: Any) -> bytes:
+    """An SQS call of AWS JSON 1.0 is sent as JSON text."""
+    return json.dumps(value).encode()
+
+
+@schemathesis.deserializer("application/x-amz-json-1.0")
+def amz_json_answer(ctx: Any, response: Any) -> Any:
+    """An SQS answer of AWS JSON 1.0 is JSON."""
+    return json.loads(response.content) if response.content else {}
+
+
 @schemathesis.deserializer("application/json-home")
 def json_home(ctx: Any, response: Any) -> Any:
     """The JSON-Home document is JSON."""
@@ -110,6 +127,15 @@ def is_inexpressible_refusal(status: int, body: Any, operation: str = "") -> boo
                for t, pattern in rules)
 
 
+def is_inexpressible_answer(response: Any, operation: str) -> bool:
+    """Whether a JSON answer is one of the refusals :func:`is_inexpressible_refusal` lists."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return False
+    return is_inexpressible_refusal(response.status_code, body, operation)
+
+
 #: a DELETE of a queue or a bulk DELETE of its messages, or of a topic (whose stats and
 #: subscription list answer, empty, after it as before it, as Zaqar's), as a use-after-free
 #: failure names it
@@ -122,6 +148,17 @@ SUBSCRIBER_FORM = re.compile(r"violates `pattern` at \S*/subscriber\b")
 TRACEPARENT_FORM = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?")
 #: the query parameter a negative case made invalid
 QUERY_PARAMETER = re.compile(r"parameter `([^`]+)` in query")
+
+
+#: the operations of the SQS endpoint (docs/openapi.yaml, tag sqs)
+SQS_OPERATIONS = ("POST /",)
+
+
+def is_sqs_refusal(response: Any, operation: str) -> bool:
+    """Whether an answer of the SQS endpoint is an SQS error: its actions' own rules refused the call."""
+    if operation not in SQS_OPERATIONS or response.status_code not in (400, 403, 404):
+        return False
+    return b'"__type":"com.amazonaws.sqs#' in response.content or b"<ErrorResponse" in response.content
 
 
 def traceparent_off_its_pattern(case: Any) -> bool:
@@ -164,11 +201,8 @@ def filter_failure(ctx: Any, failure: Any, case: Any, response: Any) -> bool:
         return SUBSCRIBER_FORM.search(message) is None or "\n  - " in message
     if kind != "RejectedPositiveData" or traceparent_off_its_pattern(case):
         return kind != "RejectedPositiveData"
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        return True
-    return not is_inexpressible_refusal(response.status_code, body, case.operation.label)
+    return not (is_sqs_refusal(response, case.operation.label)
+                or is_inexpressible_answer(response, case.operation.label))
 
 
 def leave_out_a_valid_wait(case: Any) -> None:

@@ -28,6 +28,8 @@ from zaqar_lite.api import (
 from zaqar_lite.api import errors as api_errors
 from zaqar_lite.api import metrics as metrics_api
 from zaqar_lite.api.middleware import QueueNameCheck, RequestContext, no_sessions
+from zaqar_lite.api.sqs import resource as sqs
+from zaqar_lite.api.sqs.actions import SqsActions
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
 from zaqar_lite.service import Messaging
@@ -63,6 +65,9 @@ class Services:
     pools: PoolAdmin | None
     #: the claims' loop, waiting claims included
     long_poll: LongPoll
+    #: the SQS face's ``/`` and queue-URL sink over these services; None unless ``[sqs] enabled``
+    sqs_root: sqs.RootEndpoint | None = None
+    sqs_queues: sqs.QueueEndpoint | None = None
 
 
 def build_services(settings: Settings, storage: Storage, clock: Clock = wall_clock, *,
@@ -89,11 +94,14 @@ def build_services(settings: Settings, storage: Storage, clock: Clock = wall_clo
     store = encrypted(storage, settings)
     templates = templates if templates is not None else QueueTemplates(storage, settings)
     messaging = messaging if messaging is not None else Messaging(store, settings, clock, templates=templates)
+    long_poll = long_poll if long_poll is not None else in_process_long_poll(messaging)
+    sqs_root, sqs_queues = sqs.endpoints(settings, SqsActions(settings, messaging, long_poll, clock), clock) \
+        if settings.sqs.enabled else (None, None)
     return Services(
         settings=settings, clock=clock, store_name=storage.name, messaging=messaging, templates=templates,
         topics=Topics(messaging), subscriptions=Subscriptions(store, settings, clock),
-        pools=pool_admin(settings, storage, clock),
-        long_poll=long_poll if long_poll is not None else in_process_long_poll(messaging))
+        pools=pool_admin(settings, storage, clock), long_poll=long_poll, sqs_root=sqs_root,
+        sqs_queues=sqs_queues)
 
 
 def pool_admin(settings: Settings, storage: Storage, clock: Clock) -> PoolAdmin | None:
@@ -125,8 +133,9 @@ def routes(services: Services) -> list[tuple[str, object]]:
     subs, admin, long_poll = services.subscriptions, services.pools, services.long_poll
     q = "/v2/queues/{queue}"
     sub = q + "/subscriptions/{subscription_id}"
+    root: object = services.sqs_root if services.sqs_root is not None else versions.VersionsResource()
     return [
-        ("/", versions.VersionsResource()),
+        ("/", root),
         ("/v2", versions.HomeResource()),
         ("/v2/ping", health.Ping(messaging)),
         ("/v2/health", health.Health(messaging, admin, services.store_name)),
@@ -213,6 +222,8 @@ def create_app(settings: Settings, storage: Storage | None = None, clock: Clock 
         app.add_route(template, resource)
     for template, page in console.routes(messaging) if settings.console_enabled else []:
         app.add_route(template, page)
+    if services.sqs_queues is not None:  # tried only when no route matches
+        app.add_sink(services.sqs_queues, sqs.QUEUE_URL)
     app.add_error_handler(Exception, api_errors.handle_unexpected)
     app.add_error_handler(falcon.HTTPError, api_errors.handle_http_error)
     app.add_error_handler(errors.ZaqarLiteError, api_errors.handle_domain_error)

@@ -47,6 +47,7 @@ from zaqar_lite.config.sections import (
     NotifierSettings,
     PoolSettings,
     SmtpSettings,
+    SqsSettings,
 )
 from zaqar_lite.config.settings import (
     AUTH_STRATEGIES,
@@ -79,6 +80,7 @@ __all__ = [
     "ENV_PREFIX", "FREE_SECTIONS", "KEYS", "LOG_LEVELS", "NOTIFIER_SCHEMES", "NUMBER", "PARSERS", "PLACES",
     "QUEUE_CACHE_SIZE", "QUEUE_NAME", "SECTIONS", "SECTION_NAMES", "TEMPLATE_SECTION", "WORKER_CLASSES",
     "ConfigError", "Limits", "MetricsSettings", "NotifierSettings", "Place", "PoolSettings", "Rule",
+    "SqsSettings",
     "Settings", "SmtpSettings", "allowed", "default_data_dir", "default_storage_uri", "encryption_key",
     "load_settings", "setting", "valid_queue_name",
 ]

@@ -164,6 +164,9 @@ def _between_keys(settings: Settings) -> Iterator[str]:
                "starttls upgrades a plain connection")
     if settings.encryption_keys and not _installed("cryptography"):
         yield "[encryption] keys need the cryptography library: pip install 'zaqar-lite[encryption]'"
+    if settings.sqs.credentials and settings.auth_strategy != "noauth" and not _installed("botocore"):
+        yield ("[sqs] credentials under token or keystone auth need botocore to check signatures: "
+               "pip install 'zaqar-lite[sqs]'")
     name = settings.default_dead_letter_queue
     if name and not valid_queue_name(name, limits.max_queue_name_length):
         yield ("[queues] default_dead_letter_queue must be a valid queue name (letters, digits, _ . -, "

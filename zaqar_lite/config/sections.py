@@ -181,3 +181,28 @@ class PoolSettings:
     #: network pool); a URI without a port names its scheme's default port
     allowed_hosts: tuple[str, ...] = setting((), check=_host_ports,
                                              words="HOST:PORT entries separated by commas")
+
+
+def _sqs_credentials(entries: tuple[str, ...]) -> bool:
+    """``ACCESS_KEY:SECRET:PROJECT`` entries, each part not empty, each access key once."""
+    parts = [entry.split(":") for entry in entries]
+    return all(len(p) == 3 and all(p) for p in parts) and len({p[0] for p in parts}) == len(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class SqsSettings:
+    """The SQS-compatible endpoint (docs/api.rst, "SQS-compatible endpoint"); configurable in ``[sqs]``."""
+
+    #: answer SQS's two protocols on the server's own port (``POST /`` and queue URLs)
+    enabled: bool = setting(True)
+    #: the region of queue ARNs when a request is not signed for one
+    region: str = setting("us-east-1", check=bool, words="a region name such as us-east-1 (not empty)")
+    #: under noauth, the account (project) of a request whose access key id is not 12 digits
+    default_account: str = setting("000000000000", check=bool, words="an account id (not empty)")
+    #: under token or keystone auth, the access keys SQS requests may sign with: each
+    #: ``ACCESS_KEY:SECRET:PROJECT``, separated by commas (none: every SQS request is refused)
+    credentials: tuple[str, ...] = setting((), secret=True, check=_sqs_credentials,
+                                           words="ACCESS_KEY:SECRET:PROJECT entries separated by commas, "
+                                                 "each access key once")
+    #: seconds a signed request's X-Amz-Date may differ from the server's clock (AWS: 15 minutes)
+    max_clock_skew: int = setting(900, minimum=1)

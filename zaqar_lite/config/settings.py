@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from zaqar_lite.config.rules import _host_and_port, setting
-from zaqar_lite.config.sections import Limits, MetricsSettings, NotifierSettings, PoolSettings, SmtpSettings
+from zaqar_lite.config.sections import (
+    Limits,
+    MetricsSettings,
+    NotifierSettings,
+    PoolSettings,
+    SmtpSettings,
+    SqsSettings,
+)
 from zaqar_lite.models import QueueTemplate
 
 #: who decides a request's project and role: nobody (``X-Project-ID``), ``[tokens]``, or a Keystone
@@ -154,6 +161,7 @@ class Settings:
     smtp: SmtpSettings = dataclasses.field(default_factory=SmtpSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     pools: PoolSettings = dataclasses.field(default_factory=PoolSettings)
+    sqs: SqsSettings = dataclasses.field(default_factory=SqsSettings)
 
     def replace(self, **changes: Any) -> Settings:
         """Return a copy with the given fields changed."""

@@ -1,0 +1,83 @@
+"""SQS queue attributes: their rules, defaults, and where each lies in queue metadata."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zaqar_lite.errors import SqsRefused
+from zaqar_lite.rules.sqs import attributes
+
+ACCOUNT = "123456789012"
+DLQ_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:dead"
+
+
+def test_attributes_with_a_zaqar_concept_are_its_reserved_metadata():
+    checked = attributes.check({"DelaySeconds": "5", "MessageRetentionPeriod": 600, "VisibilityTimeout": "7",
+                                "RedrivePolicy": json.dumps({"deadLetterTargetArn": DLQ_ARN,
+                                                             "maxReceiveCount": "3"})},
+                               fifo=False, creating=True)
+    stored = attributes.stored({}, checked, ACCOUNT, 1000.0, {"team": "ops"})
+    assert stored["_default_message_delay"] == 5
+    assert stored["_default_message_ttl"] == 600
+    assert (stored["_dead_letter_queue"], stored["_max_claim_count"]) == ("dead", 3)
+    assert stored["sqs"] == {"attributes": {"VisibilityTimeout": "7"}, "created": 1000, "modified": 1000,
+                             "tags": {"team": "ops"}}
+
+
+def test_a_new_queue_keeps_messages_four_days_as_sqs():
+    assert attributes.stored({}, {}, ACCOUNT, 0.0)["_default_message_ttl"] == 345600
+
+
+def test_an_empty_redrive_policy_removes_the_dead_letter_queue():
+    current = {"_dead_letter_queue": "dead", "_max_claim_count": 3}
+    assert "_dead_letter_queue" not in attributes.stored(current, {"RedrivePolicy": ""}, ACCOUNT, 0.0)
+
+
+def test_a_queue_made_through_zaqar_shows_its_metadata_as_attributes():
+    shown = attributes.shown({"_default_message_delay": 2, "_dead_letter_queue": "dead",
+                              "_max_claim_count": 4}, False, 3600, "us-east-1", ACCOUNT)
+    assert shown["DelaySeconds"] == "2"
+    assert shown["MessageRetentionPeriod"] == "3600"
+    assert shown["VisibilityTimeout"] == "30"
+    assert json.loads(shown["RedrivePolicy"]) == {"deadLetterTargetArn": DLQ_ARN, "maxReceiveCount": 4}
+    assert "FifoQueue" not in shown
+
+
+@pytest.mark.parametrize(("given", "fifo", "code"), [
+    ({"VisibilityTimeout": "43201"}, False, "InvalidAttributeValue"),
+    ({"DelaySeconds": "-1"}, False, "InvalidAttributeValue"),
+    ({"Colour": "red"}, False, "InvalidAttributeName"),
+    ({"ContentBasedDeduplication": "true"}, False, "InvalidAttributeName"),
+    ({"DeduplicationScope": "everything"}, True, "InvalidAttributeValue"),
+    ({"Policy": "not json"}, False, "InvalidAttributeValue"),
+])
+def test_attributes_sqs_refuses_are_refused_with_its_code(given, fifo, code):
+    with pytest.raises(SqsRefused) as refused:
+        attributes.check(given, fifo=fifo, creating=True)
+    assert refused.value.code == code
+
+
+@pytest.mark.parametrize("policy", [
+    "not json", json.dumps({"maxReceiveCount": 3}), json.dumps({"deadLetterTargetArn": DLQ_ARN,
+                                                                "maxReceiveCount": 0}),
+    json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:999999999999:dead", "maxReceiveCount": 1})])
+def test_a_redrive_policy_sqs_refuses_is_refused(policy):
+    with pytest.raises(SqsRefused) as refused:
+        attributes.redrive_target(policy, ACCOUNT)
+    assert refused.value.code == "InvalidParameterValue"
+
+
+def test_an_existing_queue_with_other_values_is_found_out():
+    stored = attributes.stored({}, {"VisibilityTimeout": "40"}, ACCOUNT, 0.0)
+    assert attributes.differing(stored, {"VisibilityTimeout": "40"}, False, 3600, "r", ACCOUNT) is None
+    assert attributes.differing(stored, {"VisibilityTimeout": "41"}, False, 3600, "r", ACCOUNT) \
+        == "VisibilityTimeout"
+
+
+def test_tags_are_limited_to_fifty_and_removed_by_key():
+    with pytest.raises(SqsRefused):
+        attributes.check_tags({f"k{n}": "v" for n in range(51)}, {})
+    metadata = {"sqs": {"tags": {"a": "1", "b": "2"}}}
+    assert attributes.tags_of(attributes.without_tags(metadata, ["a"])) == {"b": "2"}

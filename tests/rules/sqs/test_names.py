@@ -1,0 +1,66 @@
+"""SQS names: queue URLs, ARNs, accounts, receipt and task handles, page tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from zaqar_lite.errors import SqsRefused
+from zaqar_lite.rules.sqs import names
+
+
+def test_a_queue_url_and_arn_name_the_account_and_the_queue():
+    assert names.queue_url("http://h:8888/", "123456789012", "q") == "http://h:8888/123456789012/q"
+    assert names.queue_arn("eu-west-1", "123456789012", "q") == "arn:aws:sqs:eu-west-1:123456789012:q"
+    assert names.parse_queue_url("http://other-host/123456789012/q") == ("123456789012", "q")
+    assert names.parse_arn("arn:aws:sqs:eu-west-1:123456789012:q", "SourceArn") \
+        == ("eu-west-1", "123456789012", "q")
+
+
+@pytest.mark.parametrize("url", ["http://h/only-one", "http://h/a/b/c"])
+def test_a_url_that_names_no_queue_is_an_invalid_address(url):
+    with pytest.raises(SqsRefused) as refused:
+        names.parse_queue_url(url)
+    assert refused.value.code == "InvalidAddress"
+
+
+def test_the_access_key_is_read_from_a_sigv4_header_or_the_query():
+    header = ("AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/sqs/aws4_request, "
+              "SignedHeaders=host, Signature=abc")
+    assert names.access_key_of(header, None) == ("AKID", "eu-west-1")
+    assert names.access_key_of(None, "KEY/20260101/us-east-2/sqs/aws4_request") == ("KEY", "us-east-2")
+    assert names.access_key_of(None, None) is None
+
+
+def test_under_noauth_only_a_twelve_digit_key_names_an_account():
+    assert names.noauth_account("123456789012", "000000000000") == "123456789012"
+    assert names.noauth_account("test", "000000000000") == "000000000000"
+    assert names.noauth_account(None, "000000000000") == "000000000000"
+
+
+def test_a_receipt_handle_names_its_queue_message_and_claim():
+    handle = names.receipt_handle("orders", "m-1", "c-1")
+    assert names.parse_receipt_handle(handle, "orders") == ("m-1", "c-1")
+    with pytest.raises(SqsRefused) as other_queue:
+        names.parse_receipt_handle(handle, "billing")
+    assert other_queue.value.code == "ReceiptHandleIsInvalid"
+    with pytest.raises(SqsRefused):
+        names.parse_receipt_handle("%%%", "orders")
+
+
+def test_a_task_handle_and_a_page_token_are_read_back():
+    assert names.parse_task_handle(names.task_handle("a", "r", "q", "t")) == ("a", "r", "q", "t")
+    assert names.parse_page_token(names.page_token("q-7")) == "q-7"
+    with pytest.raises(SqsRefused):
+        names.parse_page_token(names.task_handle("a", "r", "q", "t"))
+
+
+@pytest.mark.parametrize(("name", "fifo"), [("ok-name_1", False), ("jobs.fifo", True)])
+def test_queue_names_sqs_allows(name, fifo):
+    assert names.check_queue_name(name, fifo) == name
+
+
+@pytest.mark.parametrize(("name", "fifo"), [("has space", False), ("x" * 81, False), ("jobs", True),
+                                            ("jobs.fifo", False), ("", False)])
+def test_queue_names_sqs_refuses(name, fifo):
+    with pytest.raises(SqsRefused):
+        names.check_queue_name(name, fifo)
