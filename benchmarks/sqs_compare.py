@@ -12,15 +12,15 @@ Targets, each a server of its own on a free port of 127.0.0.1:
   ``SERVICES=sqs``, no DNS server, no events sent out);
 * ``moto``: ``moto_server`` (``moto[server]`` from PyPI in a virtualenv of its own).
 
-The cycle: ``SendMessage`` of a 100-byte body, ``ReceiveMessage`` of one message with a
-30 s visibility timeout, ``DeleteMessage`` of its receipt handle, each on one kept-alive
-connection per client. ``--clients`` client processes (4) each loop on a queue of their
-own for ``--duration`` seconds per turn; in each of ``--rounds`` rounds every target gets
-one turn, the order rotating. Requests carry a SigV4-shaped ``Authorization`` header
-with access key ``000000000000`` whose signature none of these servers checks (no
-client spends CPU signing). Figures are the medians over the rounds: cycles per second,
-each operation's p50 latency, and the server's CPU per cycle (all its processes), with
-the ratios of ``sqs`` to the others.
+The cycle: ``SendMessage`` of a 100-byte body, ``ReceiveMessage`` of one message with a 60 s
+visibility timeout (a claim of ttl 60 on the Zaqar API, its minimum), ``DeleteMessage`` of
+its receipt handle, each on one kept-alive connection per client. ``--clients`` client
+processes (4) each loop on a queue of their own for ``--duration`` seconds per turn; in each
+of ``--rounds`` rounds every target gets one turn, the order rotating. Requests carry a
+SigV4-shaped ``Authorization`` header with access key ``000000000000`` whose signature none
+of these servers checks (no client spends CPU signing). Figures are the medians over the
+rounds: cycles per second, each operation's p50 latency, and the server's CPU per cycle (all
+its processes), with the ratios of ``sqs`` to the others.
 
 Usage: ``python benchmarks/sqs_compare.py [--targets sqs,zaqar,localstack,moto]
 [--clients 4] [--duration 10] [--rounds 3] [--workers 2] [--code CHECKOUT] [--json FILE]``
@@ -51,16 +51,6 @@ TARGETS = ("sqs", "zaqar", "localstack", "moto")
 ACCOUNT = "000000000000"
 BODY = "m" * 100
 PROJECT = "sqs-compare"
-LOCALSTACK_REQUIREMENTS = [
-    "localstack-core[base-runtime]",
-    "moto-ext",
-    "cbor2<6",
-    "jinja2",
-    # the gateway's certificate code needs the pyOpenSSL API before 25 and a cryptography it builds on
-    "pyopenssl<25",
-    "cryptography<45",
-    "service_identity",
-]
 MOTO_REQUIREMENTS = ["moto[server]"]
 OPERATIONS = ("send", "receive", "delete")
 
@@ -137,7 +127,7 @@ class SqsClient(Client):
 
     def receive(self) -> Any:
         messages = self.call(
-            "ReceiveMessage", {"QueueUrl": self.queue_url, "MaxNumberOfMessages": 1, "VisibilityTimeout": 30}
+            "ReceiveMessage", {"QueueUrl": self.queue_url, "MaxNumberOfMessages": 1, "VisibilityTimeout": 60}
         ).get("Messages", [])
         return messages[0]["ReceiptHandle"] if messages else None
 
@@ -162,7 +152,7 @@ class ZaqarClient(Client):
         status, body = self.request("PUT", self.path, b"{}", self.headers)
         _expect(status, body, (201, 204), "PUT queue")
         self.post_body = json.dumps({"messages": [{"ttl": 300, "body": BODY}]}).encode()
-        self.claim_body = json.dumps({"ttl": 30, "grace": 30}).encode()
+        self.claim_body = json.dumps({"ttl": 60, "grace": 60}).encode()
 
     def send(self) -> None:
         status, body = self.request("POST", self.path + "/messages", self.post_body, self.headers)
@@ -171,7 +161,7 @@ class ZaqarClient(Client):
     def receive(self) -> Any:
         status, body = self.request("POST", self.path + "/claims?limit=1", self.claim_body, self.headers)
         _expect(status, body, (201, 204), "claim")
-        return json.loads(body)[0]["href"] if status == 201 else None
+        return json.loads(body)["messages"][0]["href"] if status == 201 else None
 
     def delete(self, handle: Any) -> None:
         status, body = self.request("DELETE", handle, None, self.headers)
@@ -244,34 +234,13 @@ def turn(target: str, url: str, session: int, args: argparse.Namespace, round_no
 
 
 @contextlib.contextmanager
-def localstack_server(venv: Path, workdir: Path) -> Iterator[str]:
-    """LocalStack's runtime with only SQS, in a process on a free port; queue URLs name that port."""
-    env = {
-        "GATEWAY_LISTEN": "127.0.0.1:{port}",
-        "LOCALSTACK_HOST": "127.0.0.1:{port}",
-        "SERVICES": "sqs",
-        "SQS_ENDPOINT_STRATEGY": "off",
-        "DNS_ADDRESS": "0",
-        "DISABLE_EVENTS": "1",
-        "SKIP_SSL_CERT_DOWNLOAD": "1",
-        "LOCALSTACK_VOLUME_DIR": str(workdir / "ls-volume"),
-        "FILESYSTEM_ROOT": str(workdir / "ls-fs"),
-        "PERSISTENCE": "0",
-        "LS_LOG": "warning",
-    }
-    argv = [str(venv / "bin" / "python"), "-m", "localstack.runtime.main"]
-    with suites.serving(argv, workdir / "localstack", "/_localstack/health", env=env, cwd=workdir) as url:
-        yield url
-
-
-@contextlib.contextmanager
 def start(target: str, args: argparse.Namespace, work: Path, venvs: dict[str, Path]) -> Iterator[str]:
     """The server a target runs against."""
     if target in ("sqs", "zaqar"):
         with suites.zaqar_lite_server(args.code.resolve(), args.python, work / target, args.workers) as url:
             yield url
     elif target == "localstack":
-        with localstack_server(venvs["localstack"], work) as url:
+        with suites.localstack_server(venvs["localstack"], work) as url:
             yield url
     else:
         with suites.moto_server(venvs["moto"], work) as url:
@@ -347,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
             args.cache_dir,
             "bench-localstack",
             suites.find_python(["3.13", "3.12", "3.11"]),
-            LOCALSTACK_REQUIREMENTS,
+            suites.LOCALSTACK_RUNTIME,
             "bench",
         )
     if "moto" in args.targets:

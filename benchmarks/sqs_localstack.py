@@ -1,4 +1,4 @@
-"""LocalStack's SQS tests against zaqar-lite's SQS face (or, to check the count, against moto_server).
+"""LocalStack's SQS tests against zaqar-lite's SQS face (or, to check the count, LocalStack or moto).
 
 Runs ``tests/aws/services/sqs/test_sqs.py`` of a LocalStack snapshot (a bare git
 directory or a checkout of localstack/localstack) against an endpoint of this machine,
@@ -15,7 +15,7 @@ the most frequent causes of failure. See sqs_suites.py for the options they shar
 
 Usage::
 
-    python benchmarks/sqs_localstack.py /path/to/localstack.git [--against moto] \
+    python benchmarks/sqs_localstack.py /path/to/localstack.git [--against localstack|moto] \
         [--code CHECKOUT] [--json run.json] [-k test_send_receive]
 """
 
@@ -27,14 +27,11 @@ import time
 import sqs_suites as suites
 
 TEST_FILE = "tests/aws/services/sqs/test_sqs.py"
-#: the testing library and what its pytest plugins import (localstack-core's runtime
-#: extras less the services' own: no CDK, no Java); cbor2 6 moved the module it imports
+#: the testing library and what its pytest plugins import, beside LocalStack's runtime (its SQS provider
+#: serves ``--against localstack``); no CDK, no Java
 REQUIREMENTS = [
-    "localstack-core[base-runtime]",
+    *suites.LOCALSTACK_RUNTIME,
     "localstack-snapshot",
-    "moto-ext[server]",
-    "cbor2<6",
-    "jinja2",
     "pytest",
     "pytest-timeout",
     "pytest-httpserver",
@@ -57,16 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     with suites.working_directory(args) as work:
         source = work / "localstack"
         suites.extract(snapshot, ["tests"], source)
-        with (
-            suites.moto_server(venv, work)
-            if args.against == "moto"
-            else suites.zaqar_lite_server(args.code.resolve(), args.python, work, args.workers)
-        ) as url:
+        with suites.judged_server(args, venv, work) as url:
             env = {
                 "TEST_AWS_ENDPOINT_URL": url,
                 "TEST_SKIP_LOCALSTACK_START": "1",
                 "AWS_ENDPOINT_URL": url,
                 "LOCALSTACK_INTERNAL_TEST_RUN": "1",
+                "DISABLE_EVENTS": "1",
             }
             extra = ["-k", args.keyword] if args.keyword else []
             started = time.monotonic()

@@ -14,7 +14,7 @@ See sqs_suites.py for the options they share.
 
 Usage::
 
-    python benchmarks/sqs_moto.py /path/to/moto.git [--against moto] [--code CHECKOUT] \
+    python benchmarks/sqs_moto.py /path/to/moto.git [--against localstack|moto] [--code CHECKOUT] \
         [--json run.json] [-k receive]
 """
 
@@ -48,11 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         args.cache_dir, "moto", python, REQUIREMENTS, commit, editable=f"{source}[server]"
     )
     with suites.working_directory(args) as work:
-        with (
-            suites.moto_server(venv, work)
-            if args.against == "moto"
-            else suites.zaqar_lite_server(args.code.resolve(), args.python, work, args.workers)
-        ) as url:
+        with suites.judged_server(args, venv, work) as url:
             env = {
                 "TEST_SERVER_MODE": "true",
                 "TEST_SERVER_MODE_ENDPOINT": url,

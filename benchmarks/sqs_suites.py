@@ -373,10 +373,67 @@ def zaqar_lite_server(
     return serving(argv, workdir / "zaqar-lite", "/v2/ping", env=env, cwd=code)
 
 
+#: LocalStack's runtime with its SQS provider, on the host (not in Docker): the gateway's certificate code
+#: needs the pyOpenSSL API before 25 (and a cryptography that one builds on); cbor2 6 moved a module
+#: it imports
+LOCALSTACK_RUNTIME = [
+    "localstack-core[base-runtime]",
+    "moto-ext[server]",
+    "cbor2<6",
+    "jinja2",
+    "pyopenssl<25",
+    "cryptography<45",
+    "service_identity",
+]
+
+
+@contextlib.contextmanager
+def localstack_server(venv: Path, workdir: Path) -> Iterator[str]:
+    """LocalStack's runtime with only SQS, in a process on a free port; queue URLs name that address.
+
+    No DNS server, no events sent out, no certificate downloaded, nothing persisted.
+    """
+    env = {
+        "GATEWAY_LISTEN": f"{HOST}:{{port}}",
+        "LOCALSTACK_HOST": f"{HOST}:{{port}}",
+        "SERVICES": "sqs",
+        "SQS_ENDPOINT_STRATEGY": "off",
+        "DNS_ADDRESS": "0",
+        "DISABLE_EVENTS": "1",
+        "SKIP_SSL_CERT_DOWNLOAD": "1",
+        "LOCALSTACK_VOLUME_DIR": str(workdir / "ls-volume"),
+        "FILESYSTEM_ROOT": str(workdir / "ls-fs"),
+        "PERSISTENCE": "0",
+        "LS_LOG": "warning",
+    }
+    argv = [str(venv / "bin" / "python"), "-m", "localstack.runtime.main"]
+    with serving(argv, workdir / "localstack-server", "/_localstack/health", env=env, cwd=workdir) as url:
+        yield url
+
+
 def moto_server(venv: Path, workdir: Path) -> contextlib.AbstractContextManager[str]:
     """moto's own server (every service, SQS among them) from ``venv`` on a free port."""
     argv = [str(venv / "bin" / "python"), "-m", "moto.server", "-H", HOST, "-p", "{port}"]
     return serving(argv, workdir / "moto-server", "/moto-api/", env={"MOTO_PORT": "{port}"})
+
+
+def judged_server(args: argparse.Namespace, venv: Path, work: Path) -> contextlib.AbstractContextManager[str]:
+    """The server ``--against`` names: zaqar-lite of ``--code``, or moto_server of ``venv``, or LocalStack.
+
+    LocalStack's runtime comes from a virtualenv of its own (built once, shared with sqs_compare.py).
+    """
+    if args.against == "moto":
+        return moto_server(venv, work)
+    if args.against == "localstack":
+        runtime = ensure_venv(
+            args.cache_dir,
+            "bench-localstack",
+            find_python(["3.13", "3.12", "3.11"]),
+            LOCALSTACK_RUNTIME,
+            "bench",
+        )
+        return localstack_server(runtime, work)
+    return zaqar_lite_server(args.code.resolve(), args.python, work, args.workers)
 
 
 # -- running and counting ------------------------------------------------------------------------
@@ -479,9 +536,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("snapshot", type=Path, help="the suite's project: a bare git directory or a checkout")
     parser.add_argument(
         "--against",
-        choices=("zaqar-lite", "moto"),
+        choices=("zaqar-lite", "localstack", "moto"),
         default="zaqar-lite",
-        help="the server to judge: zaqar-lite from --code, or moto_server to check the count",
+        help="the server to judge: zaqar-lite from --code, or LocalStack or moto_server to check the count",
     )
     parser.add_argument("--code", type=Path, default=REPO, help="the zaqar-lite checkout to serve (this one)")
     parser.add_argument(
