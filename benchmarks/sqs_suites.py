@@ -54,10 +54,33 @@ SESSIONS: dict[str, int] = {}
 
 PLUGIN = '''
 """Records every test's outcome for the sqs_suites scripts (written by them, loaded with -p)."""
+import ipaddress
 import json
 import os
+import socket
 
 import botocore.client
+
+_getaddrinfo = socket.getaddrinfo
+
+
+def _loopback_only(host, *args, **kwargs):
+    """Nothing leaves the machine: names LocalStack's tests build under localhost.localstack.cloud
+    resolve to 127.0.0.1 (as that domain does) without asking DNS; any other name, or an address
+    outside loopback, is refused."""
+    name = host.decode() if isinstance(host, bytes) else host
+    if name and name.rstrip(".").endswith("localhost.localstack.cloud"):
+        host = "127.0.0.1"
+    elif name and name != "localhost":
+        try:
+            if not ipaddress.ip_address(name.strip("[]")).is_loopback:
+                raise socket.gaierror(f"{name}: outside this machine")
+        except ValueError:
+            raise socket.gaierror(f"{name}: only loopback names resolve in these runs") from None
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.getaddrinfo = _loopback_only
 
 _VALIDATED = set()
 _RESULTS = {}
