@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> None:
                 "AWS_ENDPOINT_URL": url,
                 "LOCALSTACK_INTERNAL_TEST_RUN": "1",
                 "DISABLE_EVENTS": "1",
+                # the endpoint offers SQS only, as LocalStack started with SERVICES=sqs: the fixtures then
+                # take the account and region from the test settings instead of asking STS
+                "SERVICES": "sqs",
             }
             extra = ["-k", args.keyword] if args.keyword else []
             started = time.monotonic()
