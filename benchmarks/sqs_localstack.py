@@ -45,7 +45,7 @@ REQUIREMENTS = [
 def main(argv: list[str] | None = None) -> None:
     """Copy the tests, build the virtualenv, start the server, run, count."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    suites.common_arguments(parser)
+    suites.common_arguments(parser, "000000000000")
     args = parser.parse_args(argv)
     snapshot = args.snapshot.resolve()
     commit = suites.snapshot_commit(snapshot)

@@ -33,7 +33,7 @@ REQUIREMENTS = ["pytest!=9.0.0", "pytest-order", "pytest-timeout", "freezegun", 
 def main(argv: list[str] | None = None) -> None:
     """Copy moto, build the virtualenv, start the server, run, count."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    suites.common_arguments(parser)
+    suites.common_arguments(parser, "123456789012")
     args = parser.parse_args(argv)
     snapshot = args.snapshot.resolve()
     commit = suites.snapshot_commit(snapshot)

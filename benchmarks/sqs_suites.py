@@ -376,9 +376,13 @@ def serving(
 
 
 def zaqar_lite_server(
-    code: Path, python: str, workdir: Path, workers: int
+    code: Path, python: str, workdir: Path, workers: int, account: str | None = None
 ) -> contextlib.AbstractContextManager[str]:
-    """zaqar-lite of the checkout ``code`` on SQLite in ``workdir``, ``noauth``, on a free port."""
+    """zaqar-lite of the checkout ``code`` on SQLite in ``workdir``, ``noauth``, on a free port.
+
+    ``account`` is the SQS account of access keys that name none (``[sqs] default_account``), set
+    where the checkout has that setting: the suite's own default account, as its reference server has.
+    """
     database = workdir / "zaqar.db"
     argv = [
         python,
@@ -393,6 +397,9 @@ def zaqar_lite_server(
         f"{HOST}:{{port}}",
     ]
     env = {"PYTHONPATH": str(code), "ZAQAR_LITE_AUTH_STRATEGY": "noauth"}
+    config = code / "zaqar_lite" / "config"
+    if account and any("default_account" in f.read_text() for f in config.glob("*.py")):
+        env["ZAQAR_LITE_SQS_DEFAULT_ACCOUNT"] = account
     return serving(argv, workdir / "zaqar-lite", "/v2/ping", env=env, cwd=code)
 
 
@@ -456,7 +463,7 @@ def judged_server(args: argparse.Namespace, venv: Path, work: Path) -> contextli
             "bench",
         )
         return localstack_server(runtime, work)
-    return zaqar_lite_server(args.code.resolve(), args.python, work, args.workers)
+    return zaqar_lite_server(args.code.resolve(), args.python, work, args.workers, args.account)
 
 
 # -- running and counting ------------------------------------------------------------------------
@@ -554,8 +561,8 @@ def code_commit(code: Path) -> str:
     return head + ("+changes" if dirty else "")
 
 
-def common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options both suite scripts take."""
+def common_arguments(parser: argparse.ArgumentParser, account: str) -> None:
+    """The options both suite scripts take; ``account`` is the suite's default account id."""
     parser.add_argument("snapshot", type=Path, help="the suite's project: a bare git directory or a checkout")
     parser.add_argument(
         "--against",
@@ -570,6 +577,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
         help="the interpreter that has zaqar-lite's dependencies (this one)",
     )
     parser.add_argument("--workers", type=int, default=2, help="zaqar-lite's gunicorn workers")
+    parser.add_argument(
+        "--account", default=account, help=f"zaqar-lite's [sqs] default_account (the suite's: {account})"
+    )
     parser.add_argument(
         "--cache-dir", type=Path, default=DEFAULT_CACHE, help="where the virtualenvs are kept"
     )
