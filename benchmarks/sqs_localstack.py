@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import urllib.parse
 
 import sqs_suites as suites
 
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> None:
                 # the endpoint offers SQS only, as LocalStack started with SERVICES=sqs: the fixtures then
                 # take the account and region from the test settings instead of asking STS
                 "SERVICES": "sqs",
+                # the URLs some tests build from LocalStack's host and gateway port name the endpoint
+                "LOCALSTACK_HOST": f"localhost.localstack.cloud:{urllib.parse.urlsplit(url).port}",
+                "SQS_SUITES_GATEWAY_PORT": str(urllib.parse.urlsplit(url).port),
             }
             extra = ["-k", args.keyword] if args.keyword else []
             started = time.monotonic()

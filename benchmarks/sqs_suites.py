@@ -107,7 +107,18 @@ def pytest_runtest_setup(item):
     _LAST.clear()
 
 
+def _gateway_on_endpoint():
+    """LocalStack's tests build some URLs from its gateway's port (4566 unless told): the endpoint's."""
+    port = os.environ.get("SQS_SUITES_GATEWAY_PORT")
+    if port:
+        from localstack import config
+
+        gateway = config.HostAndPort(host="127.0.0.1", port=int(port))
+        config.GATEWAY_LISTEN = config.UniqueHostAndPortList([gateway])
+
+
 def pytest_collection_finish(session):
+    _gateway_on_endpoint()
     for item in session.items:
         if item.get_closest_marker("aws_validated") is not None:
             _VALIDATED.add(item.nodeid)
