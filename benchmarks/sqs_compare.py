@@ -297,6 +297,12 @@ def table(figures: dict[str, dict[str, float]], settings: dict[str, Any]) -> str
     lines.append(f"{'target':<12}" + "".join(f"{title:>21}" for title, _, _ in columns))
     for target, row in figures.items():
         lines.append(f"{target:<12}" + "".join(f"{fmt.format(row[key]):>21}" for _, key, fmt in columns))
+    empty = {t: row["empty_receives"] for t, row in figures.items() if row["empty_receives"]}
+    if empty:
+        lines.append(
+            "receives that found no message (median per turn): "
+            + ", ".join(f"{t} {n:.0f}" for t, n in empty.items())
+        )
     if "sqs" in figures:
         lines.append("")
         for other in (t for t in figures if t != "sqs"):
