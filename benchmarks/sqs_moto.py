@@ -68,12 +68,14 @@ def main(argv: list[str] | None = None) -> None:
             results=results,
         )
     every = run.count()
+    good, functions = run.functions(list(results))
     suites.finish(
         run,
         args,
         [
             f"all: {every['passed']} passed of {every['total']} tests ({every['failed']} failed,"
-            f" {every['error']} errors, {every['skipped']} skipped)"
+            f" {every['error']} errors, {every['skipped']} skipped; {good} of {functions} test functions"
+            " pass in every case)"
         ],
     )
 

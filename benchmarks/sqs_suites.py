@@ -704,9 +704,10 @@ def markdown(runs: Sequence[Run], title: str) -> str:
 def summary(run: Run) -> str:
     """One line of counts: validated (LocalStack) and all."""
     every = run.count()
+    passing, functions = run.functions(list(run.results))
     text = (
         f"{every['passed']} of {every['total']} tests pass ({every['failed']} fail, {every['error']} errors,"
-        f" {every['skipped']} skipped)"
+        f" {every['skipped']} skipped; {passing} of {functions} test functions pass in every case)"
     )
     if run.validated:
         validated = run.count(run.validated)
