@@ -5,16 +5,19 @@ directory or a checkout), copies its tests out of it, builds a virtualenv of its
 (once, under ``--cache-dir``, keyed by the snapshot's commit) with the packages the
 tests need from PyPI, starts the server to judge on a free port of 127.0.0.1 and runs
 the tests against it with pytest. The server is either zaqar-lite from a checkout
-(``--code``, SQLite in a throwaway directory, ``noauth``) or, to check that the script's
-count can be trusted, moto's own ``moto_server`` (``--against moto``), which implements
-SQS fully. Nothing leaves the machine while the tests run: every client is pointed at
-that loopback URL.
+(``--code``, SQLite in a throwaway directory, ``noauth``, ``[sqs] default_account`` set to
+the suite's own default account) or, to check that the script's count can be trusted, a
+server that implements SQS fully: LocalStack's own provider (``--against localstack``,
+``localstack-core`` run on the host) or moto's ``moto_server`` (``--against moto``).
+Nothing leaves the machine while the tests run: every client is pointed at that loopback
+URL, and the plugin below resolves only loopback names.
 
-A small pytest plugin written next to the tests records each test's outcome, whether it
-is marked ``aws_validated`` (LocalStack's marker for tests recorded against AWS) and the
-crash line of each failure; the script prints the counts and can save them as JSON
-(``--json``). ``python benchmarks/sqs_suites.py report A.json B.json -o FILE.md`` turns
-saved runs into a Markdown page of the failures grouped by cause, most frequent first.
+A small pytest plugin written next to the tests records each test's outcome, whether it is
+marked ``aws_validated`` (LocalStack's marker for tests recorded against AWS), the crash
+line of each failure and the last AWS action the test called with its answer; the script
+prints the counts and can save them as JSON (``--json``). ``python
+benchmarks/sqs_suites.py report A.json B.json -o FILE.md`` turns saved runs into a
+Markdown page of the failures grouped by cause, most frequent first.
 
 This module is a helper of scripts under ``benchmarks/``, not of the package: it imports
 nothing from ``zaqar_lite``.
