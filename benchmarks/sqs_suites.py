@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -318,18 +319,23 @@ def pip(venv: Path, args: Sequence[str], workdir: Path) -> None:
 def ensure_venv(
     cache: Path, name: str, python: str, requirements: Sequence[str], key: str, editable: str | None = None
 ) -> Path:
-    """A virtualenv of its own under ``cache`` with ``requirements`` installed, built once per ``key``."""
+    """A virtualenv of its own under ``cache`` with ``requirements`` installed, built once per ``key``.
+
+    Two runs that need the same one at once build it once: the second waits on a lock file.
+    """
     digest = hashlib.sha256(json.dumps([python, list(requirements), key]).encode()).hexdigest()[:12]
     venv = cache / f"{name}-{digest}"
-    if (venv / READY_MARK).exists():
-        return venv
-    log(f"building {venv} (once; a few minutes)")
     cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True)
-    pip(venv, ["install", "--upgrade", "pip"], venv)
-    extra = ["-e", editable] if editable else []
-    pip(venv, ["install", *requirements, *extra], venv)
-    (venv / READY_MARK).write_text(key)
+    with (cache / f"{venv.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / READY_MARK).exists():
+            return venv
+        log(f"building {venv} (once; a few minutes)")
+        subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True)
+        pip(venv, ["install", "--upgrade", "pip"], venv)
+        extra = ["-e", editable] if editable else []
+        pip(venv, ["install", *requirements, *extra], venv)
+        (venv / READY_MARK).write_text(key)
     return venv
 
 
