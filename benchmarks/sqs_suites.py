@@ -686,8 +686,16 @@ def failure_groups(run: Run) -> list[tuple[int, str, list[tuple[str, str]]]]:
     return sorted(((len(v), k, v) for k, v in groups.items()), key=lambda item: (-item[0], item[1]))
 
 
-def markdown(runs: Sequence[Run], title: str) -> str:
-    """The failures page: the commits, the counts, then each suite's failures grouped by cause."""
+def markdown(runs: Sequence[Run], title: str, references: Sequence[Run] = ()) -> str:
+    """The failures page: the commits, the counts, then each suite's failures grouped by cause.
+
+    A test that fails (or errs) against a reference server too (a run of the same suite with
+    ``--against localstack`` or ``moto``) is marked so: the suite cannot pass it on any server
+    run apart, as the scripts run them.
+    """
+    also: dict[str, str] = {}
+    for ref in references:
+        also.update({n: ref.target for n, e in ref.results.items() if e["outcome"] in ("failed", "error")})
     out = [f"# {title}", "", f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
     for run in runs:
         out.append(
@@ -700,11 +708,16 @@ def markdown(runs: Sequence[Run], title: str) -> str:
             out.append(f"### {count} × {key}")
             out.append("")
             for nodeid, excerpt in tests[:6]:
-                out.append(f"- `{nodeid.rsplit('::', 1)[-1]}`: `{excerpt.replace('`', chr(39))}`")
+                mark = f" (fails against {also[nodeid]} too)" if nodeid in also else ""
+                out.append(f"- `{nodeid.rsplit('::', 1)[-1]}`{mark}: `{excerpt.replace('`', chr(39))}`")
             if len(tests) > 6:
                 out.append(
                     f"- … and {len(tests) - 6} more: "
-                    + ", ".join(f"`{n.rsplit('::', 1)[-1]}`" for n, _ in tests[6:20])
+                    + ", ".join(
+                        f"`{n.rsplit('::', 1)[-1]}`"
+                        + (f" (fails against {also[n]} too)" if n in also else "")
+                        for n, _ in tests[6:20]
+                    )
                 )
             out.append("")
     return "\n".join(out) + "\n"
@@ -741,15 +754,22 @@ def load_run(path: Path) -> Run:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``report RUN.json... [-o FILE.md] [--title T]``: the failures page of saved runs."""
+    """``report RUN.json... [-o FILE.md] [--title T] [--reference REF.json]``: the failures page."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="the failures, grouped by cause, of runs saved with --json")
     report.add_argument("runs", type=Path, nargs="+")
     report.add_argument("-o", "--output", type=Path, help="write the page here atomically (else stdout)")
     report.add_argument("--title", default="SQS suites against zaqar-lite")
+    report.add_argument(
+        "--reference",
+        type=Path,
+        action="append",
+        default=[],
+        help="a run against LocalStack or moto_server (--json): mark the tests that fail there too",
+    )
     args = parser.parse_args(argv)
-    page = markdown([load_run(path) for path in args.runs], args.title)
+    page = markdown([load_run(path) for path in args.runs], args.title, [load_run(p) for p in args.reference])
     if args.output:
         write_atomically(args.output, page)
     else:
