@@ -66,7 +66,7 @@ def dead_letter_queues(
     return sorted(named & existing)
 
 
-@dataclasses.dataclass(frozen=True, order=True)
+@dataclasses.dataclass(frozen=True)
 class PausedSource:
     """A paused queue that feeds a reported DLQ, with why it is paused."""
 
@@ -105,7 +105,7 @@ def paused_sources(
         record = record if isinstance(record, dict) else {}
         by = BY_BREAKER if record.get("by") == BY_BREAKER else "operator"
         found.append(PausedSource(project, dlq, queue, by, tuple(sorted(record.items()))))
-    return sorted(found)
+    return sorted(found, key=lambda p: (p.project, p.queue, p.source_queue))
 
 
 def partitions_for(counts: Iterable[int | None], cores: int, max_rows: int) -> int:

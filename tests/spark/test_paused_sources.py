@@ -127,3 +127,14 @@ def _minimal_document() -> dict[str, object]:
         "time": {"bucket_seconds": 60, "over_time": [], "claim_counts": [], "time_to_dead_letter": [],
                  "time_to_dead_letter_stats": []},
     }
+
+
+def test_an_operators_record_is_escaped_on_the_page():
+    record = {"by": "<script>x</script>", "at": "<b>noon</b>"}
+    document = {**_minimal_document(), "paused": [
+        {"project": "shop", "queue": "orders-dlq", "source_queue": "refunds", "by": "operator",
+         "paused_by": record, "text": report_html.pause_text("refunds", "operator", record)}]}
+    page = report_html.render(document)
+    assert "Paused source queues" in page
+    assert "<script>x" not in page and "<b>noon" not in page
+    assert "by an operator (&lt;script&gt;x&lt;/script&gt;)" in page and "&lt;b&gt;noon&lt;/b&gt;" in page
