@@ -36,7 +36,7 @@ from spark_jobs.output import Tables, load  # noqa: E402
 from spark_jobs.progress import Progress, since, stderr_progress  # noqa: E402
 from spark_jobs.session import is_submitted, shuffle_partitions, spark_session  # noqa: E402
 from spark_jobs.sources import is_export_file, read_export, read_store, store_reader  # noqa: E402
-from spark_jobs.sources.plan import dead_letter_queues  # noqa: E402
+from spark_jobs.sources.plan import PausedSource, Target, dead_letter_queues, paused_sources  # noqa: E402
 from zaqar_lite.rules.pools import masked_uri  # noqa: E402
 
 __all__ = ["Options", "extract", "main", "parse_args", "run", "transform"]
@@ -253,19 +253,24 @@ def run(spark: SparkSession, options: Options, progress: Progress = stderr_progr
     started = time.monotonic()
     if not is_export_file(options.storage):
         # on the driver, before Spark: a wrong URI or an unreachable store fails here, plainly
-        placed = [
-            (target, name)
-            for name, uri in options.stores()
-            for target in dead_letter_queues(store_reader(uri).queues(), options.projects, options.queues)
-        ]
+        placed: list[tuple[Target, str]] = []
+        paused: list[PausedSource] = []
+        for name, uri in options.stores():
+            listed = list(store_reader(uri).queues())
+            targets = dead_letter_queues(listed, options.projects, options.queues)
+            placed += [(target, name) for target in targets]
+            paused += paused_sources(listed, targets)
         if options.pools:
             options = dataclasses.replace(
                 options, dlq_pools=tuple((t.project, t.queue, name) for t, name in placed)
             )
+        if paused:
+            options = dataclasses.replace(options, paused=tuple(paused))
         progress(
             f"plan: {len(placed)} DLQs: "
             + ", ".join(f"{t.project}/{t.queue}" + (f" ({name})" if name else "") for t, name in placed[:10])
             + (" ..." if len(placed) > 10 else "")
+            + (f"; {len(paused)} paused source queues" if paused else "")
         )
     parallelism = spark.sparkContext.defaultParallelism
     dead_letters = extract(spark, options)

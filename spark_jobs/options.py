@@ -8,8 +8,12 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zaqar_lite.config import load_settings
+
+if TYPE_CHECKING:
+    from spark_jobs.sources.plan import PausedSource
 
 #: how the report names the ``[storage] uri`` store of a deployment with pools
 DEFAULT_STORE = "[storage] uri"
@@ -37,6 +41,8 @@ class Options:
     pools: tuple[tuple[str, str], ...] = ()
     #: ``(project, queue, pool)`` of each dead-letter queue read (filled by :func:`run` with pools)
     dlq_pools: tuple[tuple[str, str, str], ...] = ()
+    #: the paused source queues of the DLQs read, with why (filled by :func:`run` from the queues' metadata)
+    paused: tuple[PausedSource, ...] = ()
 
     def stores(self) -> list[tuple[str, str]]:
         """Return ``(name, uri)`` of every store to read: the ``storage`` store, then the pools."""

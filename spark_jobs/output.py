@@ -179,6 +179,23 @@ def _name_pools(queues: list[dict[str, Any]], signatures: list[dict[str, Any]], 
         row["pool"] = pools.get((row["project"], row["queue"]))
 
 
+def _paused(options: Options) -> list[dict[str, Any]]:
+    """Return the paused source queues of the DLQs read: who paused each, its record, in words."""
+    pools = {(project, queue): pool for project, queue, pool in options.dlq_pools}
+    return [
+        {
+            "project": p.project,
+            "queue": p.queue,
+            "source_queue": p.source_queue,
+            **({"pool": pools.get((p.project, p.queue))} if options.pools else {}),
+            "by": p.by,
+            "paused_by": p.paused_by(),
+            "text": report_html.pause_text(p.source_queue, p.by, p.paused_by()),
+        }
+        for p in options.paused
+    ]
+
+
 def build_report(tables: Tables, options: Options, progress: Progress = lambda _: None) -> dict[str, Any]:
     """Collect the tables into the ``report.json`` document (schema in ``spark_jobs/README.rst``)."""
     started = time.monotonic()
@@ -218,6 +235,7 @@ def build_report(tables: Tables, options: Options, progress: Progress = lambda _
         },
         "summary": summary,
         "rules": _rules(tables),
+        "paused": _paused(options),
         "signatures": signatures,
         "shapes": [
             {

@@ -113,6 +113,44 @@ def rule_counts(support: float, confidence: float, lift: float, base: int) -> di
     }
 
 
+def _parsed_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def _whole_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def pause_text(source_queue: str, by: str, record: Mapping[str, Any]) -> str:
+    """Return why a source queue is paused, in words, from its ``_paused_by`` record (any object).
+
+    ``orders was paused at 12:03:30 UTC on 2026-11-28 by its dead-letter
+    breaker: 57 dead letters in 31 s (rule: more than 50 dead letters within 60 s)``.
+    """
+    at = _parsed_time(record.get("at"))
+    when = f" at {at:%H:%M:%S} UTC on {at:%Y-%m-%d}" if at else ""
+    if by != "dead_letter_breaker":
+        who = record.get("by")
+        named = f" ({who})" if isinstance(who, str) and who and who != "operator" else ""
+        return f"{source_queue} was paused{when} by an operator{named}, not by its dead-letter breaker"
+    counts = []
+    dead_letters, claimed = _whole_number(record.get("dead_letters")), _whole_number(record.get("claimed"))
+    if dead_letters is not None:
+        counts.append(f"{dead_letters:,} dead letters")
+    if claimed:
+        counts.append(f"of {claimed:,} messages claimed")
+    started = _parsed_time(record.get("window_started"))
+    if counts and at and started:
+        counts.append(f"in {max(0, int((at - started).total_seconds()))} s")
+    rule = record.get("rule")
+    text = f"{source_queue} was paused{when} by its dead-letter breaker"
+    text += f": {' '.join(counts)}" if counts else ""
+    return text + (f" (rule: {rule})" if isinstance(rule, str) and rule else "")
+
+
 def _conclusion(item: str, names: Mapping[str, str]) -> str:
     """Return what a rule concludes, in words: ``error type X``, ``no error type``, ``signature <text>``."""
     kind, _, value = item.partition("=")
@@ -287,6 +325,7 @@ def render(report: Mapping[str, Any]) -> str:
         no_error_type=NO_ERROR_TYPE,
         rules=_rule_rows(report, names),
         signatures=report["signatures"][:TOP_SIGNATURES],
+        paused=report.get("paused", []),
         shapes=report["shapes"][:TOP_SHAPES],
         time_chart=_time_chart(report, projects),
         distribution_charts=_distribution_charts(report, projects),

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from spark_jobs.sources.rows import StoredMessage
 from zaqar_lite.claims.metadata import DEAD_LETTER_QUEUE
+from zaqar_lite.claims.pause import BY_BREAKER, PAUSED_BY, is_paused
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -63,6 +64,48 @@ def dead_letter_queues(
         return sorted(t for t in existing if t.queue in wanted)
     # a DLQ that no message has reached yet may not exist: nothing to read there
     return sorted(named & existing)
+
+
+@dataclasses.dataclass(frozen=True)
+class PausedSource:
+    """A paused queue that feeds a reported DLQ, with why it is paused."""
+
+    project: str
+    #: the DLQ it feeds
+    queue: str
+    source_queue: str
+    #: ``dead_letter_breaker`` or ``operator``
+    by: str
+    #: its ``_paused_by`` record as stored (empty when an operator paused it without one)
+    record: tuple[tuple[str, Any], ...] = ()
+
+    def paused_by(self) -> dict[str, Any]:
+        """Return the ``_paused_by`` record."""
+        return dict(self.record)
+
+
+def paused_sources(
+    queues: Iterable[tuple[str, str, Mapping[str, Any]]], targets: Iterable[Target]
+) -> list[PausedSource]:
+    """Return the paused queues whose ``_dead_letter_queue`` is one of ``targets``, sorted.
+
+    ``by`` is ``dead_letter_breaker`` when the queue's breaker paused it
+    (``_paused_by.by``), else ``operator``. Queues that are not paused cost a
+    lookup each; none paused, none returned.
+    """
+    wanted = set(targets)
+    found = []
+    for project, queue, metadata in queues:
+        if not is_paused(metadata):
+            continue
+        dlq = metadata.get(DEAD_LETTER_QUEUE)
+        if not isinstance(dlq, str) or Target(project, dlq) not in wanted:
+            continue
+        record = metadata.get(PAUSED_BY)
+        record = record if isinstance(record, dict) else {}
+        by = BY_BREAKER if record.get("by") == BY_BREAKER else "operator"
+        found.append(PausedSource(project, dlq, queue, by, tuple(sorted(record.items()))))
+    return sorted(found, key=lambda p: (p.project, p.queue, p.source_queue))
 
 
 def partitions_for(counts: Iterable[int | None], cores: int, max_rows: int) -> int:

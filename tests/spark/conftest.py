@@ -19,8 +19,8 @@ import pytest
 from tests.conftest import IN_CI
 
 #: modules that import PySpark when collected
-NEEDS_PYSPARK = ["test_export.py", "test_report_causes.py", "test_report_end_to_end.py", "test_sources.py",
-                 "test_transforms.py"]
+NEEDS_PYSPARK = ["test_export.py", "test_paused_sources.py", "test_report_causes.py",
+                 "test_report_end_to_end.py", "test_sources.py", "test_transforms.py"]
 if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("pyarrow") is None:
     if IN_CI:
         raise RuntimeError("pyspark[sql] is required under CI: pip install 'zaqar-lite[spark]'")
