@@ -64,3 +64,15 @@ def test_queue_names_sqs_allows(name, fifo):
 def test_queue_names_sqs_refuses(name, fifo):
     with pytest.raises(SqsRefused):
         names.check_queue_name(name, fifo)
+
+
+def test_sqs_words_the_bounds_of_a_wait_as_comparisons_and_others_as_a_range():
+    from zaqar_lite.rules.sqs import whole_number
+    with pytest.raises(SqsRefused) as refused:
+        whole_number("21", "WaitTimeSeconds", 0, 20)
+    assert str(refused.value) == ("Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 "
+                                     "and <= 20, if provided.")
+    with pytest.raises(SqsRefused) as refused:
+        whole_number(11, "MaxNumberOfMessages", 1, 10)
+    assert str(refused.value) == ("Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be "
+                                     "between 1 and 10, if provided.")
