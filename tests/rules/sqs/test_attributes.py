@@ -105,11 +105,11 @@ def test_a_fifo_queue_may_restate_that_it_is_fifo():
 
 
 def test_a_data_key_reuse_period_is_shown_only_beside_a_master_key():
-    keyed = attributes.stored({}, attributes.check({"KmsMasterKeyId": "k", "KmsDataKeyReusePeriodSeconds": "600"},
-                                                   fifo=False, creating=True), ACCOUNT, 0.0)
+    keying = {"KmsMasterKeyId": "k", "KmsDataKeyReusePeriodSeconds": "600"}
+    keyed = attributes.stored({}, attributes.check(keying, fifo=False, creating=True), ACCOUNT, 0.0)
     assert attributes.shown(keyed, False, 60, "r", ACCOUNT)["KmsDataKeyReusePeriodSeconds"] == "600"
-    unkeyed = attributes.stored(keyed, attributes.check({"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"},
-                                                        fifo=False, creating=False), ACCOUNT, 0.0)
+    unkeying = {"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"}
+    unkeyed = attributes.stored(keyed, attributes.check(unkeying, fifo=False, creating=False), ACCOUNT, 0.0)
     assert "KmsDataKeyReusePeriodSeconds" not in attributes.shown(unkeyed, False, 60, "r", ACCOUNT)
 
 
