@@ -323,3 +323,19 @@ def test_the_trace_header_of_a_send_is_the_messages_aws_trace_header(sqs: Any, n
         sqs.meta.events.unregister("before-send.sqs.SendMessage", add_trace)
     got = sqs.receive_message(QueueUrl=url, AttributeNames=["AWSTraceHeader"])["Messages"][0]
     assert got["Attributes"] == {"AWSTraceHeader": trace}
+
+
+def test_an_empty_deduplication_id_and_a_standard_queues_fifo_attributes_are_refused(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    with pytest.raises(ClientError) as empty:
+        sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="")
+    assert empty.value.response["Error"]["Message"] == (
+        "Value  for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only "
+        "include alphanumeric and punctuation characters. 1 to 128 in length.")
+    with pytest.raises(ClientError) as standard:
+        sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "false"})
+    assert (error_code(standard), standard.value.response["Error"]["Message"]) \
+        == ("InvalidAttributeName", "Unknown Attribute FifoQueue.")
+    with pytest.raises(ClientError) as wait:
+        sqs.receive_message(QueueUrl=url, WaitTimeSeconds=21)
+    assert "Must be >= 0 and <= 20, if provided." in wait.value.response["Error"]["Message"]

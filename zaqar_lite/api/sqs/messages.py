@@ -85,7 +85,7 @@ def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fi
                                 "request include parameter that is not valid for this queue type.")
     if not group:
         raise errors.SqsRefused("MissingParameter", "The request must contain the parameter MessageGroupId.")
-    if not dedup_id:
+    if dedup_id is None:  # an empty one is refused as malformed below
         if sqs_attributes.setting(stored, "ContentBasedDeduplication") != "true":
             raise invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
                                     "MessageDeduplicationId provided explicitly")
