@@ -135,6 +135,7 @@ def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name
         {"Id": "p", "ReceiptHandle": second["ReceiptHandle"]},
         {"Id": "q", "ReceiptHandle": again["Messages"][0]["ReceiptHandle"]}])
     assert sorted(e["Id"] for e in deleted["Successful"]) == ["p", "q"]
+    assert "Failed" not in deleted  # as SQS answers a batch whose every entry succeeded
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) \
         == ("0", "0")

@@ -62,6 +62,11 @@ def failed(entry_id: str, exc: errors.SqsRefused) -> dict[str, Any]:
     return {"Id": entry_id, "SenderFault": True, "Code": exc.code, "Message": str(exc)}
 
 
+def batch_result(successful: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a batch's answer: ``Failed`` only when an entry failed, as SQS answers."""
+    return {"Successful": successful, "Failed": failures} if failures else {"Successful": successful}
+
+
 def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fifo: bool,
               delay: int | None) -> tuple[str | None, str | None]:
     """Return the ``(group, dedup_id)`` a message is stored with: a FIFO queue's, none on a standard queue.
@@ -186,7 +191,7 @@ class MessageActions(SqsBase):
                                     f"bytes. You have sent {total} bytes.")
         if items:
             self._post(caller, project, name, items, answers)
-        return {"Successful": answers, "Failed": failures}
+        return batch_result(answers, failures)
 
     # -- receive ----------------------------------------------------------------
 
@@ -285,7 +290,7 @@ class MessageActions(SqsBase):
                 failures.append(failed(entry["Id"], exc))
                 continue
             successful.append({"Id": entry["Id"]})
-        return {"Successful": successful, "Failed": failures}
+        return batch_result(successful, failures)
 
     # -- visibility -------------------------------------------------------------
 
