@@ -340,3 +340,19 @@ def test_an_empty_deduplication_id_and_a_standard_queues_fifo_attributes_are_ref
     with pytest.raises(ClientError) as wait:
         sqs.receive_message(QueueUrl=url, WaitTimeSeconds=21)
     assert "Must be >= 0 and <= 20, if provided." in wait.value.response["Error"]["Message"]
+
+
+def test_a_fifo_queue_refuses_a_receipt_handle_whose_visibility_passed(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g")
+    handle = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"][0]["ReceiptHandle"]
+    with pytest.raises(ClientError) as expired:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    assert (error_code(expired), expired.value.response["Error"]["Message"]) == (
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.")
+    live = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"][0]
+    assert live["Body"] == "once"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=live["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)

@@ -256,14 +256,18 @@ class MessageActions(SqsBase):
         message_id, claim_id = sqs_names.parse_receipt_handle(handle, name)
         try:
             self.messaging.delete_message(project, name, message_id, claim_id)
-        except (errors.InvalidClaim, errors.MessageNotClaimed):
-            # the visibility timeout passed: SQS deletes by an old handle while nobody else holds the message
-            try:
-                self.messaging.delete_message(project, name, message_id, None)
-            except errors.ClaimRuleViolation:
-                pass
-        except errors.MessageIsClaimedBy:
-            pass  # received again since: the newer handle decides
+            return
+        except (errors.InvalidClaim, errors.MessageNotClaimed, errors.MessageIsClaimedBy) as exc:
+            if sqs_names.is_fifo(name):  # a FIFO queue takes a handle only while its receive lasts
+                raise invalid_parameter(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
+                                        "receipt handle has expired.") from None
+            if isinstance(exc, errors.MessageIsClaimedBy):
+                return  # received again since: the newer handle decides
+        # the visibility timeout passed: SQS deletes by an old handle while nobody else holds the message
+        try:
+            self.messaging.delete_message(project, name, message_id, None)
+        except errors.ClaimRuleViolation:
+            pass
 
     def delete_message(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Delete a received message by its receipt handle."""
