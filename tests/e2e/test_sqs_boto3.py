@@ -290,6 +290,10 @@ def test_a_standard_queue_keeps_and_shows_a_message_group(sqs: Any, name: str):
                               MessageSystemAttributeNames=["MessageGroupId"])["Messages"]
     assert sorted((m["Body"], m["Attributes"]["MessageGroupId"]) for m in got) \
         == [("grouped", "tenant-1"), ("same group", "tenant-1")]
+    sqs.send_message(QueueUrl=url, MessageBody="third", MessageGroupId="tenant-2")
+    third = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"][0]["Attributes"]
+    assert third["MessageGroupId"] == "tenant-2"
+    assert "SequenceNumber" not in third  # a standard queue numbers nothing, as SQS
     with pytest.raises(ClientError) as spaces:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="has spaces")
     assert error_code(spaces) == "InvalidParameterValue"

@@ -224,7 +224,8 @@ class MessageActions(SqsBase):
             "MessageId": message.id, "ReceiptHandle": sqs_names.receipt_handle(name, message.id, claim_id),
             "MD5OfBody": sqs_messages.body_md5(body), "Body": body}
         if system:
-            found["Attributes"] = self._system_attributes(caller, project, message, now, system, system_sent)
+            found["Attributes"] = self._system_attributes(caller, project, message, now, system, system_sent,
+                                                          sqs_names.is_fifo(name))
         chosen = sqs_messages.selected_attributes(attributes, wanted)
         if chosen:
             found["MD5OfMessageAttributes"] = sqs_messages.attributes_md5(chosen)
@@ -232,7 +233,8 @@ class MessageActions(SqsBase):
         return found
 
     def _system_attributes(self, caller: Caller, project: str, message: Message, now: float,
-                           wanted: set[str], sent: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+                           wanted: set[str], sent: Mapping[str, Mapping[str, str]],
+                           fifo: bool) -> dict[str, str]:
         sent_at = str(int(message.created * 1000))
         values: dict[str, Callable[[], str | None]] = {
             "SenderId": lambda: message.client_id or caller.account,
@@ -240,7 +242,7 @@ class MessageActions(SqsBase):
             "ApproximateReceiveCount": lambda: str(message.claim_count),
             "ApproximateFirstReceiveTimestamp": lambda: str(int(now * 1000)) if message.claim_count <= 1
             else sent_at,
-            "SequenceNumber": lambda: _sequence_number(message.marker) if message.group else None,
+            "SequenceNumber": lambda: _sequence_number(message.marker) if fifo and message.group else None,
             "MessageDeduplicationId": lambda: message.dedup_id,
             "MessageGroupId": lambda: message.group or (sent.get("MessageGroupId") or {}).get("StringValue"),
             "AWSTraceHeader": lambda: (sent.get("AWSTraceHeader") or {}).get("StringValue"),
