@@ -216,8 +216,11 @@ def test_a_fifo_queue_keeps_group_order_and_drops_duplicates(sqs: Any, name: str
     assert again["MessageId"] == first["MessageId"]
     sqs.send_message(QueueUrl=url, MessageBody="a2", MessageGroupId="a")
     assert int(first["SequenceNumber"]) > 0
-    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId"])
+    assert len(first["SequenceNumber"]) == 20 and not first["SequenceNumber"].startswith("0")  # as SQS's
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                              AttributeNames=["MessageGroupId", "SequenceNumber"])
     assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [("a1", "a")]
+    assert got["Messages"][0]["Attributes"]["SequenceNumber"] == first["SequenceNumber"]
     with pytest.raises(ClientError) as no_group:
         sqs.send_message(QueueUrl=url, MessageBody="x")
     assert error_code(no_group) == "MissingParameter"

@@ -28,8 +28,13 @@ MAX_VISIBILITY = 43200
 MAX_BATCH_BYTES = 1048576
 
 
+#: what a FIFO message's marker is offset by in its SequenceNumber: 2**64, so that it is a 20-digit
+#: number without leading zeros, as SQS's are
+_SEQUENCE_BASE = 2 ** 64
+
+
 def _sequence_number(marker: int) -> str:
-    return str(marker).zfill(20)
+    return str(_SEQUENCE_BASE + marker)
 
 
 def check_batch(entries: Any, action: str) -> list[Mapping[str, Any]]:
