@@ -363,3 +363,12 @@ def test_a_fifo_queue_refuses_a_receipt_handle_whose_visibility_passed(sqs: Any,
     assert live["Body"] == "once"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=live["ReceiptHandle"])
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_a_fifo_message_sent_with_no_delay_keeps_its_queues_delay(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true", "DelaySeconds": "600"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="later", MessageGroupId="g", DelaySeconds=0)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert counts["Attributes"] == {"ApproximateNumberOfMessagesDelayed": "1"}

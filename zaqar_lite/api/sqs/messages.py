@@ -138,6 +138,8 @@ class MessageActions(SqsBase):
         shown_group = entry.get("MessageGroupId")
         if not fifo and isinstance(shown_group, str):  # a standard queue's group orders nothing: kept, shown
             system["MessageGroupId"] = {"DataType": "String", "StringValue": shown_group}
+        if fifo:  # a FIFO message has no delay of its own: DelaySeconds=0 keeps the queue's, as SQS
+            delay_seconds = None
         item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None,
                 "delay": delay_seconds, "dlq_eligible": True, "dedup_id": dedup_id, "group": group}
         answer: dict[str, Any] = {"MD5OfMessageBody": sqs_messages.body_md5(body)}
