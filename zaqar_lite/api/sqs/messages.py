@@ -9,8 +9,9 @@ larger claim with the new timeout as its delay.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
@@ -35,6 +36,17 @@ _SEQUENCE_BASE = 2 ** 64
 
 def _sequence_number(marker: int) -> str:
     return str(_SEQUENCE_BASE + marker)
+
+
+@contextlib.contextmanager
+def _handle_is_invalid() -> Iterator[None]:
+    """Word a malformed receipt handle of a single (not batch) action as SQS does: without the handle."""
+    try:
+        yield
+    except errors.SqsRefused as exc:
+        if exc.code != "ReceiptHandleIsInvalid":
+            raise
+        raise errors.SqsRefused(exc.code, "The input receipt handle is invalid.") from None
 
 
 def check_batch(entries: Any, action: str) -> list[Mapping[str, Any]]:
@@ -282,7 +294,8 @@ class MessageActions(SqsBase):
         """Delete a received message by its receipt handle."""
         project, name = self.queue_of(caller, params)
         self.metadata(project, name)
-        self._delete(project, name, required(params, "ReceiptHandle"))
+        with _handle_is_invalid():
+            self._delete(project, name, required(params, "ReceiptHandle"))
         return {}
 
     def delete_message_batch(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -348,8 +361,9 @@ class MessageActions(SqsBase):
         """Change how long a received message stays invisible, from now."""
         project, name = self.queue_of(caller, params)
         self.metadata(project, name)
-        self._change_visibility(project, name, required(params, "ReceiptHandle"),
-                                params.get("VisibilityTimeout"))
+        with _handle_is_invalid():
+            self._change_visibility(project, name, required(params, "ReceiptHandle"),
+                                    params.get("VisibilityTimeout"))
         return {}
 
     def change_message_visibility_batch(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
