@@ -381,3 +381,9 @@ def test_a_fifo_message_sent_with_no_delay_keeps_its_queues_delay(sqs: Any, name
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     assert counts["Attributes"] == {"ApproximateNumberOfMessagesDelayed": "1"}
+
+
+def test_a_queue_url_without_a_path_is_a_queue_that_does_not_exist(sqs: Any):
+    with pytest.raises(ClientError) as missing:
+        sqs.get_queue_attributes(QueueUrl="http://whatever-incorrect-queue-address", AttributeNames=["All"])
+    assert error_code(missing) == "AWS.SimpleQueueService.NonExistentQueue"

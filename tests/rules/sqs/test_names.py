@@ -23,6 +23,12 @@ def test_a_url_that_names_no_queue_is_an_invalid_address(url):
     assert refused.value.code == "InvalidAddress"
 
 
+def test_a_url_without_a_path_names_a_queue_that_does_not_exist():
+    with pytest.raises(SqsRefused) as refused:
+        names.parse_queue_url("http://whatever-incorrect-queue-address")
+    assert refused.value.code == "QueueDoesNotExist"
+
+
 def test_the_access_key_is_read_from_a_sigv4_header_or_the_query():
     header = ("AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/sqs/aws4_request, "
               "SignedHeaders=host, Signature=abc")
