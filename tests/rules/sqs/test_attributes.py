@@ -77,8 +77,9 @@ def test_an_existing_queue_with_other_values_is_found_out():
 
 
 def test_tags_are_limited_to_fifty_and_removed_by_key():
-    with pytest.raises(SqsRefused):
-        attributes.check_tags({f"k{n}": "v" for n in range(51)}, {})
+    with pytest.raises(SqsRefused) as refused:
+        attributes.check_tags({f"k{n}": "v" for n in range(51)}, {}, "q1")
+    assert str(refused.value) == "Too many tags added for queue q1."
     metadata = {"sqs": {"tags": {"a": "1", "b": "2"}}}
     assert attributes.tags_of(attributes.without_tags(metadata, ["a"])) == {"b": "2"}
 

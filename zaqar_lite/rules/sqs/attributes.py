@@ -296,7 +296,7 @@ def tags_of(metadata: Mapping[str, Any]) -> dict[str, str]:
     return dict((metadata.get(SQS_KEY) or {}).get("tags") or {})
 
 
-def check_tags(tags: Any, already: Mapping[str, str]) -> dict[str, str]:
+def check_tags(tags: Any, already: Mapping[str, str], queue: str) -> dict[str, str]:
     """Return tags a CreateQueue or TagQueue adds, checked (at most 50 on a queue; key 1-128, value 0-256).
 
     Raises:
@@ -310,7 +310,7 @@ def check_tags(tags: Any, already: Mapping[str, str]) -> dict[str, str]:
         if not isinstance(key, str) or not 1 <= len(key) <= 128 or len(value) > 256:
             raise invalid_parameter("Tag keys must be 1 to 128 characters and tag values at most 256.")
     if len({**already, **tags}) > MAX_TAGS:
-        raise invalid_parameter(f"Too many tags added for queue. A queue may have at most {MAX_TAGS} tags.")
+        raise invalid_parameter(f"Too many tags added for queue {queue}.")
     return dict(tags)
 
 
