@@ -40,7 +40,7 @@ def _sequence_number(marker: int) -> str:
 
 @contextlib.contextmanager
 def _handle_is_invalid() -> Iterator[None]:
-    """Word a malformed receipt handle of a single (not batch) action as SQS does: without the handle."""
+    """Word a malformed receipt handle of a ChangeMessageVisibility as SQS does: without the handle."""
     try:
         yield
     except errors.SqsRefused as exc:
@@ -294,8 +294,7 @@ class MessageActions(SqsBase):
         """Delete a received message by its receipt handle."""
         project, name = self.queue_of(caller, params)
         self.metadata(project, name)
-        with _handle_is_invalid():
-            self._delete(project, name, required(params, "ReceiptHandle"))
+        self._delete(project, name, required(params, "ReceiptHandle"))
         return {}
 
     def delete_message_batch(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
