@@ -126,7 +126,17 @@ def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name
         {"Id": "x", "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 0},
         {"Id": "y", "ReceiptHandle": "not-a-handle", "VisibilityTimeout": 0}])
     assert [e["Id"] for e in changed["Successful"]] == ["x"]
-    assert [(e["Id"], e["Code"]) for e in changed["Failed"]] == [("y", "ReceiptHandleIsInvalid")]
+    assert [(e["Id"], e["Code"], e["Message"]) for e in changed["Failed"]] == [
+        ("y", "ReceiptHandleIsInvalid",
+         'The input receipt handle "not-a-handle" is not a valid receipt handle.')]
+    with pytest.raises(ClientError) as invalid:  # a single change's words name no handle, as SQS's
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle="not-a-handle", VisibilityTimeout=5)
+    assert (error_code(invalid), invalid.value.response["Error"]["Message"]) \
+        == ("ReceiptHandleIsInvalid", "The input receipt handle is invalid.")
+    with pytest.raises(ClientError) as invalid:  # a delete's do
+        sqs.delete_message(QueueUrl=url, ReceiptHandle="not-a-handle")
+    assert invalid.value.response["Error"]["Message"] \
+        == 'The input receipt handle "not-a-handle" is not a valid receipt handle.'
     again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                                 AttributeNames=["ApproximateReceiveCount"])
     assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in again["Messages"]] \
@@ -135,6 +145,7 @@ def test_batches_send_delete_and_change_visibility_entry_by_entry(sqs: Any, name
         {"Id": "p", "ReceiptHandle": second["ReceiptHandle"]},
         {"Id": "q", "ReceiptHandle": again["Messages"][0]["ReceiptHandle"]}])
     assert sorted(e["Id"] for e in deleted["Successful"]) == ["p", "q"]
+    assert "Failed" not in deleted  # as SQS answers a batch whose every entry succeeded
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesNotVisible"]) \
         == ("0", "0")
@@ -215,8 +226,11 @@ def test_a_fifo_queue_keeps_group_order_and_drops_duplicates(sqs: Any, name: str
     assert again["MessageId"] == first["MessageId"]
     sqs.send_message(QueueUrl=url, MessageBody="a2", MessageGroupId="a")
     assert int(first["SequenceNumber"]) > 0
-    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId"])
+    assert len(first["SequenceNumber"]) == 20 and not first["SequenceNumber"].startswith("0")  # as SQS's
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                              AttributeNames=["MessageGroupId", "SequenceNumber"])
     assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [("a1", "a")]
+    assert got["Messages"][0]["Attributes"]["SequenceNumber"] == first["SequenceNumber"]
     with pytest.raises(ClientError) as no_group:
         sqs.send_message(QueueUrl=url, MessageBody="x")
     assert error_code(no_group) == "MissingParameter"
@@ -289,6 +303,10 @@ def test_a_standard_queue_keeps_and_shows_a_message_group(sqs: Any, name: str):
                               MessageSystemAttributeNames=["MessageGroupId"])["Messages"]
     assert sorted((m["Body"], m["Attributes"]["MessageGroupId"]) for m in got) \
         == [("grouped", "tenant-1"), ("same group", "tenant-1")]
+    sqs.send_message(QueueUrl=url, MessageBody="third", MessageGroupId="tenant-2")
+    third = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"][0]["Attributes"]
+    assert third["MessageGroupId"] == "tenant-2"
+    assert "SequenceNumber" not in third  # a standard queue numbers nothing, as SQS
     with pytest.raises(ClientError) as spaces:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="has spaces")
     assert error_code(spaces) == "InvalidParameterValue"
@@ -323,3 +341,50 @@ def test_the_trace_header_of_a_send_is_the_messages_aws_trace_header(sqs: Any, n
         sqs.meta.events.unregister("before-send.sqs.SendMessage", add_trace)
     got = sqs.receive_message(QueueUrl=url, AttributeNames=["AWSTraceHeader"])["Messages"][0]
     assert got["Attributes"] == {"AWSTraceHeader": trace}
+
+
+def test_an_empty_deduplication_id_and_a_standard_queues_fifo_attributes_are_refused(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    with pytest.raises(ClientError) as empty:
+        sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="")
+    assert empty.value.response["Error"]["Message"] == (
+        "Value  for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only "
+        "include alphanumeric and punctuation characters. 1 to 128 in length.")
+    with pytest.raises(ClientError) as standard:
+        sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "false"})
+    assert (error_code(standard), standard.value.response["Error"]["Message"]) \
+        == ("InvalidAttributeName", "Unknown Attribute FifoQueue.")
+    with pytest.raises(ClientError) as wait:
+        sqs.receive_message(QueueUrl=url, WaitTimeSeconds=21)
+    assert "Must be >= 0 and <= 20, if provided." in wait.value.response["Error"]["Message"]
+
+
+def test_a_fifo_queue_refuses_a_receipt_handle_whose_visibility_passed(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g")
+    handle = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"][0]["ReceiptHandle"]
+    with pytest.raises(ClientError) as expired:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    assert (error_code(expired), expired.value.response["Error"]["Message"]) == (
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.")
+    live = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"][0]
+    assert live["Body"] == "once"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=live["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_a_fifo_message_sent_with_no_delay_keeps_its_queues_delay(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true", "DelaySeconds": "600"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="later", MessageGroupId="g", DelaySeconds=0)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert counts["Attributes"] == {"ApproximateNumberOfMessagesDelayed": "1"}
+
+
+def test_a_queue_url_without_a_path_is_a_queue_that_does_not_exist(sqs: Any):
+    with pytest.raises(ClientError) as missing:
+        sqs.get_queue_attributes(QueueUrl="http://whatever-incorrect-queue-address", AttributeNames=["All"])
+    assert error_code(missing) == "AWS.SimpleQueueService.NonExistentQueue"

@@ -79,6 +79,10 @@ def test_the_query_protocol_answers_in_xml_on_the_root_and_on_queue_urls(server:
     assert [t.findtext("sqs:Key", namespaces=NS) for t in tags.iter(f"{{{NS['sqs']}}}Tag")] == ["team"]
     wrong_place = query(server, path, Action="ListQueues")
     assert wrong_place.findtext("sqs:Error/sqs:Code", namespaces=NS) == "InvalidAction"
+    unknown = query(server, path, Action="FooBar")
+    assert (unknown.findtext("sqs:Error/sqs:Code", namespaces=NS),
+            unknown.findtext("sqs:Error/sqs:Message", namespaces=NS)) \
+        == ("InvalidAction", "The action FooBar is not valid for this endpoint.")
     plain_get = requests.get(server.url + path, timeout=10)
     assert (plain_get.status_code, ET.fromstring(plain_get.content).tag) == (404, "UnknownOperationException")
     as_json = requests.get(server.url + path,

@@ -77,7 +77,43 @@ def test_an_existing_queue_with_other_values_is_found_out():
 
 
 def test_tags_are_limited_to_fifty_and_removed_by_key():
-    with pytest.raises(SqsRefused):
-        attributes.check_tags({f"k{n}": "v" for n in range(51)}, {})
+    with pytest.raises(SqsRefused) as refused:
+        attributes.check_tags({f"k{n}": "v" for n in range(51)}, {}, "q1")
+    assert str(refused.value) == "Too many tags added for queue q1."
     metadata = {"sqs": {"tags": {"a": "1", "b": "2"}}}
     assert attributes.tags_of(attributes.without_tags(metadata, ["a"])) == {"b": "2"}
+
+
+@pytest.mark.parametrize(("given", "fifo", "creating", "code", "message"), [
+    ({"FifoQueue": "false"}, False, True, "InvalidAttributeName", "Unknown Attribute FifoQueue."),
+    ({"FifoQueue": "false"}, False, False, "InvalidAttributeName", "Unknown Attribute FifoQueue."),
+    ({"FifoQueue": "true"}, False, False, "InvalidAttributeName", "Unknown Attribute FifoQueue."),
+    ({"FifoQueue": "false"}, True, False, "InvalidAttributeValue",
+     "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."),
+    ({"DeduplicationScope": "queue"}, False, True, "InvalidAttributeName",
+     "You can specify the DeduplicationScope only when FifoQueue is set to true."),
+    ({"FifoThroughputLimit": "perQueue"}, False, True, "InvalidAttributeName",
+     "You can specify the FifoThroughputLimit only when FifoQueue is set to true."),
+])
+def test_a_standard_queue_refuses_every_fifo_attribute_in_sqs_words(given, fifo, creating, code, message):
+    with pytest.raises(SqsRefused) as refused:
+        attributes.check(given, fifo=fifo, creating=creating)
+    assert (refused.value.code, str(refused.value)) == (code, message)
+
+
+def test_a_fifo_queue_may_restate_that_it_is_fifo():
+    assert attributes.check({"FifoQueue": "true"}, fifo=True, creating=False) == {"FifoQueue": "true"}
+
+
+def test_a_data_key_reuse_period_is_shown_only_beside_a_master_key():
+    keying = {"KmsMasterKeyId": "k", "KmsDataKeyReusePeriodSeconds": "600"}
+    keyed = attributes.stored({}, attributes.check(keying, fifo=False, creating=True), ACCOUNT, 0.0)
+    assert attributes.shown(keyed, False, 60, "r", ACCOUNT)["KmsDataKeyReusePeriodSeconds"] == "600"
+    unkeying = {"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"}
+    unkeyed = attributes.stored(keyed, attributes.check(unkeying, fifo=False, creating=False), ACCOUNT, 0.0)
+    assert "KmsDataKeyReusePeriodSeconds" not in attributes.shown(unkeyed, False, 60, "r", ACCOUNT)
+
+
+def test_a_permission_policy_is_written_in_the_policy_language_version_sqs_writes():
+    policy = attributes.with_permission("", "l", [ACCOUNT], ["SendMessage"], DLQ_ARN)
+    assert json.loads(policy)["Version"] == "2008-10-17"

@@ -83,6 +83,9 @@ def test_receive_selects_attributes_by_name_prefix_or_all():
     assert messages.selected_attributes(attributes, ["a.*"]) == {"a.x": 1, "a.y": 2}
     assert messages.selected_attributes(attributes, ["b", "missing"]) == {"b": 3}
     assert messages.selected_attributes(attributes, ["All"]) == attributes
+    assert messages.selected_attributes(attributes, ["*"]) == attributes
+    assert messages.selected_attributes({"Hello": 1, "Help.Me": 2, "General": 3}, ["Hel.*"]) \
+        == {"Hello": 1, "Help.Me": 2}
     assert messages.wanted_system_attributes(["SentTimestamp", "ApproximateNumberOfMessages"]) \
         == {"SentTimestamp"}
 

@@ -23,6 +23,12 @@ def test_a_url_that_names_no_queue_is_an_invalid_address(url):
     assert refused.value.code == "InvalidAddress"
 
 
+def test_a_url_without_a_path_names_a_queue_that_does_not_exist():
+    with pytest.raises(SqsRefused) as refused:
+        names.parse_queue_url("http://whatever-incorrect-queue-address")
+    assert refused.value.code == "QueueDoesNotExist"
+
+
 def test_the_access_key_is_read_from_a_sigv4_header_or_the_query():
     header = ("AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/sqs/aws4_request, "
               "SignedHeaders=host, Signature=abc")
@@ -64,3 +70,15 @@ def test_queue_names_sqs_allows(name, fifo):
 def test_queue_names_sqs_refuses(name, fifo):
     with pytest.raises(SqsRefused):
         names.check_queue_name(name, fifo)
+
+
+def test_sqs_words_the_bounds_of_a_wait_as_comparisons_and_others_as_a_range():
+    from zaqar_lite.rules.sqs import whole_number
+    with pytest.raises(SqsRefused) as refused:
+        whole_number("21", "WaitTimeSeconds", 0, 20)
+    assert str(refused.value) == ("Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 "
+                                     "and <= 20, if provided.")
+    with pytest.raises(SqsRefused) as refused:
+        whole_number(11, "MaxNumberOfMessages", 1, 10)
+    assert str(refused.value) == ("Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be "
+                                     "between 1 and 10, if provided.")

@@ -9,8 +9,9 @@ larger claim with the new timeout as its delay.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
@@ -28,8 +29,24 @@ MAX_VISIBILITY = 43200
 MAX_BATCH_BYTES = 1048576
 
 
+#: what a FIFO message's marker is offset by in its SequenceNumber: 2**64, so that it is a 20-digit
+#: number without leading zeros, as SQS's are
+_SEQUENCE_BASE = 2 ** 64
+
+
 def _sequence_number(marker: int) -> str:
-    return str(marker).zfill(20)
+    return str(_SEQUENCE_BASE + marker)
+
+
+@contextlib.contextmanager
+def _handle_is_invalid() -> Iterator[None]:
+    """Word a malformed receipt handle of a ChangeMessageVisibility as SQS does: without the handle."""
+    try:
+        yield
+    except errors.SqsRefused as exc:
+        if exc.code != "ReceiptHandleIsInvalid":
+            raise
+        raise errors.SqsRefused(exc.code, "The input receipt handle is invalid.") from None
 
 
 def check_batch(entries: Any, action: str) -> list[Mapping[str, Any]]:
@@ -62,6 +79,11 @@ def failed(entry_id: str, exc: errors.SqsRefused) -> dict[str, Any]:
     return {"Id": entry_id, "SenderFault": True, "Code": exc.code, "Message": str(exc)}
 
 
+def batch_result(successful: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a batch's answer: ``Failed`` only when an entry failed, as SQS answers."""
+    return {"Successful": successful, "Failed": failures} if failures else {"Successful": successful}
+
+
 def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fifo: bool,
               delay: int | None) -> tuple[str | None, str | None]:
     """Return the ``(group, dedup_id)`` a message is stored with: a FIFO queue's, none on a standard queue.
@@ -85,7 +107,7 @@ def _ordering(stored: Mapping[str, Any], body: str, entry: Mapping[str, Any], fi
                                 "request include parameter that is not valid for this queue type.")
     if not group:
         raise errors.SqsRefused("MissingParameter", "The request must contain the parameter MessageGroupId.")
-    if not dedup_id:
+    if dedup_id is None:  # an empty one is refused as malformed below
         if sqs_attributes.setting(stored, "ContentBasedDeduplication") != "true":
             raise invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
                                     "MessageDeduplicationId provided explicitly")
@@ -128,6 +150,8 @@ class MessageActions(SqsBase):
         shown_group = entry.get("MessageGroupId")
         if not fifo and isinstance(shown_group, str):  # a standard queue's group orders nothing: kept, shown
             system["MessageGroupId"] = {"DataType": "String", "StringValue": shown_group}
+        if fifo:  # a FIFO message has no delay of its own: DelaySeconds=0 keeps the queue's, as SQS
+            delay_seconds = None
         item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None,
                 "delay": delay_seconds, "dlq_eligible": True, "dedup_id": dedup_id, "group": group}
         answer: dict[str, Any] = {"MD5OfMessageBody": sqs_messages.body_md5(body)}
@@ -186,7 +210,7 @@ class MessageActions(SqsBase):
                                     f"bytes. You have sent {total} bytes.")
         if items:
             self._post(caller, project, name, items, answers)
-        return {"Successful": answers, "Failed": failures}
+        return batch_result(answers, failures)
 
     # -- receive ----------------------------------------------------------------
 
@@ -219,7 +243,8 @@ class MessageActions(SqsBase):
             "MessageId": message.id, "ReceiptHandle": sqs_names.receipt_handle(name, message.id, claim_id),
             "MD5OfBody": sqs_messages.body_md5(body), "Body": body}
         if system:
-            found["Attributes"] = self._system_attributes(caller, project, message, now, system, system_sent)
+            found["Attributes"] = self._system_attributes(caller, project, message, now, system, system_sent,
+                                                          sqs_names.is_fifo(name))
         chosen = sqs_messages.selected_attributes(attributes, wanted)
         if chosen:
             found["MD5OfMessageAttributes"] = sqs_messages.attributes_md5(chosen)
@@ -227,7 +252,8 @@ class MessageActions(SqsBase):
         return found
 
     def _system_attributes(self, caller: Caller, project: str, message: Message, now: float,
-                           wanted: set[str], sent: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+                           wanted: set[str], sent: Mapping[str, Mapping[str, str]],
+                           fifo: bool) -> dict[str, str]:
         sent_at = str(int(message.created * 1000))
         values: dict[str, Callable[[], str | None]] = {
             "SenderId": lambda: message.client_id or caller.account,
@@ -235,7 +261,7 @@ class MessageActions(SqsBase):
             "ApproximateReceiveCount": lambda: str(message.claim_count),
             "ApproximateFirstReceiveTimestamp": lambda: str(int(now * 1000)) if message.claim_count <= 1
             else sent_at,
-            "SequenceNumber": lambda: _sequence_number(message.marker) if message.group else None,
+            "SequenceNumber": lambda: _sequence_number(message.marker) if fifo and message.group else None,
             "MessageDeduplicationId": lambda: message.dedup_id,
             "MessageGroupId": lambda: message.group or (sent.get("MessageGroupId") or {}).get("StringValue"),
             "AWSTraceHeader": lambda: (sent.get("AWSTraceHeader") or {}).get("StringValue"),
@@ -251,14 +277,18 @@ class MessageActions(SqsBase):
         message_id, claim_id = sqs_names.parse_receipt_handle(handle, name)
         try:
             self.messaging.delete_message(project, name, message_id, claim_id)
-        except (errors.InvalidClaim, errors.MessageNotClaimed):
-            # the visibility timeout passed: SQS deletes by an old handle while nobody else holds the message
-            try:
-                self.messaging.delete_message(project, name, message_id, None)
-            except errors.ClaimRuleViolation:
-                pass
-        except errors.MessageIsClaimedBy:
-            pass  # received again since: the newer handle decides
+            return
+        except (errors.InvalidClaim, errors.MessageNotClaimed, errors.MessageIsClaimedBy) as exc:
+            if sqs_names.is_fifo(name):  # a FIFO queue takes a handle only while its receive lasts
+                raise invalid_parameter(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
+                                        "receipt handle has expired.") from None
+            if isinstance(exc, errors.MessageIsClaimedBy):
+                return  # received again since: the newer handle decides
+        # the visibility timeout passed: SQS deletes by an old handle while nobody else holds the message
+        try:
+            self.messaging.delete_message(project, name, message_id, None)
+        except errors.ClaimRuleViolation:
+            pass
 
     def delete_message(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Delete a received message by its receipt handle."""
@@ -285,7 +315,7 @@ class MessageActions(SqsBase):
                 failures.append(failed(entry["Id"], exc))
                 continue
             successful.append({"Id": entry["Id"]})
-        return {"Successful": successful, "Failed": failures}
+        return batch_result(successful, failures)
 
     # -- visibility -------------------------------------------------------------
 
@@ -330,8 +360,9 @@ class MessageActions(SqsBase):
         """Change how long a received message stays invisible, from now."""
         project, name = self.queue_of(caller, params)
         self.metadata(project, name)
-        self._change_visibility(project, name, required(params, "ReceiptHandle"),
-                                params.get("VisibilityTimeout"))
+        with _handle_is_invalid():
+            self._change_visibility(project, name, required(params, "ReceiptHandle"),
+                                    params.get("VisibilityTimeout"))
         return {}
 
     def change_message_visibility_batch(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:

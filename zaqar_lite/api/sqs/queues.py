@@ -38,7 +38,7 @@ class QueueActions(SqsBase):
             requested = {**requested, "FifoQueue": str(requested["FifoQueue"]).lower()}
         checked = sqs_attributes.check(requested, fifo, creating=True)
         sqs_attributes.check_redrive_kind(checked, caller.account, fifo)
-        tags = sqs_attributes.check_tags(params.get("tags", params.get("Tags")), {})
+        tags = sqs_attributes.check_tags(params.get("tags", params.get("Tags")), {}, name)
         project = caller.account
         try:
             existing = self.messaging.existing_queue_metadata(project, name)
@@ -140,7 +140,7 @@ class QueueActions(SqsBase):
         """Add tags to a queue (a key it has takes the new value)."""
         project, name = self.queue_of(caller, params)
         current = self.metadata(project, name)
-        tags = sqs_attributes.check_tags(required(params, "Tags"), sqs_attributes.tags_of(current))
+        tags = sqs_attributes.check_tags(required(params, "Tags"), sqs_attributes.tags_of(current), name)
         if not tags:
             raise errors.SqsRefused("MissingParameter", "The request must contain the parameter Tags.")
         own = dict(current.get(sqs_attributes.SQS_KEY) or {})

@@ -68,8 +68,9 @@ class SqsFace:
                                         "endpoint.")
             if action is None:
                 code = "UnsupportedOperation" if call.action in UNSUPPORTED else "InvalidAction"
+                where = "web service" if queue_path is None else "endpoint"  # a queue URL is SQS's endpoint
                 raise errors.SqsRefused(code, UNSUPPORTED.get(
-                    call.action, f"The action {call.action} is not valid for this web service."))
+                    call.action, f"The action {call.action} is not valid for this {where}."))
             result = action(caller, call.params)
         except errors.ZaqarLiteError as exc:
             self._error(resp, sqs_errors.from_domain(exc), is_json, request_id, wants_json(req))

@@ -23,6 +23,10 @@ def missing_parameter(name: str) -> SqsRefused:
     return SqsRefused("MissingParameter", f"The request must contain the parameter {name}.")
 
 
+#: the parameters whose bounds SQS words as ">= low and <= high" rather than "between low and high"
+_WORDED_AS_COMPARISONS = ("WaitTimeSeconds",)
+
+
 def whole_number(value: object, name: str, low: int, high: int) -> int:
     """Return a parameter as an integer within ``[low, high]`` (the query protocol sends text).
 
@@ -36,6 +40,7 @@ def whole_number(value: object, name: str, low: int, high: int) -> int:
             and value.strip().lstrip("-").isdigit():
         number = int(value)
     if number is None or not low <= number <= high:
-        raise invalid_parameter(f"Value {value} for parameter {name} is invalid. Reason: Must be "
-                                f"between {low} and {high}, if provided.")
+        bounds = f">= {low} and <= {high}" if name in _WORDED_AS_COMPARISONS else f"between {low} and {high}"
+        raise invalid_parameter(f"Value {value} for parameter {name} is invalid. Reason: Must be {bounds}, "
+                                "if provided.")
     return number

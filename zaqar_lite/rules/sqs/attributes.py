@@ -46,6 +46,8 @@ FIFO_DEFAULTS: dict[str, str] = {
     "DeduplicationScope": "queue",
     "FifoThroughputLimit": "perQueue",
 }
+#: the FIFO attributes a standard queue refuses in words of their own
+_FIFO_ONLY = ("DeduplicationScope", "FifoThroughputLimit")
 _RANGES = {
     "DelaySeconds": (0, 900),
     "MaximumMessageSize": (1024, 1048576),
@@ -105,7 +107,10 @@ def check(attributes: Any, fifo: bool, creating: bool) -> dict[str, str]:
 
 def _checked(name: str, value: str, fifo: bool, creating: bool) -> str:
     """Return one attribute's value as kept (a number without leading zeros), checked."""
-    if name in FIFO_DEFAULTS and not fifo and not (name == "FifoQueue" and value == "false"):
+    if name in _FIFO_ONLY and not fifo:
+        raise SqsRefused("InvalidAttributeName",
+                         f"You can specify the {name} only when FifoQueue is set to true.")
+    if name in FIFO_DEFAULTS and not fifo:
         raise unknown(name)
     if name == "FifoQueue" and not creating and value.lower() != ("true" if fifo else "false"):
         raise invalid_value(name, "Modifying queue type is not supported.")
@@ -232,6 +237,8 @@ def shown(metadata: Mapping[str, Any], fifo: bool, default_ttl: int, region: str
     if fifo:
         found.update(FIFO_DEFAULTS)
     found.update(kept)
+    if "KmsMasterKeyId" not in kept:  # a data key's reuse period means nothing without a key
+        found.pop("KmsDataKeyReusePeriodSeconds", None)
     found["DelaySeconds"] = str(metadata.get(meta.DEFAULT_DELAY, 0))
     found["MessageRetentionPeriod"] = str(metadata.get(meta.DEFAULT_TTL, default_ttl))
     dlq, count = metadata.get(meta.DEAD_LETTER_QUEUE), metadata.get(meta.MAX_CLAIM_COUNT)
@@ -289,7 +296,7 @@ def tags_of(metadata: Mapping[str, Any]) -> dict[str, str]:
     return dict((metadata.get(SQS_KEY) or {}).get("tags") or {})
 
 
-def check_tags(tags: Any, already: Mapping[str, str]) -> dict[str, str]:
+def check_tags(tags: Any, already: Mapping[str, str], queue: str) -> dict[str, str]:
     """Return tags a CreateQueue or TagQueue adds, checked (at most 50 on a queue; key 1-128, value 0-256).
 
     Raises:
@@ -303,7 +310,7 @@ def check_tags(tags: Any, already: Mapping[str, str]) -> dict[str, str]:
         if not isinstance(key, str) or not 1 <= len(key) <= 128 or len(value) > 256:
             raise invalid_parameter("Tag keys must be 1 to 128 characters and tag values at most 256.")
     if len({**already, **tags}) > MAX_TAGS:
-        raise invalid_parameter(f"Too many tags added for queue. A queue may have at most {MAX_TAGS} tags.")
+        raise invalid_parameter(f"Too many tags added for queue {queue}.")
     return dict(tags)
 
 
@@ -357,7 +364,7 @@ def with_permission(policy: str, label: str, accounts: list[str], actions: list[
                        "Principal": {"AWS": principals[0] if len(principals) == 1 else principals},
                        "Action": [f"SQS:{a}" for a in actions] if len(actions) > 1 else f"SQS:{actions[0]}",
                        "Resource": arn})
-    return json.dumps({"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": statements},
+    return json.dumps({"Version": "2008-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": statements},
                       separators=(",", ":"))
 
 
@@ -373,5 +380,5 @@ def without_permission(policy: str, label: str, arn: str) -> str:
         raise invalid_parameter(f"Value {label} for parameter Label is invalid. Reason: can't find label.")
     if not kept:
         return ""
-    return json.dumps({"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": kept},
+    return json.dumps({"Version": "2008-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": kept},
                       separators=(",", ":"))

@@ -199,14 +199,15 @@ def sent_parts(body: Any) -> tuple[str, dict[str, dict[str, str]], dict[str, dic
 def selected_attributes(attributes: Mapping[str, Any], wanted: Iterable[str]) -> dict[str, Any]:
     """Return the message attributes a ReceiveMessage's ``MessageAttributeNames`` asks for.
 
-    ``All`` or ``.*`` asks for every one; ``prefix.*`` for those whose name starts with ``prefix.``.
+    ``All``, ``*`` or ``.*`` asks for every one; ``prefix.*`` for those whose name starts with
+    ``prefix`` (``Hel.*`` selects ``Hello`` and ``Help.Me``, as SQS).
     """
     chosen: dict[str, Any] = {}
     for name in wanted:
-        if name in ("All", ".*"):
+        if name in ("All", "*", ".*"):
             return dict(attributes)
         if name.endswith(".*"):
-            chosen.update((k, v) for k, v in attributes.items() if k.startswith(name[:-1]))
+            chosen.update((k, v) for k, v in attributes.items() if k.startswith(name[:-2]))
         elif name in attributes:
             chosen[name] = attributes[name]
     return chosen

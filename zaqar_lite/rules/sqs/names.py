@@ -98,7 +98,8 @@ def parse_queue_url(url: object) -> tuple[str, str]:
     queue name has account "" (the caller's).
 
     Raises:
-        SqsRefused: ``InvalidAddress``, the URL is no queue URL; ``MissingParameter`` without one.
+        SqsRefused: ``InvalidAddress``, the URL is no queue URL; ``QueueDoesNotExist``, it has no
+            path; ``MissingParameter`` without one.
     """
     if not isinstance(url, str) or not url:
         raise SqsRefused("MissingParameter", "The request must contain the parameter QueueUrl.")
@@ -106,6 +107,8 @@ def parse_queue_url(url: object) -> tuple[str, str]:
     parts = [part for part in path.split("/") if part]
     if "://" not in url and len(parts) == 1:  # a queue's name: the caller's own account's queue
         return "", parts[0]
+    if not parts:  # a host alone names no queue there is (as SQS answers)
+        raise SqsRefused("QueueDoesNotExist", "The specified queue does not exist.")
     if len(parts) != 2:
         raise SqsRefused("InvalidAddress", "The address " + ("given" if len(url) > 256 else url)
                          + " is not valid for this endpoint.")
