@@ -9,6 +9,8 @@ from __future__ import annotations
 import pymongo
 import pytest
 
+from tests.conftest import missing_server
+from tests.servers.mongodb import SecantusServer
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 from zaqar_lite.storage.mongodb import layout
@@ -221,3 +223,30 @@ def test_any_json_body_and_metadata_round_trip_even_where_bson_cannot_hold_them(
     assert [m.body for m in store.get_messages(P, Q, ["b0", "b1", "b2"], NOW)] == bodies
     store.set_queue_metadata(P, Q, {"com.example.owner": "ops", "$tag": 1})
     assert store.get_queue_metadata(P, Q) == {"com.example.owner": "ops", "$tag": 1}
+
+
+# -- a connection lost mid-claim ------------------------------------------------------
+
+def test_a_claim_whose_claim_record_write_loses_its_connection_is_storage_unavailable(tmp_path):
+    """The claim's record is written last, after its messages: a connection closed then is an
+    unreachable store (503), not an unknown error (500)."""
+    server = SecantusServer(None, str(tmp_path), None, "--enable-test-commands")
+    try:
+        server.start()
+    except RuntimeError as exc:
+        missing_server(f"SecantusDB ({exc})")
+    admin: pymongo.MongoClient[dict] = pymongo.MongoClient(server.uri)
+    storage = MongoStorage(server.uri + "faults?serverSelectionTimeoutMS=1000")
+    try:
+        storage.create_queue(P, Q, {}, NOW)
+        storage.post_messages(P, Q, _messages(2), NOW)
+        # every insert into claims (the first try and its retry) loses its connection
+        admin.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 2}, "data": {
+            "failCommands": ["insert"], "closeConnection": True, "appName": "zaqar-lite"}})
+        with pytest.raises(errors.StorageUnavailable):
+            _claim(storage, "c1", 2)
+    finally:
+        admin.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+        admin.close()
+        storage.close()
+        server.stop()

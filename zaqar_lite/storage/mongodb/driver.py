@@ -336,6 +336,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
                  for name in names}
         return {name: doc["_id"] for name, doc in heads.items() if doc is not None}
 
+    @translated
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         expires = request.now + request.ttl
         self._claims.insert_one({
