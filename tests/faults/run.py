@@ -1,8 +1,8 @@
 """One fault run, and the long run's command line.
 
 A run starts the store (in a network namespace for Redis, MongoDB and Swift, on a small ext4
-image for SQLite), a real server with 2 workers on a fake clock, and the workload; it applies the seed's schedule of
-faults, heals them all, reads the final state and checks the history. A failing run writes its
+image for SQLite), a real server with 2 workers on a fake clock, and the workload; it applies the
+seed's schedule of faults, heals them all, reads the final state and checks the history. A failing run writes its
 schedule, history, anomalies and server log to ``<out>/<store>-seed-<seed>/`` so that it can be
 replayed (the same seed gives the same schedule) and read.
 
