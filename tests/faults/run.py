@@ -2,9 +2,9 @@
 
 A run starts the store (in a network namespace for Redis, MongoDB and Swift, on a small ext4
 image for SQLite), a real server with 2 workers on a fake clock, and the workload; it applies the
-seed's schedule of faults, heals them all, reads the final state and checks the history. A failing run writes its
-schedule, history, anomalies and server log to ``<out>/<store>-seed-<seed>/`` so that it can be
-replayed (the same seed gives the same schedule) and read.
+seed's schedule of faults, heals them all, reads the final state and checks the history. A
+failing run writes its schedule, history, anomalies and server log to
+``<out>/<store>-seed-<seed>/`` so that it can be replayed (the same seed gives the same schedule) and read.
 
 The long run (docs/faults.rst)::
 
