@@ -6,12 +6,15 @@ Outages and several processes claiming at once are tested on every store in
 
 from __future__ import annotations
 
+import dataclasses
+
 import pymongo
 import pytest
 
 from tests.conftest import missing_server
 from tests.servers.mongodb import SecantusServer
 from zaqar_lite import errors
+from zaqar_lite.claims import policy
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 from zaqar_lite.storage.mongodb import layout
 from zaqar_lite.storage.mongodb.driver import MongoStorage
@@ -250,3 +253,19 @@ def test_a_claim_whose_claim_record_write_loses_its_connection_is_storage_unavai
         admin.close()
         storage.close()
         server.stop()
+
+
+def test_a_claim_write_applied_twice_counts_its_claims_and_moves_once(store):
+    """A retried bulk write (its first try applied, its answer lost to a cut link) matches
+    nothing: what it claimed and moved is read back, never counted as a negative move."""
+    store.create_queue(P, Q, {}, NOW)
+    store.post_messages(P, Q, _messages(2), NOW)
+    read = store.get_messages(P, Q, ["m0", "m1"], NOW)
+    claimed = dataclasses.replace(read[0], claim_id="c1", claim_expires=NOW + 60, claim_count=1)
+    moved = dataclasses.replace(read[1], claim_count=1)
+    plan = policy.Plan(claimed=[claimed], moved=[moved])
+    dead_letter = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    first = store._apply_plan(P, Q, plan, read, dead_letter, NOW)
+    again = store._apply_plan(P, Q, plan, read, dead_letter, NOW)
+    assert ([m.id for m in first.claimed], first.moved) == (["m0"], 1)
+    assert again.moved >= 0 and again.moved + len(again.claimed) <= 2
