@@ -81,7 +81,7 @@ def test_a_uri_write_concern_wins_over_majority():
 def test_uri_options_win_over_the_drivers_fail_fast_defaults():
     options = layout.client_options("mongodb://a:1,b:2/db?replicaSet=rs0&serverselectiontimeoutms=9000")
     assert "serverSelectionTimeoutMS" not in options
-    assert options["socketTimeoutMS"] == 10000
+    assert options["socketTimeoutMS"] == 5000
 
 
 # -- indexes ---------------------------------------------------------------------
