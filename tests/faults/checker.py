@@ -56,6 +56,7 @@ def check(ops: Iterable[Op], *, max_claim_count: int, clock_margin: float = 0.0)
     anomalies += _exclusive(holds, ops, clock_margin)
     anomalies += _counts(holds, max_claim_count)
     anomalies += _final(ops, posted, holds, max_claim_count)
+    anomalies += _expiry(ops)
     return anomalies
 
 
@@ -238,4 +239,36 @@ def _final_count(message: dict[str, Any], where: str, held: list[Held],
     if where == "dlq" and message["claim_count"] < max_claim_count:
         found.append(Anomaly("dlq-early",
                              f"{message['id']} is in the DLQ with claim_count {message['claim_count']}"))
+    return found
+
+
+def _expiry(ops: list[Op]) -> list[Anomaly]:
+    """Every acknowledged post to the expiry queue ends, once expired, in its DLQ, once; nothing is
+    in either but what was posted there (or may have been: its post timed out)."""
+    reads = [op for op in ops if op.f == "read" and op.outcome == OK]
+    if not reads or "expired" not in reads[-1].value:
+        return []
+    final = reads[-1].value
+    posts = [op for op in ops if op.f == "post-expiring" and op.outcome != FAIL]
+    acknowledged = {op.value["id"]: op for op in posts if op.outcome == OK and op.value["id"]}
+    maybe = {op.value["n"] for op in posts}
+    found = []
+    seen: dict[str, str] = {}
+    for where in ("expiring", "expired"):
+        for message in final[where]:
+            if message["id"] in seen:
+                found.append(Anomaly("duplicate-id",
+                                     f"{message['id']} read in {seen[message['id']]} and {where}"))
+            seen[message["id"]] = where
+            op = acknowledged.get(message["id"])
+            posted_here = message["n"] in maybe if op is None else op.value["n"] == message["n"]
+            if not posted_here:
+                found.append(Anomaly("phantom", f"{message['id']} (n={message['n']}) in {where} was not "
+                                                "posted there"))
+    for message_id, op in acknowledged.items():
+        if seen.get(message_id) == "expiring":
+            found.append(Anomaly("expired-not-moved", f"{message_id} expired and is still in its queue"))
+        elif message_id not in seen:
+            found.append(Anomaly("lost", f"expiring post {op.value['n']} ({message_id}) acknowledged at "
+                                         f"{op.complete:.2f} is in neither its queue nor its DLQ"))
     return found

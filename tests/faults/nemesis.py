@@ -24,6 +24,8 @@ import random
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,6 +66,11 @@ FAULTS = {
     # a Redis that persists nothing (the suites' default): what a kill -9 costs it
     "redis_volatile": ("kill-store",),
     "redis_cluster_volatile": ("pause-primary", "kill-primary"),
+    # SecantusDB, the MongoDB wire server, and Swift's proxy (its servers for a pause or a kill)
+    "mongodb": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
+                "kill-worker", "clock-step"),
+    "swift": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
+              "kill-worker", "clock-step"),
 }
 NETEM_FAULTS = ("latency", "loss")
 
@@ -111,16 +118,14 @@ def _free_subnet() -> ipaddress.IPv4Network:
             return subnet
 
 
-class NamespacedRedis:
-    """A redis-server alone in a network namespace, reached from the host through a veth pair.
+class NamespacedStore:
+    """A store alone in a network namespace, reached from the host through a veth pair.
 
-    ``durable``: it appends every write to its file and fsyncs it before answering, so a kill -9
-    loses nothing acknowledged; otherwise it persists nothing (docs/faults.rst says what that loses).
+    Subclasses start and kill the store's processes; this class makes and removes the namespace
+    and the link, cuts and mends it, and pauses and resumes the store's processes.
     """
 
-    def __init__(self, directory: Path, durable: bool = True) -> None:
-        self.persistence = ("--appendonly", "yes", "--appendfsync", "always") if durable else \
-            ("--appendonly", "no")
+    def __init__(self, directory: Path) -> None:
         token = uuid.uuid4().hex[:6]
         self.namespace = f"{PREFIX}{token}"
         self.host_link, self.ns_link = f"{PREFIX}{token}h", f"{PREFIX}{token}n"
@@ -131,9 +136,34 @@ class NamespacedRedis:
 
     @property
     def uri(self) -> str:
-        return f"redis://{self.store_ip}:{REDIS_PORT}/0"
+        raise NotImplementedError
 
-    def __enter__(self) -> NamespacedRedis:
+    @property
+    def running(self) -> bool:
+        """Whether the store's processes are up (False after a kill, until :meth:`start`)."""
+        return self.pid is not None
+
+    def pids(self) -> list[int]:
+        """Return the processes a pause stops."""
+        return [self.pid] if self.pid is not None else []
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def pause(self) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    def __enter__(self) -> NamespacedStore:
         try:
             sh("ip", "netns", "add", self.namespace)
             self._in_ns("ip", "link", "set", "lo", "up")
@@ -158,6 +188,43 @@ class NamespacedRedis:
 
     def _in_ns(self, *command: str) -> subprocess.CompletedProcess[str]:
         return sh("ip", "netns", "exec", self.namespace, *command)
+
+    def cut(self, to_store: bool, from_store: bool) -> None:
+        """Drop the packets from the server to the store, from the store to the server, or both."""
+        if to_store:
+            sh("ip", "neigh", "replace", self.store_ip, "lladdr", NOWHERE_MAC, "dev", self.host_link,
+               "nud", "permanent")
+        if from_store:
+            self._in_ns("ip", "neigh", "replace", self.host_ip, "lladdr", NOWHERE_MAC, "dev", self.ns_link,
+                        "nud", "permanent")
+
+    def mend(self) -> None:
+        """Deliver every packet again."""
+        sh("ip", "neigh", "del", self.store_ip, "dev", self.host_link, check=False)
+        sh("ip", "netns", "exec", self.namespace, "ip", "neigh", "del", self.host_ip, "dev", self.ns_link,
+           check=False)
+        sh("tc", "qdisc", "del", "dev", self.host_link, "root", check=False)
+
+    def netem(self, *options: str) -> None:
+        """Apply ``tc netem`` options (``delay 200ms 50ms``, ``loss 20%``) to packets towards the store."""
+        sh("tc", "qdisc", "replace", "dev", self.host_link, "root", "netem", *options)
+
+
+class NamespacedRedis(NamespacedStore):
+    """A redis-server alone in a network namespace, reached from the host through a veth pair.
+
+    ``durable``: it appends every write to its file and fsyncs it before answering, so a kill -9
+    loses nothing acknowledged; otherwise it persists nothing (docs/faults.rst says what that loses).
+    """
+
+    def __init__(self, directory: Path, durable: bool = True) -> None:
+        super().__init__(directory)
+        self.persistence = ("--appendonly", "yes", "--appendfsync", "always") if durable else \
+            ("--appendonly", "no")
+
+    @property
+    def uri(self) -> str:
+        return f"redis://{self.store_ip}:{REDIS_PORT}/0"
 
     def start(self) -> None:
         """Start redis-server in the namespace (on the same files after a kill) and wait until it answers."""
@@ -190,26 +257,6 @@ class NamespacedRedis:
             os.kill(pid, signal.SIGCONT)
         while Path(f"/proc/{pid}").exists() and "State:\tZ" not in _status(pid):
             time.sleep(0.02)
-
-    def cut(self, to_store: bool, from_store: bool) -> None:
-        """Drop the packets from the server to the store, from the store to the server, or both."""
-        if to_store:
-            sh("ip", "neigh", "replace", self.store_ip, "lladdr", NOWHERE_MAC, "dev", self.host_link,
-               "nud", "permanent")
-        if from_store:
-            self._in_ns("ip", "neigh", "replace", self.host_ip, "lladdr", NOWHERE_MAC, "dev", self.ns_link,
-                        "nud", "permanent")
-
-    def mend(self) -> None:
-        """Deliver every packet again."""
-        sh("ip", "neigh", "del", self.store_ip, "dev", self.host_link, check=False)
-        sh("ip", "netns", "exec", self.namespace, "ip", "neigh", "del", self.host_ip, "dev", self.ns_link,
-           check=False)
-        sh("tc", "qdisc", "del", "dev", self.host_link, "root", check=False)
-
-    def netem(self, *options: str) -> None:
-        """Apply ``tc netem`` options (``delay 200ms 50ms``, ``loss 20%``) to packets towards the store."""
-        sh("tc", "qdisc", "replace", "dev", self.host_link, "root", "netem", *options)
 
 
 def _status(pid: int) -> str:
@@ -273,3 +320,152 @@ class SteppedClock:
         temporary = self.path.with_suffix(".new")
         temporary.write_text(f"{seconds}\n")
         temporary.replace(self.path)
+
+
+def _stop_group(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGKILL) -> None:
+    """Signal a process started in a session of its own, and all of its group; wait until it is gone."""
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+        os.killpg(process.pid, signal.SIGCONT)
+    process.wait(timeout=10)
+
+
+class NamespacedMongo(NamespacedStore):
+    """A SecantusDB (the suites' MongoDB wire server, tests/servers/mongodb.py) alone in a network
+    namespace; its data lives in files, each commit synced before it is acknowledged, so that a
+    kill -9 and a restart lose nothing acknowledged."""
+
+    PORT = 27017
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://{self.store_ip}:{self.PORT}/faults"
+
+    def start(self) -> None:
+        from tests.servers.mongodb import answers, secantus_command
+
+        command = secantus_command()
+        if command is None:
+            raise RuntimeError("secantusd-py is not installed (pip install secantusdb)")
+        with open(self.directory / "secantus.log", "ab") as log:
+            self.process = subprocess.Popen(
+                ["ip", "netns", "exec", self.namespace, command, "--host", self.store_ip, "--port",
+                 str(self.PORT), "--storage-path", str(self.directory / "mongo-data"), "--sync-on-commit",
+                 "--cache-size", "256M"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.process.pid
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if answers(f"mongodb://{self.store_ip}:{self.PORT}/"):
+                return
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"SecantusDB did not start in {self.namespace}")
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL to its group); wait until it is gone."""
+        process, self.process, self.pid = self.process, None, None
+        _stop_group(process)
+
+    def pause(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGCONT)
+
+
+class NamespacedSwift(NamespacedStore):
+    """A single-node Swift (the suites' one, tests/servers/swift.py) alone in a network namespace:
+    its proxy listens on the namespace's address, its account, container and object servers and
+    memcached on the namespace's own loopback. A kill -9 kills the four Swift servers (memcached,
+    a cache, stays); a pause stops them all."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        from tests.servers.swift import SwiftServer
+
+        namespace = self.namespace
+        store_ip = self.store_ip
+
+        class InNamespace(SwiftServer):
+            def _spawn(self, name: str, argv: list[str]) -> None:
+                super()._spawn(name, ["ip", "netns", "exec", namespace, *argv])
+
+            def write_files(self) -> None:
+                super().write_files()
+                proxy = self.root / "etc" / "proxy-server.conf"
+                proxy.write_text(proxy.read_text().replace("bind_ip = 127.0.0.1", f"bind_ip = {store_ip}", 1))
+
+            def wait_ready(self, timeout: float = 0.0) -> None:
+                pass  # the proxy is not on the host's loopback: NamespacedSwift waits for it
+
+        (directory / "swift").mkdir()
+        self.swift = InNamespace(directory / "swift")
+        self.swift.write_files()
+        self.memcached_started = False
+
+    @property
+    def uri(self) -> str:
+        from tests.servers.swift import KEY, USER
+
+        user = USER.replace(":", "%3A")
+        return f"swift://{user}:{KEY}@{self.store_ip}:{self.swift.proxy_port}/auth/v1.0?prefix=zlf&settle=1.0"
+
+    @property
+    def running(self) -> bool:
+        return "proxy" in self.swift.processes
+
+    def pids(self) -> list[int]:
+        return [process.pid for name, process in self.swift.processes.items() if name != "memcached"]
+
+    def start(self) -> None:
+        from tests.servers.swift import SERVERS
+
+        if not self.memcached_started:
+            self.swift.start()  # memcached and the four servers
+            self.memcached_started = True
+        else:
+            for kind in SERVERS:
+                self.swift.start_server(kind, wait=False)
+            self.swift.start_server("proxy", wait=False)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        from tests.servers.swift import KEY, USER
+
+        request = urllib.request.Request(f"http://{self.store_ip}:{self.swift.proxy_port}/auth/v1.0",
+                                         headers={"X-Storage-User": USER, "X-Storage-Pass": KEY})
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(request, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"swift did not start in {self.namespace}:\n{self.swift.logs()}")
+
+    def kill(self) -> None:
+        """Kill the four Swift servers at once (SIGKILL); memcached too when the namespace goes."""
+        from tests.servers.swift import SERVERS
+
+        for kind in ("proxy", *SERVERS):
+            _stop_group(self.swift.processes.pop(kind, None))
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.kill()
+            _stop_group(self.swift.processes.pop("memcached", None))
+        finally:
+            super().__exit__(*exc)

@@ -1,10 +1,10 @@
 """One fault run, and the long run's command line.
 
-A run starts the store (in a network namespace for Redis, on a small ext4 image for SQLite), a
-real server with 2 workers on a fake clock, and the workload; it applies the seed's schedule of
-faults, heals them all, reads the final state and checks the history. A failing run writes its
-schedule, history, anomalies and server log to ``<out>/<store>-seed-<seed>/`` so that it can be
-replayed (the same seed gives the same schedule) and read.
+A run starts the store (in a network namespace for Redis, MongoDB and Swift, on a small ext4
+image for SQLite), a real server with 2 workers on a fake clock, and the workload; it applies the
+seed's schedule of faults, heals them all, reads the final state and checks the history. A
+failing run writes its schedule, history, anomalies and server log to
+``<out>/<store>-seed-<seed>/`` so that it can be replayed (the same seed gives the same schedule) and read.
 
 The long run (docs/faults.rst)::
 
@@ -69,10 +69,10 @@ class Outcome:
 class Faults:
     """Applies a schedule's faults to one run's store, server and clock, and heals them."""
 
-    def __init__(self, server: RunningServer, store: nemesis.NamespacedRedis | RedisCluster | Path,
+    def __init__(self, server: RunningServer, store: nemesis.NamespacedStore | RedisCluster | Path,
                  clock: nemesis.SteppedClock, seed: int, history: History) -> None:
         self.server, self.clock = server, clock
-        self.store = store if isinstance(store, nemesis.NamespacedRedis) else None
+        self.store = store if isinstance(store, nemesis.NamespacedStore) else None
         self.cluster = store if isinstance(store, RedisCluster) else None
         self.disk = store if isinstance(store, Path) else None
         self.paused: list[int] = []
@@ -111,11 +111,11 @@ class Faults:
             primary.stop(signal.SIGKILL)
 
     def _apply_to_store(self, fault: str) -> None:
-        assert self.store is not None and self.store.pid is not None
+        assert self.store is not None and self.store.running
         if fault.startswith("partition"):
             self.store.cut(to_store=fault != "partition-from-store", from_store=fault != "partition-to-store")
         elif fault == "pause-store":
-            os.kill(self.store.pid, signal.SIGSTOP)
+            self.store.pause()
         elif fault == "kill-store":
             self.store.kill()
         elif fault == "latency":
@@ -146,11 +146,10 @@ class Faults:
             self.cluster.restart()
         if self.store is not None:
             self.store.mend()
-            if self.store.pid is None:
-                self.store.start()
+            if self.store.running:
+                self.store.resume()
             else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.store.pid, signal.SIGCONT)
+                self.store.start()
 
     def run(self, steps: list[nemesis.Step], start: float) -> None:
         """Apply the steps at their times (from ``start``, a monotonic time), healing each after its
@@ -167,7 +166,7 @@ class Faults:
             self.heal()
 
 
-Store = nemesis.NamespacedRedis | RedisCluster | Path
+Store = nemesis.NamespacedStore | RedisCluster | Path
 
 
 @contextlib.contextmanager
@@ -175,6 +174,10 @@ def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
     if kind in ("redis", "redis_volatile"):
         with nemesis.NamespacedRedis(directory, durable=kind == "redis") as redis_store:
             yield redis_store.uri, redis_store
+    elif kind in ("mongodb", "swift"):
+        namespaced = nemesis.NamespacedMongo if kind == "mongodb" else nemesis.NamespacedSwift
+        with namespaced(directory) as store:
+            yield store.uri, store
     elif kind == "sqlite":
         with nemesis.small_disk(directory) as disk:
             yield f"sqlite:///{disk}/zaqar.db", disk
@@ -231,7 +234,7 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
         finally:
             stop_server(server)
         statuses = Counter(str(op.status or "none") for op in history.ops if op.process != "nemesis")
-        made = [store.namespace, store.host_link] if isinstance(store, nemesis.NamespacedRedis) else []
+        made = [store.namespace, store.host_link] if isinstance(store, nemesis.NamespacedStore) else []
         made += [str(store)] if isinstance(store, Path) else []
         outcome = Outcome(kind, seed, steps, anomalies, len(history.ops), time.monotonic() - began,
                           dict(sorted(statuses.items())), made)

@@ -160,3 +160,32 @@ def test_a_request_unanswered_within_the_clients_timeout_is_a_hang():
 
 def test_a_run_whose_final_read_never_succeeded_did_not_recover():
     assert kinds([post(1, 0.0, "m1")]) == ["no-recovery"]
+
+
+def post_expiring(n, at, message_id, outcome=OK, status=201):
+    return Op("expirer-0", "post-expiring", at, at + 0.1, outcome, status,
+              {"n": n, "id": message_id if outcome == OK else None})
+
+
+def read_expiry(at, expiring=(), expired=()):
+    op = read(at)
+    op.value["expiring"] = [{"id": i, "n": n, "claim_count": 0} for i, n in expiring]
+    op.value["expired"] = [{"id": i, "n": n, "claim_count": 0} for i, n in expired]
+    return op
+
+
+def test_expired_messages_in_their_dlq_are_valid():
+    ops = [post_expiring(1, 0, "e1"), post_expiring(2, 1, None, outcome=INFO, status=None),
+           read_expiry(10, expired=[("e1", 1), ("e2", 2)])]
+    assert kinds(ops) == []
+
+
+@pytest.mark.parametrize(("final", "kind"), [
+    ({"expiring": [("e1", 1)]}, "expired-not-moved"),
+    ({}, "lost"),
+    ({"expired": [("e1", 1), ("e9", 9)]}, "phantom"),
+    ({"expired": [("e1", 2)]}, "phantom"),
+    ({"expiring": [("e1", 1)], "expired": [("e1", 1)]}, "duplicate-id"),
+])
+def test_an_expired_message_not_in_its_dlq_or_a_stranger_there_is_found(final, kind):
+    assert kind in kinds([post_expiring(1, 0, "e1"), read_expiry(10, **final)])

@@ -1,8 +1,8 @@
 """The fault harness: a short subset of the seeded runs (docs/faults.rst), and each store fault's
 answer, on real servers. The long run is ``python -m tests.faults.run`` (its module docstring).
 
-The runs on Redis and SQLite need root (network namespaces, veth pairs, loop mounts): without it
-they are skipped, and under CI they fail.
+The runs on Redis, SQLite, MongoDB and Swift need root (network namespaces, veth pairs, loop
+mounts): without it they are skipped, and under CI they fail.
 """
 
 from __future__ import annotations
@@ -107,6 +107,32 @@ def test_a_store_behind_a_cut_link_is_answered_503_in_time_and_recovers(redis_be
     assert status == 503
     assert took < CLIENT_TIMEOUT
     assert _recovers(server), "the server did not recover without a restart"
+
+
+@pytest.mark.parametrize("kind", ["mongodb", "swift"])
+def test_a_mongodb_or_swift_behind_a_cut_link_is_answered_503_in_time_and_recovers(root, kind, tmp_path):
+    namespaced = nemesis.NamespacedMongo if kind == "mongodb" else nemesis.NamespacedSwift
+    try:
+        store = namespaced(tmp_path)
+        store.__enter__()
+    except (RuntimeError, OSError) as exc:
+        missing_server(f"{kind} in a namespace ({exc})")
+    try:
+        server = start_server(store.uri, tmp_path, workers=1)
+        try:
+            assert _post(server)[0] == 201
+            store.cut(to_store=True, from_store=True)
+            try:
+                status, took = _post(server)
+            finally:
+                store.mend()
+            assert (status, took < CLIENT_TIMEOUT) == (503, True)
+            assert _recovers(server), "the server did not recover without a restart"
+        finally:
+            stop_server(server)
+    finally:
+        store.__exit__(None, None, None)
+    assert _still_there([store.namespace, store.host_link]) == []
 
 
 def test_a_paused_store_is_answered_503_in_time_and_recovers(redis_behind_a_link):

@@ -21,6 +21,8 @@ from tests.e2e.harness import ApiSession
 from tests.faults.history import FAIL, INFO, OK, History, Op
 
 PROJECT, QUEUE, DLQ = "faults", "faults", "faults-dlq"
+#: a queue whose messages nobody claims: each expires (ttl :data:`EXPIRY_TTL`) into its DLQ
+EXPIRY_QUEUE, EXPIRY_DLQ, EXPIRY_TTL = "faults-expiry", "faults-expiry-dlq", 2
 MAX_CLAIM_COUNT = 3
 CLAIM_TTL, CLAIM_GRACE = 2, 1
 #: a client gives up on a request after this long; the server's store timeouts are shorter
@@ -33,6 +35,7 @@ sweep_interval = 0.5
 [limits]
 min_claim_ttl = 1
 min_claim_grace = 1
+min_message_ttl = 1
 """
 #: how long the final read keeps trying before it says the server did not recover
 RECOVERY_TIMEOUT = 60.0
@@ -78,6 +81,11 @@ def set_up(url: str) -> None:
         api.put(f"/v2/queues/{DLQ}").raise_for_status()
         api.put(f"/v2/queues/{QUEUE}", json={"_max_claim_count": MAX_CLAIM_COUNT,
                                              "_dead_letter_queue": DLQ}).raise_for_status()
+        api.put(f"/v2/queues/{EXPIRY_DLQ}").raise_for_status()
+        # a message moved on expiry gets its ttl again in the DLQ: this one keeps it there an hour
+        api.put(f"/v2/queues/{EXPIRY_QUEUE}", json={
+            "_dead_letter_on_expiry": True, "_dead_letter_queue": EXPIRY_DLQ,
+            "_dead_letter_queue_messages_ttl": 3600}).raise_for_status()
 
 
 def _message(entry: dict[str, Any]) -> dict[str, Any]:
@@ -95,6 +103,7 @@ class Workload:
         self.numbers = itertools.count(1)
         self.threads = [threading.Thread(target=self._produce, args=(f"producer-{i}",), daemon=True)
                         for i in range(producers)]
+        self.threads.append(threading.Thread(target=self._produce_expiring, args=("expirer-0",), daemon=True))
         self.threads += [threading.Thread(target=self._consume, args=(f"consumer-{i}", seed * 100 + i),
                                           daemon=True) for i in range(consumers)]
 
@@ -118,6 +127,19 @@ class Workload:
                 op.value["id"] = response.json()["resources"][0].rsplit("/", 1)[1]
             if op.outcome != OK:
                 self.stopping.wait(0.2)
+        client.close()
+
+    def _produce_expiring(self, process: str) -> None:
+        """Post messages nobody claims to the expiry queue, every 0.2 s: each must end in its DLQ."""
+        client = Client(self.url, self.history, process)
+        while not self.stopping.is_set():
+            n = next(self.numbers)
+            value: dict[str, Any] = {"n": n, "id": None}
+            response, op = client.request("post-expiring", "POST", f"/v2/queues/{EXPIRY_QUEUE}/messages",
+                                          value, json={"messages": [{"body": {"n": n}, "ttl": EXPIRY_TTL}]})
+            if response is not None and op.outcome == OK:
+                op.value["id"] = response.json()["resources"][0].rsplit("/", 1)[1]
+            self.stopping.wait(0.2)
         client.close()
 
     def _consume(self, process: str, seed: int) -> None:
@@ -170,7 +192,8 @@ def final_read(url: str, history: History, settle: float) -> None:
         while True:
             invoke = history.now()
             try:
-                value = {"queue": _list_all(api, QUEUE), "dlq": _list_all(api, DLQ)}
+                value = {"queue": _list_all(api, QUEUE), "dlq": _list_all(api, DLQ),
+                         "expiring": _list_all(api, EXPIRY_QUEUE), "expired": _list_all(api, EXPIRY_DLQ)}
             except (requests.RequestException, KeyError, ValueError) as exc:
                 if time.monotonic() > deadline:
                     history.add(Op("final", "read", invoke, history.now(), INFO, None, {"error": str(exc)}))

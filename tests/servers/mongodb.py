@@ -66,7 +66,8 @@ class SecantusServer:
     """
 
     def __init__(self, port: int | None = None, log_dir: str | None = None,
-                 data_dir: str | None = None) -> None:
+                 data_dir: str | None = None, *extra_args: str) -> None:
+        self.extra_args = extra_args
         self.port = port or free_port()
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="secantus-")) / f"secantus-{self.port}.log"
         self.data_dir = data_dir
@@ -86,7 +87,8 @@ class SecantusServer:
             "--storage-path", ":memory:"]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [command, "--host", "127.0.0.1", "--port", str(self.port), *storage, "--cache-size", "256M"],
+                [command, "--host", "127.0.0.1", "--port", str(self.port), *storage, "--cache-size", "256M",
+                 *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:

@@ -6,10 +6,15 @@ Outages and several processes claiming at once are tested on every store in
 
 from __future__ import annotations
 
+import dataclasses
+
 import pymongo
 import pytest
 
+from tests.conftest import missing_server
+from tests.servers.mongodb import SecantusServer
 from zaqar_lite import errors
+from zaqar_lite.claims import policy
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
 from zaqar_lite.storage.mongodb import layout
 from zaqar_lite.storage.mongodb.driver import MongoStorage
@@ -76,7 +81,7 @@ def test_a_uri_write_concern_wins_over_majority():
 def test_uri_options_win_over_the_drivers_fail_fast_defaults():
     options = layout.client_options("mongodb://a:1,b:2/db?replicaSet=rs0&serverselectiontimeoutms=9000")
     assert "serverSelectionTimeoutMS" not in options
-    assert options["socketTimeoutMS"] == 10000
+    assert options["socketTimeoutMS"] == 5000
 
 
 # -- indexes ---------------------------------------------------------------------
@@ -221,3 +226,46 @@ def test_any_json_body_and_metadata_round_trip_even_where_bson_cannot_hold_them(
     assert [m.body for m in store.get_messages(P, Q, ["b0", "b1", "b2"], NOW)] == bodies
     store.set_queue_metadata(P, Q, {"com.example.owner": "ops", "$tag": 1})
     assert store.get_queue_metadata(P, Q) == {"com.example.owner": "ops", "$tag": 1}
+
+
+# -- a connection lost mid-claim ------------------------------------------------------
+
+def test_a_claim_whose_claim_record_write_loses_its_connection_is_storage_unavailable(tmp_path):
+    """The claim's record is written last, after its messages: a connection closed then is an
+    unreachable store (503), not an unknown error (500)."""
+    server = SecantusServer(None, str(tmp_path), None, "--enable-test-commands")
+    try:
+        server.start()
+    except RuntimeError as exc:
+        missing_server(f"SecantusDB ({exc})")
+    admin: pymongo.MongoClient[dict] = pymongo.MongoClient(server.uri)
+    storage = MongoStorage(server.uri + "faults?serverSelectionTimeoutMS=1000")
+    try:
+        storage.create_queue(P, Q, {}, NOW)
+        storage.post_messages(P, Q, _messages(2), NOW)
+        # every insert into claims (the first try and its retry) loses its connection
+        admin.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 2}, "data": {
+            "failCommands": ["insert"], "closeConnection": True, "appName": "zaqar-lite"}})
+        with pytest.raises(errors.StorageUnavailable):
+            _claim(storage, "c1", 2)
+    finally:
+        admin.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
+        admin.close()
+        storage.close()
+        server.stop()
+
+
+def test_a_claim_write_applied_twice_counts_its_claims_and_moves_once(store):
+    """A retried bulk write (its first try applied, its answer lost to a cut link) matches
+    nothing: what it claimed and moved is read back, never counted as a negative move."""
+    store.create_queue(P, Q, {}, NOW)
+    store.post_messages(P, Q, _messages(2), NOW)
+    read = store.get_messages(P, Q, ["m0", "m1"], NOW)
+    claimed = dataclasses.replace(read[0], claim_id="c1", claim_expires=NOW + 60, claim_count=1)
+    moved = dataclasses.replace(read[1], claim_count=1)
+    plan = policy.Plan(claimed=[claimed], moved=[moved])
+    dead_letter = DeadLetterPolicy(max_claim_count=1, queue=DLQ)
+    first = store._apply_plan(P, Q, plan, read, dead_letter, NOW)
+    again = store._apply_plan(P, Q, plan, read, dead_letter, NOW)
+    assert ([m.id for m in first.claimed], first.moved) == (["m0"], 1)
+    assert again.moved >= 0 and again.moved + len(again.claimed) <= 2

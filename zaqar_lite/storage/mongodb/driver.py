@@ -318,20 +318,29 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             "expires": m.expires, "purge_at": purge_at(m.expires), "delay_until": m.delay_until,
         }}, hint=BY_ID) for m in plan.claimed]
         before = {m.id: m.failures for m in read}
-        ops += self._move_ops(project, dead_letter.queue or queue, [(state[m.id], m) for m in plan.moved],
-                              now, {m.id for m in plan.moved if m.failures != before[m.id]})[1]
+        target = dead_letter.queue or queue
+        first, move_ops = self._move_ops(project, target, [(state[m.id], m) for m in plan.moved], now,
+                                         {m.id for m in plan.moved if m.failures != before[m.id]})
+        ops += move_ops
         ops += [DeleteOne(state[message_id], hint=BY_ID) for message_id in plan.deleted]
         if not ops:
             return Applied([], 0, 0)
         result = self._messages.bulk_write(ops, ordered=False)
         if plan.moved:
-            self._due_by(project, dead_letter.queue or queue, min(m.expires for m in plan.moved))
-        won = plan.claimed
-        if won and result.matched_count < len(plan.claimed) + len(plan.moved):  # which won the race?
-            mine = {"_id": {"$in": [m.id for m in won]}, "claim_id": won[0].claim_id}
-            ours = {doc["_id"] for doc in self._messages.find(mine, {"_id": 1}, hint=BY_ID)}
-            won = [m for m in won if m.id in ours]
-        return Applied(won, result.matched_count - len(won), result.deleted_count)
+            self._due_by(project, target, min(m.expires for m in plan.moved))
+        won, moved = plan.claimed, len(plan.moved)
+        # Fewer matches: another process won some, or a retried write (its first try applied, its
+        # answer lost) matched nothing: read back which claims and moves took effect.
+        if result.matched_count < len(plan.claimed) + len(plan.moved):
+            if won:
+                mine = {"_id": {"$in": [m.id for m in won]}, "claim_id": won[0].claim_id}
+                ours = {doc["_id"] for doc in self._messages.find(mine, {"_id": 1}, hint=BY_ID)}
+                won = [m for m in won if m.id in ours]
+            if moved:
+                moved = len(list(self._messages.find(
+                    {"_id": {"$in": [m.id for m in plan.moved]}, "project": project, "queue": target,
+                     "marker": {"$gte": first, "$lt": first + moved}}, {"_id": 1}, hint=BY_ID)))
+        return Applied(won, moved, result.deleted_count)
 
     @translated
     def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
@@ -340,6 +349,7 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
                  for name in names}
         return {name: doc["_id"] for name, doc in heads.items() if doc is not None}
 
+    @translated
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         expires = request.now + request.ttl
         self._claims.insert_one({

@@ -48,7 +48,7 @@ DEFAULT_DATABASE = "zaqar_lite"
 #: majority of its members hold it (so a failover never takes back an acknowledged post), and
 #: retry a write once over a new primary (pymongo's retryable writes are idempotent)
 CLIENT_DEFAULTS: dict[str, Any] = {"serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000,
-                                   "socketTimeoutMS": 10000, "appname": "zaqar-lite",
+                                   "socketTimeoutMS": 5000, "appname": "zaqar-lite",
                                    "w": "majority", "retryWrites": True}
 #: seconds from a message's expiry to its removal by the TTL monitor: the sweeper's head start
 PURGE_MARGIN = 3600
