@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import STORE_KIND
 from tests.e2e.harness import RunningServer
 
 boto3 = pytest.importorskip("boto3")
@@ -190,8 +191,11 @@ def test_a_message_past_max_receive_count_moves_to_the_dlq_and_a_move_task_bring
     assert shown == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [url]
     sent = sqs.send_message(QueueUrl=url, MessageBody="poison")["MessageId"]
-    # (a wait: a store whose listings settle, Swift, shows a new message a moment later)
-    assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=5)["Messages"]) == 1
+    # (a wait: a store whose listings settle, Swift, shows a new message a moment later; there a claim
+    # whose read and write outlast the settle time gives the message up, counted, so on a loaded
+    # machine the one receive may hand out nothing: the message must reach the DLQ all the same)
+    received = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=5).get("Messages", [])
+    assert [m["MessageId"] for m in received] == ([sent] if STORE_KIND != "swift" else [sent][:len(received)])
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     dead = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"], VisibilityTimeout=0,
                                WaitTimeSeconds=5)["Messages"]
