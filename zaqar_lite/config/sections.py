@@ -206,3 +206,5 @@ class SqsSettings:
                                                  "each access key once")
     #: seconds a signed request's X-Amz-Date may differ from the server's clock (AWS: 15 minutes)
     max_clock_skew: int = setting(900, minimum=1)
+    #: seconds after an SQS DeleteQueue during which CreateQueue refuses the name (SQS: 60; 0: never)
+    recreate_after: int = setting(60, minimum=0)

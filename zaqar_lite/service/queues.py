@@ -102,6 +102,18 @@ class Queues(Pauses):
         remove_queue_subscriptions(self.storage, project, queue)
         self.breaker_windows.forget(project, queue)
 
+    def note(self, project: str, kind: str, key: str, value: Mapping[str, Any] | None) -> None:
+        """Keep (or, with None, forget) a small note of a project, e.g. when a queue was deleted."""
+        if value is None:
+            self.storage.delete_record(project, kind, key)
+        else:
+            self.storage.put_record(project, kind, key, value, None)
+
+    def noted(self, project: str, kind: str, key: str) -> dict[str, Any] | None:
+        """Return a note :meth:`note` kept, or None."""
+        found = self.storage.get_record(project, kind, key)
+        return found.value if found is not None else None
+
     def list_queues(self, project: str, *, marker: str | None, limit: int, name: str | None,
                     filters: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
         """Return a page of queues, filtered by name substring and metadata equality."""

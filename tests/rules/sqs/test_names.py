@@ -82,3 +82,15 @@ def test_sqs_words_the_bounds_of_a_wait_as_comparisons_and_others_as_a_range():
         whole_number(11, "MaxNumberOfMessages", 1, 10)
     assert str(refused.value) == ("Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be "
                                      "between 1 and 10, if provided.")
+
+
+def test_a_region_other_than_the_home_region_is_a_project_and_a_url_path_of_its_own():
+    assert names.project_of("123456789012", "us-east-1", "us-east-1") == "123456789012"
+    assert names.project_of("123456789012", "eu-west-1", "us-east-1") == "123456789012.eu-west-1"
+    assert names.place_of("123456789012.eu-west-1", "us-east-1") == ("123456789012", "eu-west-1")
+    assert names.place_of("billing", "us-east-1") == ("billing", "us-east-1")
+    assert names.place_of("team.v2", "us-east-1") == ("team.v2", "us-east-1")
+    assert names.queue_url("http://h/", "1", "q", "eu-west-1") == "http://h/queue/eu-west-1/1/q"
+    assert names.locate_queue("http://h/queue/eu-west-1/1/q") == ("eu-west-1", "1", "q")
+    assert names.locate_queue("http://h/1/q") == (None, "1", "q")
+    assert names.locate_queue("q") == (None, "", "q")

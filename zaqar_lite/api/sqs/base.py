@@ -33,6 +33,8 @@ class Caller:
     trace_header: str | None = None
     #: ``(account, name)`` of the queue URL a query-protocol call was posted to, if any
     queue_path: tuple[str, str] | None = None
+    #: the region that queue URL names (``/queue/<region>/...``), if any
+    queue_region: str | None = None
 
 
 def no_such_queue() -> errors.SqsRefused:
@@ -57,16 +59,25 @@ class SqsBase:
         """
         url = params.get("QueueUrl")
         if url is None and caller.queue_path is not None:
-            account, name = caller.queue_path
+            region, (account, name) = caller.queue_region, caller.queue_path
         else:
-            account, name = sqs_names.parse_queue_url(url)
-            account = account or caller.account
+            region, account, name = sqs_names.locate_queue(url)
+            if not account:  # a queue's name: the caller's own queue, in the caller's region
+                account, region = caller.account, caller.region
         if caller.restricted and account != caller.account:
             raise errors.SqsRefused("AccessDenied", "Access to the resource is denied: the queue is in "
                                     "another account than the access key's.")
         if not is_queue_name(name, self.settings.limits):
             raise no_such_queue()
-        return account, name
+        return self.project(account, region or self.settings.sqs.region), name
+
+    def project(self, account: str, region: str) -> str:
+        """Return the project of an account's queues in a region (the account's own in the home region)."""
+        return sqs_names.project_of(account, region, self.settings.sqs.region)
+
+    def place(self, project: str) -> tuple[str, str]:
+        """Return ``(account, region)`` of a project :meth:`project` names."""
+        return sqs_names.place_of(project, self.settings.sqs.region)
 
     def metadata(self, project: str, queue: str) -> dict[str, Any]:
         """Return a queue's stored metadata.
@@ -79,13 +90,16 @@ class SqsBase:
         except errors.QueueDoesNotExist:
             raise no_such_queue() from None
 
-    def url(self, caller: Caller, account: str, queue: str) -> str:
-        """Return the URL of a queue, on the base URL the caller reached."""
-        return sqs_names.queue_url(caller.base_url, account, queue)
+    def url(self, caller: Caller, project: str, queue: str) -> str:
+        """Return the URL of a queue of a project, on the base URL the caller reached."""
+        account, region = self.place(project)
+        return sqs_names.queue_url(caller.base_url, account, queue,
+                                   None if region == self.settings.sqs.region else region)
 
-    def arn(self, caller: Caller, account: str, queue: str) -> str:
-        """Return the ARN of a queue, in the caller's region."""
-        return sqs_names.queue_arn(caller.region, account, queue)
+    def arn(self, caller: Caller, project: str, queue: str) -> str:
+        """Return the ARN of a queue of a project, in the queue's region."""
+        account, region = self.place(project)
+        return sqs_names.queue_arn(region, account, queue)
 
 
 def required(params: Mapping[str, Any], name: str) -> Any:

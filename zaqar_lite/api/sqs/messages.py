@@ -152,6 +152,12 @@ class MessageActions(SqsBase):
             system["MessageGroupId"] = {"DataType": "String", "StringValue": shown_group}
         if fifo:  # a FIFO message has no delay of its own: DelaySeconds=0 keeps the queue's, as SQS
             delay_seconds = None
+        if dedup_id is not None:
+            scoped = sqs_attributes.setting(stored, "DeduplicationScope") == "messageGroup"
+            purged = (stored.get(sqs_attributes.SQS_KEY) or {}).get("purged")
+            sent_id, dedup_id = dedup_id, sqs_messages.dedup_key(dedup_id, group if scoped else None, purged)
+            if dedup_id != sent_id:
+                system["MessageDeduplicationId"] = {"DataType": "String", "StringValue": sent_id}
         item = {"body": sqs_messages.stored_body(body, attributes, system), "ttl": None,
                 "delay": delay_seconds, "dlq_eligible": True, "dedup_id": dedup_id, "group": group}
         answer: dict[str, Any] = {"MD5OfMessageBody": sqs_messages.body_md5(body)}
@@ -262,7 +268,8 @@ class MessageActions(SqsBase):
             "ApproximateFirstReceiveTimestamp": lambda: str(int(now * 1000)) if message.claim_count <= 1
             else sent_at,
             "SequenceNumber": lambda: _sequence_number(message.marker) if fifo and message.group else None,
-            "MessageDeduplicationId": lambda: message.dedup_id,
+            "MessageDeduplicationId": lambda: (sent.get("MessageDeduplicationId") or {}).get("StringValue")
+            or message.dedup_id,
             "MessageGroupId": lambda: message.group or (sent.get("MessageGroupId") or {}).get("StringValue"),
             "AWSTraceHeader": lambda: (sent.get("AWSTraceHeader") or {}).get("StringValue"),
             "DeadLetterQueueSourceArn": lambda: self.arn(caller, project, message.dead_letter["source_queue"])
@@ -321,7 +328,7 @@ class MessageActions(SqsBase):
 
     def _change_visibility(self, project: str, name: str, handle: Any, timeout: Any) -> None:
         """Change a message's visibility: any of its receipt handles reaches it while it is in flight."""
-        message_id, _ = sqs_names.parse_receipt_handle(handle, name)
+        message_id, claim_id = sqs_names.parse_receipt_handle(handle, name)
         seconds = whole_number(required({"VisibilityTimeout": timeout}, "VisibilityTimeout"),
                                "VisibilityTimeout", 0, MAX_VISIBILITY)
         found, now = self.messaging.get_messages(project, name, [message_id])
@@ -334,7 +341,9 @@ class MessageActions(SqsBase):
         elif message is None:
             raise invalid_parameter(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message "
                                     "does not exist or is not available for visibility timeout change.")
-        elif seconds:
+        elif seconds and message.claim_id != claim_id:
+            # received by another since (SQS allows a change whose receive ended when nobody took the
+            # message again: it is visible already, and stays so: docs/api.rst)
             raise errors.SqsRefused("MessageNotInflight", "Message does not exist or is not available for "
                                     "visibility timeout change.")
 

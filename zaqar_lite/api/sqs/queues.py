@@ -7,6 +7,7 @@ from typing import Any
 
 from zaqar_lite import errors
 from zaqar_lite.api.sqs.base import Caller, SqsBase, no_such_queue, required, strings
+from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.rules.sqs import attributes as sqs_attributes
 from zaqar_lite.rules.sqs import names as sqs_names
 from zaqar_lite.rules.sqs import whole_number
@@ -15,6 +16,8 @@ from zaqar_lite.rules.sqs import whole_number
 MAX_LISTED = 1000
 #: seconds after a purge during which another purge of the queue is refused (as SQS)
 PURGE_INTERVAL = 60
+#: the kind of the project notes that remember when the SQS face deleted a queue (by its name)
+DELETED = "sqs-deleted-queue"
 
 
 def patch(current: Mapping[str, Any], updated: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
@@ -39,23 +42,36 @@ class QueueActions(SqsBase):
         checked = sqs_attributes.check(requested, fifo, creating=True)
         sqs_attributes.check_redrive_kind(checked, caller.account, fifo)
         tags = sqs_attributes.check_tags(params.get("tags", params.get("Tags")), {}, name)
-        project = caller.account
+        project = self.project(caller.account, caller.region)
         try:
             existing = self.messaging.existing_queue_metadata(project, name)
         except errors.QueueDoesNotExist:
             existing = None
         if existing is not None:
             clash = sqs_attributes.differing(existing, checked, fifo,
-                                             self.settings.limits.default_message_ttl, caller.region, project)
+                                             self.settings.limits.default_message_ttl, caller.region,
+                                             caller.account)
             if clash is not None:
                 raise errors.SqsRefused("QueueNameExists", f"A queue already exists with the same name and "
                                         f"a different value for attribute {clash}")
             return {"QueueUrl": self.url(caller, project, name)}
+        self._check_not_deleted_recently(project, name)
         if fifo:
             checked.setdefault("FifoQueue", "true")
-        stored = sqs_attributes.stored({}, checked, project, self.clock(), tags)
+        stored = sqs_attributes.stored({}, checked, caller.account, self.clock(), tags, name)
         self.messaging.create_queue(project, name, stored)
         return {"QueueUrl": self.url(caller, project, name)}
+
+    def _check_not_deleted_recently(self, project: str, name: str) -> None:
+        """Refuse a name the SQS face deleted less than ``[sqs] recreate_after`` seconds ago, as SQS."""
+        deleted = self.messaging.noted(project, DELETED, name)
+        if deleted is None:
+            return
+        wait = self.settings.sqs.recreate_after
+        if self.clock() - float(deleted.get("at", 0)) < wait:
+            raise errors.SqsRefused("QueueDeletedRecently", f"You must wait {wait} seconds after deleting a "
+                                    "queue before you can create another with the same name.")
+        self.messaging.note(project, DELETED, name, None)
 
     def get_queue_url(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Answer the URL of an existing queue."""
@@ -63,10 +79,12 @@ class QueueActions(SqsBase):
         account = params.get("QueueOwnerAWSAccountId") or caller.account
         if caller.restricted and account != caller.account:
             raise no_such_queue()
-        if not isinstance(name, str) or not isinstance(account, str):
+        if not isinstance(name, str) or not isinstance(account, str) \
+                or not is_queue_name(name, self.settings.limits):
             raise no_such_queue()
-        self.metadata(*self.queue_of(caller, {"QueueUrl": f"/{account}/{name}"}))
-        return {"QueueUrl": self.url(caller, account, name)}
+        project = self.project(account, caller.region)
+        self.metadata(project, name)
+        return {"QueueUrl": self.url(caller, project, name)}
 
     def list_queues(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """List the account's queues whose name starts with ``QueueNamePrefix``, a page at a time."""
@@ -80,10 +98,11 @@ class QueueActions(SqsBase):
             raise errors.SqsRefused("InvalidParameterValue", "MaxResults is a mandatory parameter when you "
                                     "provide a value for NextToken.")
         marker = sqs_names.parse_page_token(token) if token else None
+        project = self.project(caller.account, caller.region)
         found: list[str] = []
         more = False
         while True:
-            page = self.messaging.list_queues(caller.account, marker=marker, limit=MAX_LISTED,
+            page = self.messaging.list_queues(project, marker=marker, limit=MAX_LISTED,
                                               name=prefix or None, filters={})
             for name, _ in page:
                 if name.startswith(prefix):
@@ -96,7 +115,7 @@ class QueueActions(SqsBase):
             marker = page[-1][0]
         answer: dict[str, Any] = {}
         if found:
-            answer["QueueUrls"] = [self.url(caller, caller.account, name) for name in found]
+            answer["QueueUrls"] = [self.url(caller, project, name) for name in found]
         if more and paged:
             answer["NextToken"] = sqs_names.page_token(found[-1])
         return answer
@@ -106,8 +125,8 @@ class QueueActions(SqsBase):
         project, name = self.queue_of(caller, params)
         stored = self.metadata(project, name)
         fifo = sqs_names.is_fifo(name)
-        shown = sqs_attributes.shown(stored, fifo, self.settings.limits.default_message_ttl, caller.region,
-                                     project)
+        account, region = self.place(project)
+        shown = sqs_attributes.shown(stored, fifo, self.settings.limits.default_message_ttl, region, account)
         known = [*shown, "QueueArn", *sqs_attributes.COUNTS]
         asked = sqs_attributes.wanted(strings(params.get("AttributeNames")), known)
         found: dict[str, str] = {}
@@ -126,8 +145,10 @@ class QueueActions(SqsBase):
         current = self.metadata(project, name)
         checked = sqs_attributes.check(params.get("Attributes") or {}, sqs_names.is_fifo(name),
                                        creating=False)
-        sqs_attributes.check_redrive_kind(checked, project, sqs_names.is_fifo(name))
-        self._update(project, name, current, sqs_attributes.stored(current, checked, project, self.clock()))
+        account, _ = self.place(project)
+        sqs_attributes.check_redrive_kind(checked, account, sqs_names.is_fifo(name))
+        updated = sqs_attributes.stored(current, checked, account, self.clock(), queue=name)
+        self._update(project, name, current, updated)
         return {}
 
     def _update(self, project: str, name: str, current: Mapping[str, Any],
@@ -187,13 +208,15 @@ class QueueActions(SqsBase):
 
     def _set_policy(self, project: str, name: str, current: Mapping[str, Any], policy: str) -> None:
         self._update(project, name, current,
-                     sqs_attributes.stored(current, {"Policy": policy}, project, self.clock()))
+                     sqs_attributes.stored(current, {"Policy": policy}, self.place(project)[0], self.clock()))
 
     def delete_queue(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Delete a queue and its messages."""
         project, name = self.queue_of(caller, params)
         self.metadata(project, name)
         self.messaging.delete_queue(project, name)
+        if self.settings.sqs.recreate_after:
+            self.messaging.note(project, DELETED, name, {"at": self.clock()})
         return {}
 
     def purge_queue(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:

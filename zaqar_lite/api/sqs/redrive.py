@@ -47,15 +47,16 @@ class RedriveActions(SqsBase):
         return {"queueUrls": [self.url(caller, project, source) for source in sources]}
 
     def _source(self, caller: Caller, arn: Any) -> tuple[str, str]:
-        _, account, name = sqs_names.parse_arn(arn, "SourceArn")
+        region, account, name = sqs_names.parse_arn(arn, "SourceArn")
         if caller.restricted and account != caller.account:
             raise errors.SqsRefused("AccessDenied", "Access to the resource is denied.")
+        project = self.project(account, region or caller.region)
         try:
-            self.messaging.existing_queue_metadata(account, name)
+            self.messaging.existing_queue_metadata(project, name)
         except (errors.QueueDoesNotExist, errors.ValidationFailed):
             raise errors.SqsRefused("ResourceNotFoundException", "The resource that you specified for the "
                                     "SourceArn parameter doesn't exist.") from None
-        return account, name
+        return project, name
 
     def start_message_move_task(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Start moving a dead-letter queue's messages back to their sources (or to ``DestinationArn``)."""
@@ -64,8 +65,8 @@ class RedriveActions(SqsBase):
             raise invalid_parameter("Source queue must be configured as a Dead Letter Queue.")
         destination = None
         if params.get("DestinationArn"):
-            _, account, destination = sqs_names.parse_arn(params["DestinationArn"], "DestinationArn")
-            if account != project:
+            region, account, destination = sqs_names.parse_arn(params["DestinationArn"], "DestinationArn")
+            if self.project(account, region or caller.region) != project:
                 raise invalid_parameter("The destination queue must be in the source queue's account.")
         rate = params.get("MaxNumberOfMessagesPerSecond")
         per_second = float(whole_number(rate, "MaxNumberOfMessagesPerSecond", 1, MAX_RATE)) \
@@ -107,11 +108,11 @@ class RedriveActions(SqsBase):
 
     def cancel_message_move_task(self, caller: Caller, params: Mapping[str, Any]) -> dict[str, Any]:
         """Cancel a running message-move task; answer how many messages it moved."""
-        account, _, queue, task_id = sqs_names.parse_task_handle(required(params, "TaskHandle"))
-        if caller.restricted and account != caller.account:
+        project, _, queue, task_id = sqs_names.parse_task_handle(required(params, "TaskHandle"))
+        if caller.restricted and self.place(project)[0] != caller.account:
             raise errors.SqsRefused("AccessDenied", "Access to the resource is denied.")
         try:
-            task = self.messaging.cancel_redrive_task(account, queue, task_id)
+            task = self.messaging.cancel_redrive_task(project, queue, task_id)
         except errors.RedriveTaskDoesNotExist:
             raise errors.SqsRefused("ResourceNotFoundException", "Task does not exist.") from None
         except errors.RedriveTaskFinished:

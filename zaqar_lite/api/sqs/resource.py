@@ -45,7 +45,8 @@ class SqsFace:
         self.clock = clock
         self.keys = credentials.keys_of(settings)
 
-    def answer(self, req: falcon.Request, resp: falcon.Response, queue_path: tuple[str, str] | None) -> bool:
+    def answer(self, req: falcon.Request, resp: falcon.Response, queue_path: tuple[str, str] | None,
+               queue_region: str | None = None) -> bool:
         """Answer an SQS call; return False (nothing answered) when the request is none."""
         target = req.get_header("X-Amz-Target")
         content_type = (req.content_type or "").split(";")[0].strip().lower()
@@ -61,7 +62,7 @@ class SqsFace:
                 else wire.read_query(wire.form_params(form, req.query_string))
             if not call.action:
                 return False
-            caller = self._caller(req, body, queue_path)
+            caller = self._caller(req, body, queue_path, queue_region)
             action = self.actions.get(call.action)
             if queue_path is not None and call.action in NOT_ON_A_QUEUE:
                 raise errors.SqsRefused("InvalidAction", f"The action {call.action} is not valid for this "
@@ -96,7 +97,8 @@ class SqsFace:
                                     "bytes.")
         return req.bounded_stream.read() if length else b""
 
-    def _caller(self, req: falcon.Request, body: bytes, queue_path: tuple[str, str] | None) -> Caller:
+    def _caller(self, req: falcon.Request, body: bytes, queue_path: tuple[str, str] | None,
+                queue_region: str | None = None) -> Caller:
         params: Mapping[str, Any] = req.params
         credential = params.get("X-Amz-Credential") or params.get("AWSAccessKeyId")
         signed = sqs_names.access_key_of(req.get_header("Authorization"),
@@ -109,7 +111,7 @@ class SqsFace:
                 {k: v for k, v in params.items() if isinstance(v, str)}, secret, key,
                 region or self.settings.sqs.region, "sqs", self.clock(), self.settings.sqs.max_clock_skew)
         return Caller(account=account, region=region or self.settings.sqs.region, base_url=req.prefix,
-                      restricted=secret is not None, queue_path=queue_path,
+                      restricted=secret is not None, queue_path=queue_path, queue_region=queue_region,
                       trace_header=req.get_header("X-Amzn-Trace-Id"))
 
     @staticmethod
@@ -153,11 +155,12 @@ class RootEndpoint:
             raise falcon.HTTPMethodNotAllowed(["GET"])
 
 
-#: a queue URL: an account (no dot, not a first segment of the Zaqar API's) and a queue name. A
+#: a queue URL: an account (no dot, not a first segment of the Zaqar API's) and a queue name, after
+#: ``queue/<region>/`` for a queue of another region than the home region's. A
 #: sink, not a route: falcon tries it only when no route matches, so every Zaqar path keeps its
 #: answer (and its metrics' route label), and a queue URL answers what SQS answers there
-QUEUE_URL = (r"^/(?!(?:v2|console|metrics)/)(?P<account>[A-Za-z0-9_-]+)"
-             r"/(?P<sqs_queue>[A-Za-z0-9_-][A-Za-z0-9_.-]*)$")
+QUEUE_URL = (r"^/(?!(?:v2|console|metrics)/)(?:queue/(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})/)?"
+             r"(?P<account>[A-Za-z0-9_-]+)/(?P<sqs_queue>[A-Za-z0-9_-][A-Za-z0-9_.-]*)$")
 
 
 class QueueEndpoint:
@@ -169,7 +172,8 @@ class QueueEndpoint:
     def __call__(self, req: falcon.Request, resp: falcon.Response, **path: Any) -> None:
         """Answer an SQS call sent to a queue URL; a GET without one is SQS's 404, anything else Zaqar's."""
         queue = (str(path["account"]), str(path["sqs_queue"]))
-        if req.method in ("GET", "POST") and self.face.answer(req, resp, queue):
+        region = path.get("region")
+        if req.method in ("GET", "POST") and self.face.answer(req, resp, queue, region):
             return
         if req.method != "GET":
             raise falcon.HTTPRouteNotFound()

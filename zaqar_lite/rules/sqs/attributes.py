@@ -190,7 +190,7 @@ def check_redrive_kind(changes: Mapping[str, str], account: str, fifo: bool) -> 
 
 
 def stored(current: Mapping[str, Any], changes: Mapping[str, str], account: str, now: float,
-           tags: Mapping[str, str] | None = None) -> dict[str, Any]:
+           tags: Mapping[str, str] | None = None, queue: str = "") -> dict[str, Any]:
     """Return a queue's new metadata: ``current`` with checked attributes (and tags) applied.
 
     Args:
@@ -199,6 +199,9 @@ def stored(current: Mapping[str, Any], changes: Mapping[str, str], account: str,
         account: the queue's account (a ``RedrivePolicy``'s queue must be in it).
         now: the time of the change (``LastModifiedTimestamp``; ``CreatedTimestamp`` of a new queue).
         tags: tags to add (CreateQueue, TagQueue).
+        queue: the queue's name: a ``RedrivePolicy`` naming the queue itself is
+            kept as given, not as a dead-letter queue (a queue never moves
+            messages into itself: docs/api.rst).
     """
     updated = dict(current)
     own = dict(updated.get(SQS_KEY) or {})
@@ -208,11 +211,16 @@ def stored(current: Mapping[str, Any], changes: Mapping[str, str], account: str,
             updated[_RESERVED[name]] = int(value)
         elif name == REDRIVE_POLICY:
             target = redrive_target(value, account)
-            if target is None:
+            kept.pop(REDRIVE_POLICY, None)
+            if target is None or target[0] == queue:
                 updated.pop(meta.DEAD_LETTER_QUEUE, None)
                 updated.pop(meta.MAX_CLAIM_COUNT, None)
             else:
                 updated[meta.DEAD_LETTER_QUEUE], updated[meta.MAX_CLAIM_COUNT] = target
+            if target is not None and target[0] == queue:
+                kept[REDRIVE_POLICY] = json.dumps(
+                    {"deadLetterTargetArn": json.loads(value)["deadLetterTargetArn"],
+                     "maxReceiveCount": target[1]}, separators=(",", ":"))
         elif value == "" and DEFAULTS.get(name, "") is None:
             kept.pop(name, None)
         else:
@@ -265,8 +273,7 @@ def differing(metadata: Mapping[str, Any], requested: Mapping[str, str], fifo: b
     for name, value in requested.items():
         if name == REDRIVE_POLICY:
             wanted = redrive_target(value, account)
-            if wanted != ((metadata.get(meta.DEAD_LETTER_QUEUE), metadata.get(meta.MAX_CLAIM_COUNT))
-                          if REDRIVE_POLICY in current else None):
+            if wanted != (redrive_target(current[name], account) if current.get(name) else None):
                 return name
         elif current.get(name, DEFAULTS.get(name) or "") != value:
             return name

@@ -174,6 +174,22 @@ def content_dedup_id(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+def dedup_key(dedup_id: str, group: str | None, purged: float | None) -> str:
+    """Return the ``dedup_id`` a FIFO message is stored with, for SQS's deduplication scope.
+
+    A queue deduplicates by ``MessageDeduplicationId`` alone; with
+    ``DeduplicationScope`` ``messageGroup`` (``group`` given) an id counts
+    within its group only, and a purge (``purged``: when the last one was)
+    forgets every id sent before it. Those two cases store a digest of the id
+    with its group and the purge's time, so that the store's one window per
+    queue applies SQS's scope; the id as sent is kept beside the message.
+    """
+    if group is None and not purged:
+        return dedup_id
+    scope = json.dumps([dedup_id, group, purged], separators=(",", ":"))
+    return "sqs-" + hashlib.sha256(scope.encode()).hexdigest()
+
+
 def stored_body(body: str, attributes: Mapping[str, Any], system: Mapping[str, Any]) -> Any:
     """Return what a message sent through SQS stores as its body: its text, or an object with attributes."""
     if not attributes and not system:

@@ -25,6 +25,10 @@ ACCOUNT_ID = re.compile(r"\d{12}")
 #: the credential of a Signature Version 4 ``Authorization`` header (or ``X-Amz-Credential``)
 CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/(\d{8})/([^/,\s]+)/([^/,\s]+)/aws4_request")
 ARN = re.compile(r"arn:aws[a-z-]*:sqs:([^:]*):([^:]+):([^:]+)")
+#: an AWS region's name (us-east-1, eu-central-1, us-gov-west-1, ...)
+REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
+#: the first path segment of a queue URL that names its region: ``/queue/<region>/<account>/<name>``
+REGION_PATH = "queue"
 #: what separates the parts of a handle before its encoding (no queue name, id or account holds it)
 _SEPARATOR = " "
 
@@ -83,8 +87,29 @@ def noauth_account(access_key: str | None, default_account: str) -> str:
     return default_account
 
 
-def queue_url(base_url: str, account: str, name: str) -> str:
-    """Return a queue's URL: ``<base URL>/<account>/<name>``."""
+def project_of(account: str, region: str, home_region: str) -> str:
+    """Return the project holding an account's queues of a region.
+
+    The home region's (``[sqs] region``) are the account's own project; another
+    region's are ``<account>.<region>``, so that a queue name is one queue per
+    account and region, as in SQS (docs/api.rst, "SQS-compatible endpoint").
+    """
+    return account if region == home_region else f"{account}.{region}"
+
+
+def place_of(project: str, home_region: str) -> tuple[str, str]:
+    """Return ``(account, region)`` of a project :func:`project_of` names."""
+    account, _, region = project.rpartition(".")
+    if account and REGION.fullmatch(region) and region != home_region:
+        return account, region
+    return project, home_region
+
+
+def queue_url(base_url: str, account: str, name: str, region: str | None = None) -> str:
+    """Return a queue's URL: ``<base URL>/<account>/<name>``; a queue of another region than the
+    home region's (``region`` given) is at ``<base URL>/queue/<region>/<account>/<name>``."""
+    if region is not None:
+        return f"{base_url.rstrip('/')}/{REGION_PATH}/{region}/{account}/{name}"
     return f"{base_url.rstrip('/')}/{account}/{name}"
 
 
@@ -94,8 +119,13 @@ def queue_arn(region: str, account: str, name: str) -> str:
 
 
 def parse_queue_url(url: object) -> tuple[str, str]:
-    """Return ``(account, name)`` of a queue URL (any host: the path names the queue); a bare
-    queue name has account "" (the caller's).
+    """Return ``(account, name)`` of a queue URL (see :func:`locate_queue`)."""
+    return locate_queue(url)[1:]
+
+
+def locate_queue(url: object) -> tuple[str | None, str, str]:
+    """Return ``(region, account, name)`` of a queue URL (any host: the path names the queue); a bare
+    queue name has account "" (the caller's), and only ``/queue/<region>/...`` names a region.
 
     Raises:
         SqsRefused: ``InvalidAddress``, the URL is no queue URL; ``QueueDoesNotExist``, it has no
@@ -106,13 +136,15 @@ def parse_queue_url(url: object) -> tuple[str, str]:
     path = urllib.parse.urlsplit(url).path if "://" in url else url
     parts = [part for part in path.split("/") if part]
     if "://" not in url and len(parts) == 1:  # a queue's name: the caller's own account's queue
-        return "", parts[0]
+        return None, "", parts[0]
     if not parts:  # a host alone names no queue there is (as SQS answers)
         raise SqsRefused("QueueDoesNotExist", "The specified queue does not exist.")
+    if len(parts) == 4 and parts[0] == REGION_PATH and REGION.fullmatch(parts[1]):
+        return parts[1], parts[2], parts[3]
     if len(parts) != 2:
         raise SqsRefused("InvalidAddress", "The address " + ("given" if len(url) > 256 else url)
                          + " is not valid for this endpoint.")
-    return parts[0], parts[1]
+    return None, parts[0], parts[1]
 
 
 def parse_arn(arn: object, parameter: str) -> tuple[str, str, str]:
