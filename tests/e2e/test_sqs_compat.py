@@ -130,3 +130,12 @@ def test_each_region_has_its_own_queue_of_a_name_at_its_own_url(server: RunningS
         other.create_queue(QueueName=name)
     assert error_code(recently) == "AWS.SimpleQueueService.QueueDeletedRecently"
     assert home.get_queue_url(QueueName=name)["QueueUrl"] == home_url
+
+
+def test_the_deduplication_scope_a_queue_was_created_with_holds_after_a_change(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup"})
+    for group in ("g1", "g2"):
+        sqs.send_message(QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="d")
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in received] == ["g1"]

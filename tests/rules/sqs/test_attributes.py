@@ -117,3 +117,23 @@ def test_a_data_key_reuse_period_is_shown_only_beside_a_master_key():
 def test_a_permission_policy_is_written_in_the_policy_language_version_sqs_writes():
     policy = attributes.with_permission("", "l", [ACCOUNT], ["SendMessage"], DLQ_ARN)
     assert json.loads(policy)["Version"] == "2008-10-17"
+
+
+def test_a_queue_naming_itself_as_its_dead_letter_queue_keeps_the_policy_without_a_dead_letter_queue():
+    own_arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:orders"
+    policy = json.dumps({"deadLetterTargetArn": own_arn, "maxReceiveCount": "4"})
+    stored = attributes.stored({"_dead_letter_queue": "dead", "_max_claim_count": 2},
+                               {"RedrivePolicy": policy}, ACCOUNT, 10.0, queue="orders")
+    assert "_dead_letter_queue" not in stored and "_max_claim_count" not in stored
+    shown = attributes.shown(stored, False, 3600, "us-east-1", ACCOUNT)
+    assert json.loads(shown["RedrivePolicy"]) == {"deadLetterTargetArn": own_arn, "maxReceiveCount": 4}
+    assert attributes.differing(stored, {"RedrivePolicy": policy}, False, 3600, "us-east-1", ACCOUNT) is None
+    cleared = attributes.stored(stored, {"RedrivePolicy": ""}, ACCOUNT, 11.0, queue="orders")
+    assert "RedrivePolicy" not in attributes.shown(cleared, False, 3600, "us-east-1", ACCOUNT)
+
+
+def test_the_group_deduplication_scope_is_fixed_when_the_queue_is_created():
+    created = attributes.stored({}, {"DeduplicationScope": "messageGroup"}, ACCOUNT, 1.0)
+    assert created["sqs"]["group_dedup"] is True
+    changed = attributes.stored({"sqs": {}}, {"DeduplicationScope": "messageGroup"}, ACCOUNT, 1.0)
+    assert "group_dedup" not in changed["sqs"]

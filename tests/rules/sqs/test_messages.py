@@ -108,3 +108,12 @@ def test_the_md5s_match_those_the_aws_sdks_accept(attributes, md5):
     # the values boto3 checks a send's answer against, as moto's suite records them
     stored, _ = messages.check_attributes(attributes)
     assert messages.attributes_md5(stored) == md5
+
+
+def test_a_deduplication_id_is_scoped_by_its_group_and_the_last_purge_only_when_asked():
+    assert messages.dedup_key("d", None, None) == "d"
+    scoped = {messages.dedup_key("d", "g1", None), messages.dedup_key("d", "g2", None),
+              messages.dedup_key("d", None, 5.0), messages.dedup_key("d", None, 6.0)}
+    assert len(scoped) == 4
+    assert all(key.startswith("sqs-") and len(key) == 68 for key in scoped)
+    assert messages.dedup_key("d", "g1", None) == messages.dedup_key("d", "g1", None)

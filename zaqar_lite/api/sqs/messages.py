@@ -153,8 +153,8 @@ class MessageActions(SqsBase):
         if fifo:  # a FIFO message has no delay of its own: DelaySeconds=0 keeps the queue's, as SQS
             delay_seconds = None
         if dedup_id is not None:
-            scoped = sqs_attributes.setting(stored, "DeduplicationScope") == "messageGroup"
-            purged = (stored.get(sqs_attributes.SQS_KEY) or {}).get("purged")
+            own = stored.get(sqs_attributes.SQS_KEY) or {}
+            scoped, purged = bool(own.get(sqs_attributes.GROUP_DEDUP)), own.get("purged")
             sent_id, dedup_id = dedup_id, sqs_messages.dedup_key(dedup_id, group if scoped else None, purged)
             if dedup_id != sent_id:
                 system["MessageDeduplicationId"] = {"DataType": "String", "StringValue": sent_id}

@@ -21,6 +21,8 @@ from zaqar_lite.rules.sqs import invalid_parameter, names
 #: the queue metadata key holding what SQS alone knows of a queue
 SQS_KEY = "sqs"
 REDRIVE_POLICY = "RedrivePolicy"
+#: the ``sqs`` metadata flag of a queue created with ``DeduplicationScope`` ``messageGroup``
+GROUP_DEDUP = "group_dedup"
 #: the attributes SQS derives from the queue's state, never set
 COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
           "ApproximateNumberOfMessagesDelayed")
@@ -226,6 +228,8 @@ def stored(current: Mapping[str, Any], changes: Mapping[str, str], account: str,
         else:
             kept[name] = value
     own["attributes"] = kept
+    if not current and changes.get("DeduplicationScope") == "messageGroup":
+        own[GROUP_DEDUP] = True  # fixed at creation: a later change is shown and changes nothing (as SQS)
     own.setdefault("created", int(now))
     own["modified"] = int(now)
     if tags:
