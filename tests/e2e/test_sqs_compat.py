@@ -139,3 +139,13 @@ def test_the_deduplication_scope_a_queue_was_created_with_holds_after_a_change(s
         sqs.send_message(QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="d")
     received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in received] == ["g1"]
+
+
+def test_untagging_no_tag_key_or_an_overlong_one_is_refused(sqs: Any, name: str):
+    url = sqs.create_queue(QueueName=name, tags={"team": "ops"})["QueueUrl"]
+    for keys in ([], ["k" * 129]):
+        with pytest.raises(ClientError) as refused:
+            sqs.untag_queue(QueueUrl=url, TagKeys=keys)
+        assert refused.value.response["Error"]["Message"] == \
+            "Tag keys must be between 1 and 128 characters in length."
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "ops"}

@@ -174,8 +174,9 @@ class QueueActions(SqsBase):
         project, name = self.queue_of(caller, params)
         current = self.metadata(project, name)
         keys: Sequence[str] = strings(required(params, "TagKeys"))
-        if not keys:
-            raise errors.SqsRefused("MissingParameter", "The request must contain the parameter TagKeys.")
+        if not keys or not all(1 <= len(key) <= 128 for key in keys):
+            raise errors.SqsRefused("InvalidParameterValue", "Tag keys must be between 1 and 128 characters "
+                                    "in length.")
         self._update(project, name, current, sqs_attributes.without_tags(current, keys))
         return {}
 
