@@ -1,4 +1,4 @@
-"""Ordered message groups (zaqar_lite.claims.groups): group names, heads, what a claim or pop may take."""
+"""Ordered message groups (zaqar_lite.claims.groups): group names, held groups, what a claim or pop may take."""
 
 from __future__ import annotations
 
@@ -28,21 +28,52 @@ def test_groups_of_names_each_group_once_and_nothing_for_ungrouped_messages():
     assert groups.groups_of([message("1"), message("2")]) == set()
 
 
-def test_only_heads_and_ungrouped_messages_are_claimable_in_their_order():
-    candidates = [message("a1", "a"), message("n1"), message("b2", "b"), message("a2", "a"),
-                  message("c1", "c")]
-    heads = {"a": "a1", "b": "b1", "c": "c1"}
-    assert [m.id for m in groups.claimable(candidates, heads)] == ["a1", "n1", "c1"]
+NOW = 150.0
 
 
-def test_a_group_missing_from_heads_gives_nothing():
-    assert groups.claimable([message("a1", "a")], {}) == []
+def held(message_id: str, group: str) -> Message:
+    """A message of ``group`` claimed until after NOW."""
+    return Message(id=message_id, body=None, created=100.0, expires=200.0, group=group,
+                   claim_id="c", claim_expires=NOW + 1)
 
 
-def test_a_pop_takes_nothing_more_of_a_group_it_took_from():
+def delayed(message_id: str, group: str) -> Message:
+    """A message of ``group`` delayed until after NOW."""
+    return Message(id=message_id, body=None, created=100.0, expires=200.0, group=group, delay_until=NOW + 1)
+
+
+def test_a_group_gives_its_messages_in_order_in_place_of_its_first_candidate():
+    a1, a2, a3, b1, b2, n1 = (message("a1", "a"), message("a2", "a"), message("a3", "a"),
+                              message("b1", "b"), message("b2", "b"), message("n1"))
+    members = {"a": [a1, a2, a3], "b": [b1, b2]}
+    assert [m.id for m in groups.claimable([a1, b1, n1], members, NOW)] == ["a1", "a2", "a3", "b1", "b2", "n1"]
+    assert [m.id for m in groups.claimable([n1, b1, a1, a2], members, NOW)] == [
+        "n1", "b1", "b2", "a1", "a2", "a3"]
+
+
+def test_a_group_with_any_claimed_message_gives_nothing():
+    a1, b1 = message("a1", "a"), message("b1", "b")
+    members = {"a": [a1, held("a2", "a"), message("a3", "a")], "b": [b1]}
+    assert [m.id for m in groups.claimable([a1, b1], members, NOW)] == ["b1"]
+    assert groups.is_held(members["a"], NOW) and not groups.is_held(members["b"], NOW)
+    assert not groups.is_held([held("a2", "a")], NOW + 1)  # a lapsed claim holds nothing
+
+
+def test_a_message_that_is_not_visible_ends_its_groups_run():
+    a1, a3 = message("a1", "a"), message("a3", "a")
+    members = {"a": [a1, delayed("a2", "a"), a3]}
+    assert [m.id for m in groups.claimable([a1, a3], members, NOW)] == ["a1"]
+    assert groups.claimable([a3], {"a": [delayed("a0", "a"), a3]}, NOW) == []
+
+
+def test_a_group_missing_from_members_gives_nothing():
+    assert groups.claimable([message("a1", "a")], {}, NOW) == []
+
+
+def test_a_claim_takes_nothing_more_of_a_group_it_took_from():
     candidates = [message("a2", "a"), message("b1", "b"), message("n1")]
-    heads = {"a": "a2", "b": "b1"}
-    assert [m.id for m in groups.claimable(candidates, heads, taken={"a"})] == ["b1", "n1"]
+    members = {"a": [candidates[0]], "b": [candidates[1]]}
+    assert [m.id for m in groups.claimable(candidates, members, NOW, taken={"a"})] == ["b1", "n1"]
 
 
 @pytest.mark.parametrize(("removed", "frees"), [([], False), (["n1"], False), (["a1"], True),

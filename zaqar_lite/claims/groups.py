@@ -1,24 +1,32 @@
 """Ordered message groups: which messages of a group a claim may take (SQS FIFO semantics).
 
-A message may carry a ``group``. A group's *head* is its message with the
-lowest marker still stored in the queue (claimed, delayed and not yet swept
-expired ones included). Only a head may be claimed or popped (and a pop takes
-at most one message of a group), so at most one message of a group is out at
-a time, and a group's messages go in post order;
-other groups and messages without a group are not held up. A head that is
-delayed or claimed therefore holds its group back until it is visible again
-(SQS FIFO queues delay a whole queue instead). A head that keeps failing is
-dead-lettered at ``_max_claim_count`` as any message: it leaves the queue (and
-its group: the provenance records the group it left, ``group``), and the next
-message becomes the head. Drivers find the heads; this module decides.
+A message may carry a ``group``. A group is *held* while any of its messages
+is claimed (its claim has not lapsed): none of its messages may then be
+claimed or popped, so a group's messages are out with one claim at a time.
+A claim or pop may take several messages of a group none of whose messages is
+held: the group's consecutive visible messages from its first one stored
+(the lowest marker still in the queue; delayed and not yet swept expired ones
+count), in post order, up to the claim's limit. A message that is not
+visible (delayed, waiting out a retry backoff, expired and not yet swept)
+ends that run: the messages after it wait for it. A claim hands its messages
+group by group: a group's messages one after another, the groups (and the
+messages without a group) in the order of their first message, so a claim
+fills up from one group before the next (as an SQS FIFO receive does); other
+groups and messages without a group are not held up. A message that keeps
+failing is dead-lettered at ``_max_claim_count`` as any message: it leaves the
+queue (and its group: the provenance records the group it left, ``group``),
+and the group's next message comes next. Drivers read a group's stored
+messages; this module decides.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from zaqar_lite.claims import policy
 from zaqar_lite.models import Message
 
 #: the longest group name (as SQS's MessageGroupId)
@@ -39,19 +47,50 @@ def groups_of(candidates: Iterable[Message]) -> set[str]:
     return {m.group for m in candidates if m.group is not None}
 
 
-def claimable(candidates: Iterable[Message], heads: Mapping[str, str],
+def is_held(members: Iterable[Message], now: float) -> bool:
+    """Return whether a group whose stored messages are ``members`` is held: one of them is claimed at ``now``."""
+    return any(m.claim_expires is not None and m.claim_expires > now for m in members)
+
+
+def takeable(members: Sequence[Message], now: float) -> list[Message]:
+    """Return a group's messages a claim may take at ``now``, in order.
+
+    ``members`` are all the group's messages stored in the queue, in marker
+    order: none when the group is held, else its consecutive visible messages
+    from the first one.
+    """
+    if is_held(members, now):
+        return []
+    return list(itertools.takewhile(lambda m: policy.is_visible(m, now), members))
+
+
+def claimable(candidates: Iterable[Message], members: Mapping[str, Sequence[Message]], now: float,
               taken: Collection[str] = ()) -> list[Message]:
-    """Return the candidates a claim or pop may take, in their order.
+    """Return the messages a claim or pop may take, group by group, given its candidates.
 
     Args:
-        candidates: visible messages of one queue.
-        heads: for each group of the candidates, the id of its head (its
-            message with the lowest marker stored in the queue).
-        taken: groups that already gave a message to this pop: a pop takes at
-            most one message of a group, as a claim does.
+        candidates: visible messages of one queue, in marker order (a claim's read).
+        members: for each group of the candidates, all its messages stored in
+            the queue (claimed, delayed and expired ones included), in marker order.
+        now: the time of the claim or pop.
+        taken: groups that already gave messages to this claim or pop (from an
+            earlier read): it takes no more of them.
+
+    Returns:
+        Each candidate without a group, and in place of a group's first
+        candidate the group's :func:`takeable` messages (read or not), in the
+        order of the candidates: a claim taking them in this order up to its
+        limit fills up from one group before the next.
     """
-    return [m for m in candidates
-            if m.group is None or (heads.get(m.group) == m.id and m.group not in taken)]
+    out: list[Message] = []
+    seen: set[str] = set(taken)
+    for m in candidates:
+        if m.group is None:
+            out.append(m)
+        elif m.group not in seen:
+            seen.add(m.group)
+            out += takeable(members.get(m.group, ()), now)
+    return out
 
 
 def frees_a_group(read: Iterable[Message], removed_ids: Iterable[str]) -> bool:
