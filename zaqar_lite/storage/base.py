@@ -334,7 +334,8 @@ class PlannedClaimStorage(PlannedStorage):
                 read = self._groups_only(project, queue, visible, request.now, claimed)
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
-                claimed += applied.claimed
+                claimed += applied.claimed if len(applied.claimed) == len(plan.claimed) else (
+                    groups.kept_in_order(plan.claimed, applied.claimed))
                 moved, deleted = moved + applied.moved, deleted + applied.deleted
                 if (plan.moved or plan.deleted) and groups.frees_a_group(
                         read, [*(m.id for m in plan.moved), *plan.deleted]):

@@ -152,9 +152,17 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
 
     @translated
     def _delete_returning(self, project: str, queue: str, messages: Sequence[Message]) -> list[Message]:
-        gone = (self._messages.find_one_and_delete(unchanged(project, queue, m), hint=BY_ID)
-                for m in messages)
-        return [message_from(doc) for doc in gone if doc is not None]
+        gone: list[Message] = []
+        lost: set[str] = set()  # groups of which another popped a message: the rest of each waits
+        for m in messages:
+            if m.group is not None and m.group in lost:
+                continue
+            doc = self._messages.find_one_and_delete(unchanged(project, queue, m), hint=BY_ID)
+            if doc is not None:
+                gone.append(message_from(doc))
+            elif m.group is not None:
+                lost.add(m.group)
+        return gone
 
     def _purge(self, project: str, queue: str) -> None:
         self._messages.delete_many({"project": project, "queue": queue}, hint=BY_MARKER)

@@ -132,21 +132,45 @@ class SettledClaims(SwiftContainer):
                removed: Removed) -> list[_Attempt]:
         """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring).
 
-        When a group's head is dead-lettered (or deleted), the listing is read
-        again from its start: the group's next message may be claimable now.
-        The exhausted messages moved or deleted on the way are counted in ``removed``.
+        The candidates come group by group (``_candidate_rows``); once a
+        message of a group is not taken (another claimer has it) the claim
+        takes no more of that group. When a grouped message is dead-lettered
+        (or deleted), the listing is read again from its start: the group's
+        next message may be claimable now. The exhausted messages moved or
+        deleted on the way are counted in ``removed``.
         """
         won: list[_Attempt] = []
+        stopped: set[str] = set()  # groups of which a message was not taken: the rest of each waits
         while len(won) < request.limit:
             freed: list[str] = []
             rows = self._candidate_rows(container, queue, request.now)
             while not freed and len(won) < request.limit and (
                     batch := list(itertools.islice(rows, request.limit - len(won)))):
                 # One at a time: parallel writes slow each other down, and a slow attempt is given up.
-                attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won), freed,
-                                                      removed) for n in batch) if a]
+                attempts: list[_Attempt] = []
+                group_of: dict[str, str] = {}
+                for name, group in batch:
+                    if group in stopped:
+                        continue
+                    attempt = self._attempt(container, project, queue, name, request, len(won) + len(attempts),
+                                            freed, removed)
+                    if attempt:
+                        attempts.append(attempt)
+                        group_of[name] = group
+                    elif group and name not in freed:
+                        stopped.add(group)
                 if attempts:
-                    won += self._read_back(container, request, attempts)
+                    kept = {a.name for a in self._read_back(container, request, attempts)}
+                    # a message of a group after one the read-back lost stays claimed, unanswered,
+                    # until its claim lapses: handed out now it would go before the lost one
+                    lost: set[str] = set()
+                    for attempt in attempts:
+                        group = group_of[attempt.name]
+                        if attempt.name not in kept:
+                            lost |= {group} - {""}
+                        elif group not in lost:
+                            won.append(attempt)
+                    stopped |= lost
             if not freed:
                 break
         return won
