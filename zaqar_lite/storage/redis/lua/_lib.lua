@@ -34,7 +34,8 @@
 -- takes it after its head, claim.lua take_run); when the head leaves Q
 -- (leave_groups) the next message becomes the head and goes to ready (or
 -- delayed, which the next claim promotes from) unless it is claimed. A head in
--- ready whose group has a claimed message is passed by a claim (claim.lua).
+-- ready never claimed whose group has a claimed message is passed by a claim
+-- (claim.lua); one back from a claim makes its group available again.
 --
 -- Standard KEYS of every script that takes them:
 --   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,

@@ -26,10 +26,11 @@
 -- expires >= floor, delay_until = claim_expires + the wait of
 -- backoff.retry_wait, or 0 without a policy or when count + 1 exhausts it:
 -- backoff.claimed_delay_until) until `limit` are claimed. Only group heads are
--- ever ready (see _lib.lua). A head whose group has a claimed message is put
--- back (claims/groups.py: the group is held); any other is taken, then its
--- group's next messages while each is visible (take_run), so a claim fills up
--- from one group before the next. Work: O((k + promoted) log n), plus the size
+-- ever ready (see _lib.lua). A head never claimed whose group has a claimed
+-- message is put back (claims/groups.py: the group is held); any other is
+-- taken, then its group's next messages while each is visible (take_run), so
+-- a claim fills up from one group before the next; of the heads popped at once
+-- the grouped ones go in the order since when each is available. Work: O((k + promoted) log n), plus the size
 -- of each grouped head's group.
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
@@ -128,6 +129,11 @@ local function take_run(group)
   end
 end
 
+-- since when a head (fields f as read below) is available: posted, due, or back from a claim
+local function since(f)
+  return math.max(tonumber(f[6]), tonumber(f[7] or '0'), tonumber(f[8] or '0'))
+end
+
 local skipped = {}  -- heads of held groups, back to ready at the end
 while #claimed < limit do
   if freed then
@@ -136,20 +142,36 @@ while #claimed < limit do
   end
   local heads = redis.call('ZPOPMIN', Q.ready, limit - #claimed)
   if #heads == 0 then break end
+  -- the grouped heads take the grouped places in the order since when each is available
+  -- (claims/groups.py in_group_order); a head without a group keeps its place
+  local entries, slots, grouped = {}, {}, {}
   for i = 1, #heads, 2 do
-    local id = heads[i]
+    local key = message_key(ns, heads[i])
+    local e = {id = heads[i], marker = heads[i + 1], key = key,
+               f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible', 'group',
+                              'created', 'delay_until', 'claim_expires')}
+    entries[#entries + 1] = e
+    if e.f[5] and e.f[6] then
+      slots[#slots + 1] = #entries
+      grouped[#grouped + 1] = e
+    end
+  end
+  table.sort(grouped, function(a, b)
+    local sa, sb = since(a.f), since(b.f)
+    if sa ~= sb then return sa < sb end
+    return tonumber(a.marker) < tonumber(b.marker)
+  end)
+  for j, slot in ipairs(slots) do entries[slot] = grouped[j] end
+  for _, e in ipairs(entries) do
+    local group = e.f[5]
     if #claimed >= limit then
-      redis.call('ZADD', Q.ready, heads[i + 1], id)  -- a group's run filled the claim
+      redis.call('ZADD', Q.ready, e.marker, e.id)  -- a group's run filled the claim
+    elseif group and tonumber(e.f[2] or '0') == 0 and group_is_held(qp, Q, group) then
+      skipped[#skipped + 1] = e.marker  -- a head back from a claim makes its group available again
+      skipped[#skipped + 1] = e.id
     else
-      local key = message_key(ns, id)
-      local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible', 'group')
-      if f[5] and group_is_held(qp, Q, f[5]) then
-        skipped[#skipped + 1] = heads[i + 1]
-        skipped[#skipped + 1] = id
-      else
-        take(id, key, f)
-        if f[5] then take_run(f[5]) end
-      end
+      take(e.id, e.key, e.f)
+      if group then take_run(group) end
     end
   end
 end

@@ -42,8 +42,8 @@ while #popped < limit do
     if #popped >= limit then
       redis.call('ZADD', Q.ready, heads[i + 1], id)  -- a group's run filled the pop
     else
-      local f = redis.call('HMGET', message_key(ns, id), 'expires', 'group')
-      if f[2] and group_is_held(qp, Q, f[2]) then
+      local f = redis.call('HMGET', message_key(ns, id), 'expires', 'group', 'claim_count')
+      if f[2] and tonumber(f[3] or '0') == 0 and group_is_held(qp, Q, f[2]) then
         skipped[#skipped + 1] = heads[i + 1]
         skipped[#skipped + 1] = id
       elseif after(f[1], now) then
