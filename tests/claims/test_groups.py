@@ -1,4 +1,4 @@
-"""Ordered message groups (zaqar_lite.claims.groups): group names, held groups, what a claim or pop may take."""
+"""Ordered message groups (zaqar_lite.claims.groups): names, held groups, what a claim or pop may take."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_a_group_gives_its_messages_in_order_in_place_of_its_first_candidate():
     a1, a2, a3, b1, b2, n1 = (message("a1", "a"), message("a2", "a"), message("a3", "a"),
                               message("b1", "b"), message("b2", "b"), message("n1"))
     members = {"a": [a1, a2, a3], "b": [b1, b2]}
-    assert [m.id for m in groups.claimable([a1, b1, n1], members, NOW)] == ["a1", "a2", "a3", "b1", "b2", "n1"]
+    assert [m.id for m in groups.claimable([a1, b1, n1], members, NOW)] == [
+        "a1", "a2", "a3", "b1", "b2", "n1"]
     assert [m.id for m in groups.claimable([n1, b1, a1, a2], members, NOW)] == [
         "n1", "b1", "b2", "a1", "a2", "a3"]
 
@@ -96,3 +97,37 @@ def test_an_ungrouped_dead_letter_records_no_group():
                                 DeadLetterPolicy(max_claim_count=1, queue="orders-dlq"))
     assert "group" not in dead.dead_letter
     assert "group" not in policy.provenance(dead)
+
+
+def test_a_group_whose_first_message_is_back_from_a_claim_is_available_from_it():
+    back = Message(id="a1", body=None, created=100.0, expires=200.0, group="a", claim_count=1,
+                   claim_expires=NOW - 5)
+    members = [back, held("a2", "a"), message("a3", "a")]
+    assert not groups.is_held(members, NOW)
+    assert [m.id for m in groups.takeable(members, NOW)] == ["a1"]
+    assert groups.is_held([message("a1", "a"), held("a2", "a")], NOW)  # never claimed: it waits
+
+
+def test_groups_go_in_the_order_since_when_their_first_message_is_available():
+    back = Message(id="a1", body=None, created=100.0, expires=200.0, group="a", claim_count=1,
+                   claim_expires=140.0, marker=1)
+    b1 = Message(id="b1", body=None, created=110.0, expires=200.0, group="b", marker=2)
+    n1 = Message(id="n1", body=None, created=90.0, expires=200.0, marker=3)
+    a2 = Message(id="a2", body=None, created=100.0, expires=200.0, group="a", marker=4)
+    members = {"a": [back, a2], "b": [b1]}
+    assert [m.id for m in groups.claimable([back, b1, n1, a2], members, NOW)] == ["b1", "a1", "a2", "n1"]
+    assert groups.available_since(back) == 140.0
+
+
+def test_a_listing_is_ordered_by_the_same_rule():
+    rows = [("a1", "a", True, False, True, 140.0), ("b1", "b", True, False, False, 0.0),
+            ("n1", None, True, False, False, 0.0), ("a2", "a", True, False, False, 0.0),
+            ("c1", "c", True, False, False, 0.0), ("c2", "c", False, True, True, 0.0),
+            ("d1", "d", False, False, False, 0.0), ("d2", "d", True, False, False, 0.0)]
+    assert groups.listing_order(rows) == ["b1", "a1", "a2", "n1"]
+
+
+def test_a_claim_answers_nothing_of_a_group_after_a_message_of_it_it_lost():
+    planned = [message("a1", "a"), message("a2", "a"), message("n1"), message("b1", "b")]
+    won = [planned[1], planned[2], planned[3]]
+    assert [m.id for m in groups.kept_in_order(planned, won)] == ["n1", "b1"]

@@ -131,7 +131,7 @@ class SwiftContainer(SwiftRecordsMixin):
                 time.sleep(LISTING_POLL)
 
     def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[tuple[str, str]]:
-        """Yield the (name, group hash or '') of a queue's messages a claim may take: a prefilter from the hints.
+        """Yield the (name, group hash or '') of the messages a claim may take: a prefilter from the hints.
 
         FIFO up to the first grouped row, read page by page; from there on the
         rest of the listing is read at once and ordered by the group rule

@@ -64,6 +64,24 @@ class _Attempt:
     written: float
 
 
+def _answered(attempts: list[tuple[_Attempt, str]], kept: set[str], stopped: set[str]) -> list[_Attempt]:
+    """Return the attempts the read-back kept that a claim answers, adding the groups it lost to ``stopped``.
+
+    A message of a group after one the read-back lost stays claimed,
+    unanswered, until its claim lapses: handed out now it would go before the
+    lost one (``claims.groups.kept_in_order``).
+    """
+    lost: set[str] = set()
+    answered: list[_Attempt] = []
+    for attempt, group in attempts:
+        if attempt.name not in kept:
+            lost |= {group} - {""}
+        elif group not in lost:
+            answered.append(attempt)
+    stopped |= lost
+    return answered
+
+
 @dataclasses.dataclass
 class Removed:
     """How many exhausted messages a claim moved to the DLQ and deleted on its way."""
@@ -146,34 +164,35 @@ class SettledClaims(SwiftContainer):
             rows = self._candidate_rows(container, queue, request.now)
             while not freed and len(won) < request.limit and (
                     batch := list(itertools.islice(rows, request.limit - len(won)))):
-                # One at a time: parallel writes slow each other down, and a slow attempt is given up.
-                attempts: list[_Attempt] = []
-                group_of: dict[str, str] = {}
-                for name, group in batch:
-                    if group in stopped:
-                        continue
-                    attempt = self._attempt(container, project, queue, name, request, len(won) + len(attempts),
-                                            freed, removed)
-                    if attempt:
-                        attempts.append(attempt)
-                        group_of[name] = group
-                    elif group and name not in freed:
-                        stopped.add(group)
+                attempts = self._attempt_batch(container, project, queue, batch, request, len(won), freed,
+                                               removed, stopped)
                 if attempts:
-                    kept = {a.name for a in self._read_back(container, request, attempts)}
-                    # a message of a group after one the read-back lost stays claimed, unanswered,
-                    # until its claim lapses: handed out now it would go before the lost one
-                    lost: set[str] = set()
-                    for attempt in attempts:
-                        group = group_of[attempt.name]
-                        if attempt.name not in kept:
-                            lost |= {group} - {""}
-                        elif group not in lost:
-                            won.append(attempt)
-                    stopped |= lost
+                    kept = self._read_back(container, request, [a for a, _ in attempts])
+                    won += _answered(attempts, {a.name for a in kept}, stopped)
             if not freed:
                 break
         return won
+
+    def _attempt_batch(self, container: str, project: str, queue: str, batch: list[tuple[str, str]],
+                       request: ClaimRequest, already: int, freed: list[str], removed: Removed,
+                       stopped: set[str]) -> list[tuple[_Attempt, str]]:
+        """Attempt each candidate of a batch, with its group (steps 1-3), passing the stopped groups.
+
+        One at a time: parallel writes slow each other down, and a slow
+        attempt is given up. A grouped message not taken (and not removed)
+        adds its group to ``stopped``.
+        """
+        attempts: list[tuple[_Attempt, str]] = []
+        for name, group in batch:
+            if group in stopped:
+                continue
+            attempt = self._attempt(container, project, queue, name, request, already + len(attempts), freed,
+                                    removed)
+            if attempt:
+                attempts.append((attempt, group))
+            elif group and name not in freed:
+                stopped.add(group)
+        return attempts
 
     def _read_back(self, container: str, request: ClaimRequest, attempts: list[_Attempt]) -> list[_Attempt]:
         """Settle, then return the attempts the claim holds (steps 4-5)."""
