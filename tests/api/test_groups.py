@@ -1,4 +1,4 @@
-"""Ordered message groups over HTTP: a group's messages claimed together, in order, group checks, include_fifo."""
+"""Ordered message groups over HTTP: a group's messages claimed together in order, checks, include_fifo."""
 
 from __future__ import annotations
 
