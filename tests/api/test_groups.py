@@ -1,4 +1,4 @@
-"""Ordered message groups over HTTP: one message of a group claimed at a time, group checks, include_fifo."""
+"""Ordered message groups over HTTP: a group's messages claimed together in order, checks, include_fifo."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ def posted(client, *messages):
     return [href.rsplit("/", 1)[1] for href in result.json["resources"]]
 
 
-def test_claims_take_one_message_of_a_group_at_a_time_in_post_order(client):
-    posted(client, {"body": "a1", "group": "a"}, {"body": "a2", "group": "a"}, {"body": "b1", "group": "b"},
-           {"body": "n1"})
-    claim_id, messages = claim(client, "q1", limit=10)
-    assert [m["body"] for m in messages] == ["a1", "b1", "n1"]
-    assert client.simulate_post("/v2/queues/q1/claims", json={}).status_code == 204
+def test_a_claim_takes_a_groups_messages_together_in_post_order_and_the_group_waits_for_them(client):
+    posted(client, {"body": "a1", "group": "a"}, {"body": "b1", "group": "b"}, {"body": "a2", "group": "a"},
+           {"body": "a3", "group": "a"}, {"body": "n1"})
+    claim_id, messages = claim(client, "q1", limit=2)
+    assert [m["body"] for m in messages] == ["a1", "a2"]
+    _, others = claim(client, "q1", limit=10)
+    assert [m["body"] for m in others] == ["b1", "n1"]  # a3 waits while a1 and a2 are claimed
     first = messages[0]["id"]
     assert client.simulate_delete(f"{MESSAGES}/{first}", params={"claim_id": claim_id}).status_code == 204
+    assert client.simulate_post("/v2/queues/q1/claims", json={}).status_code == 204  # a2 is still claimed
+    assert client.simulate_delete(f"/v2/queues/q1/claims/{claim_id}").status_code == 204
     _, messages = claim(client, "q1", limit=10)
-    assert [m["body"] for m in messages] == ["a2"]
+    assert [m["body"] for m in messages] == ["a2", "a3"]
 
 
 def test_the_group_is_shown_only_with_include_fifo(client):
@@ -42,7 +45,7 @@ def test_a_dead_lettered_head_shows_its_group_in_the_provenance_and_its_group_mo
     assert client.simulate_put("/v2/queues/q1", json={"_max_claim_count": 1,
                                                       "_dead_letter_queue": "dlq"}).status_code == 201
     posted(client, {"body": "a1", "group": "a"}, {"body": "a2", "group": "a"})
-    claim_id, messages = claim(client, "q1")
+    claim_id, messages = claim(client, "q1", limit=1)
     assert [m["body"] for m in messages] == ["a1"]
     assert client.simulate_delete(f"/v2/queues/q1/claims/{claim_id}").status_code == 204
     _, messages = claim(client, "q1")

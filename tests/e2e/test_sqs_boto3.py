@@ -233,7 +233,8 @@ def test_a_fifo_queue_keeps_group_order_and_drops_duplicates(sqs: Any, name: str
     assert len(first["SequenceNumber"]) == 20 and not first["SequenceNumber"].startswith("0")  # as SQS's
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                               AttributeNames=["MessageGroupId", "SequenceNumber"])
-    assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [("a1", "a")]
+    assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [
+        ("a1", "a"), ("a2", "a")]
     assert got["Messages"][0]["Attributes"]["SequenceNumber"] == first["SequenceNumber"]
     with pytest.raises(ClientError) as no_group:
         sqs.send_message(QueueUrl=url, MessageBody="x")
@@ -241,6 +242,37 @@ def test_a_fifo_queue_keeps_group_order_and_drops_duplicates(sqs: Any, name: str
     with pytest.raises(ClientError) as bad_name:
         sqs.create_queue(QueueName=f"{name}-2", Attributes={"FifoQueue": "true"})
     assert error_code(bad_name) == "InvalidParameterValue"
+
+
+def test_a_fifo_receive_takes_a_groups_messages_together_and_a_delete_frees_the_rest(sqs: Any, name: str):
+    import threading
+
+    url = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    for body, group in (("g1-m1", "g1"), ("g2-m1", "g2"), ("g1-m2", "g1"), ("g1-m3", "g1")):
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
+
+    def receive(**options: Any) -> list[Any]:
+        return sqs.receive_message(QueueUrl=url, VisibilityTimeout=30, **options).get("Messages", [])
+
+    first = receive(MaxNumberOfMessages=2)
+    assert [m["Body"] for m in first] == ["g1-m1", "g1-m2"]
+    assert [m["Body"] for m in receive(MaxNumberOfMessages=10)] == ["g2-m1"]  # g1 is in flight: g1-m3 waits
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"], VisibilityTimeout=0)
+    again = receive(MaxNumberOfMessages=10)
+    assert [m["Body"] for m in again] == ["g1-m1"]  # back, so its group is; g1-m2 is still in flight
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again[0]["ReceiptHandle"])
+    assert receive(MaxNumberOfMessages=10) == []
+    waiting: list[list[Any]] = []
+    thread = threading.Thread(
+        target=lambda: waiting.append(receive(MaxNumberOfMessages=10, WaitTimeSeconds=5)))
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first[1]["ReceiptHandle"])  # the last of g1 in flight
+    thread.join(10)
+    assert [m["Body"] for m in waiting[0]] == ["g1-m3"]
+    assert time.monotonic() - started < 3  # the delete woke the waiting receive
 
 
 def test_errors_carry_the_query_code_botocore_reads(server: RunningServer):

@@ -315,9 +315,9 @@ def test_a_file_of_layout_2_gets_the_trace_column_keeping_its_groups_and_dedup_i
     assert [(m.id, m.marker, m.dedup_id, m.group, m.trace) for m in found] == [
         ("g1", 1, "d-1", "g", None), ("g2", 2, None, "g", None),
         ("new", 3, None, None, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})]
-    # the group still holds g2 behind its head g1
+    # the group still orders g2 after g1
     claimed = storage.claim_messages(P, Q, ClaimRequest("c1", now, 60, 60, 5)).claimed
-    assert [m.id for m in claimed] == ["g1", "new"]
+    assert [m.id for m in claimed] == ["g1", "g2", "new"]
 
 
 def test_a_file_of_layout_3_gets_due_times_every_queue_due_until_its_first_sweep(tmp_path):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
@@ -302,18 +302,25 @@ class PlannedClaimStorage(PlannedStorage):
         """Store the record of a claim that took messages."""
 
     @abc.abstractmethod
-    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
-        """Return the id of each named group's head: its message with the lowest marker in the queue.
+    def _group_members(self, project: str, queue: str, names: set[str]) -> dict[str, list[Message]]:
+        """Return each named group's messages stored in the queue, in marker order.
 
         Every stored message of the queue counts (claimed, delayed, expired
         and not yet swept); a group with no message is left out.
         """
 
-    def _heads_only(self, project: str, queue: str, read: list[Message],
-                    taken: Collection[str] = ()) -> list[Message]:
-        """Keep the candidates the group rule lets a claim or pop take (``claims.groups.claimable``)."""
+    def _groups_only(self, project: str, queue: str, read: list[Message], now: float,
+                     earlier: Iterable[Message] = ()) -> list[Message]:
+        """Keep the candidates the group rule lets a claim or pop take (``claims.groups.claimable``).
+
+        ``earlier`` are the messages the same claim or pop took from earlier
+        reads: it takes no more of their groups.
+        """
         names = groups.groups_of(read)
-        return groups.claimable(read, self._group_heads(project, queue, names), taken) if names else read
+        if not names:
+            return read
+        taken = groups.groups_of(earlier)
+        return groups.claimable(read, self._group_members(project, queue, names - taken), now, taken)
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
@@ -324,10 +331,11 @@ class PlannedClaimStorage(PlannedStorage):
                 wanted = request.limit - len(claimed)
                 batch = self._visible_candidates(project, queue, request.now, after, wanted)
                 visible = [m for m in batch if policy.is_visible(m, request.now)]
-                read = self._heads_only(project, queue, visible)
+                read = self._groups_only(project, queue, visible, request.now, claimed)
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
-                claimed += applied.claimed
+                claimed += applied.claimed if len(applied.claimed) == len(plan.claimed) else (
+                    groups.kept_in_order(plan.claimed, applied.claimed))
                 moved, deleted = moved + applied.moved, deleted + applied.deleted
                 if (plan.moved or plan.deleted) and groups.frees_a_group(
                         read, [*(m.id for m in plan.moved), *plan.deleted]):

@@ -284,6 +284,8 @@ class MessageActions(SqsBase):
         message_id, claim_id = sqs_names.parse_receipt_handle(handle, name)
         try:
             self.messaging.delete_message(project, name, message_id, claim_id)
+            if sqs_names.is_fifo(name):  # the rest of its group may be free now: waiting receives look
+                self.messaging.wake_up(project, name)
             return
         except (errors.InvalidClaim, errors.MessageNotClaimed, errors.MessageIsClaimedBy) as exc:
             if sqs_names.is_fifo(name):  # a FIFO queue takes a handle only while its receive lasts

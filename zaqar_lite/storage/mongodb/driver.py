@@ -143,8 +143,8 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             wanted = limit - len(popped)
             batch = self._visible_candidates(project, queue, now, after, wanted)
             visible = [m for m in batch if policy.is_visible(m, now)]
-            popped += self._delete_returning(project, queue, self._heads_only(
-                project, queue, visible, {m.group for m in popped if m.group is not None}))
+            popped += self._delete_returning(project, queue,
+                                             self._groups_only(project, queue, visible, now, popped)[:wanted])
             if len(batch) < wanted:
                 break
             after = batch[-1].marker
@@ -152,9 +152,17 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
 
     @translated
     def _delete_returning(self, project: str, queue: str, messages: Sequence[Message]) -> list[Message]:
-        gone = (self._messages.find_one_and_delete(unchanged(project, queue, m), hint=BY_ID)
-                for m in messages)
-        return [message_from(doc) for doc in gone if doc is not None]
+        gone: list[Message] = []
+        lost: set[str] = set()  # groups of which another popped a message: the rest of each waits
+        for m in messages:
+            if m.group is not None and m.group in lost:
+                continue
+            doc = self._messages.find_one_and_delete(unchanged(project, queue, m), hint=BY_ID)
+            if doc is not None:
+                gone.append(message_from(doc))
+            elif m.group is not None:
+                lost.add(m.group)
+        return gone
 
     def _purge(self, project: str, queue: str) -> None:
         self._messages.delete_many({"project": project, "queue": queue}, hint=BY_MARKER)
@@ -343,11 +351,11 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
         return Applied(won, moved, result.deleted_count)
 
     @translated
-    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
-        heads = {name: self._messages.find_one({"project": project, "queue": queue, "group": name},
-                                               {"_id": 1}, sort=[("marker", ASCENDING)], hint=BY_GROUP)
-                 for name in names}
-        return {name: doc["_id"] for name, doc in heads.items() if doc is not None}
+    def _group_members(self, project: str, queue: str, names: set[str]) -> dict[str, list[Message]]:
+        found = {name: [message_from(doc) for doc in self._messages.find(
+            {"project": project, "queue": queue, "group": name}, sort=[("marker", ASCENDING)], hint=BY_GROUP)]
+            for name in names}
+        return {name: stored for name, stored in found.items() if stored}
 
     @translated
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:

@@ -241,7 +241,7 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
             while len(popped) < limit:
                 wanted = limit - len(popped)
                 batch = self._candidates(db, args, wanted)
-                popped += self._heads_only(project, queue, batch)
+                popped += self._groups_only(project, queue, batch, now, popped)[:wanted]
                 if len(batch) < wanted:
                     break
                 args["marker"] = batch[-1].marker
@@ -395,12 +395,12 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         self._rehome(db, project, dead_letter.queue or queue, plan.moved, now)
         return Applied(plan.claimed, len(plan.moved), len(plan.deleted))
 
-    def _group_heads(self, project: str, queue: str, names: set[str]) -> dict[str, str]:
+    def _group_members(self, project: str, queue: str, names: set[str]) -> dict[str, list[Message]]:
         db = self._connection()
-        found = (db.execute("SELECT id FROM messages INDEXED BY messages_by_group WHERE project=? AND queue=?"
-                            " AND group_name=? ORDER BY marker LIMIT 1", (project, queue, name)).fetchone()
-                 for name in sorted(names))
-        return {name: row[0] for name, row in zip(sorted(names), found, strict=True) if row is not None}
+        found = {name: [message_from_row(r) for r in db.execute(
+            select_sql("group_name=:group", False, "messages_by_group"),
+            {"project": project, "queue": queue, "group": name})] for name in sorted(names)}
+        return {name: stored for name, stored in found.items() if stored}
 
     def _store_claim(self, project: str, queue: str, request: ClaimRequest) -> None:
         self._connection().execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (

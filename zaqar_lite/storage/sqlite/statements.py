@@ -26,11 +26,13 @@ READY = ("delay_until = 0 AND marker > :marker AND expires > :now"
          " AND (claim_expires IS NULL OR claim_expires <= :now)")
 MATURED = ("delay_until > 0 AND delay_until <= :now AND marker > :marker AND expires > :now"
            " AND (claim_expires IS NULL OR claim_expires <= :now)")
-#: a grouped candidate must be its group's head (claims.groups), found in messages_by_group:
-#: the scan passes held messages by itself instead of handing them to the claim loop
-HEAD = ("(group_name IS NULL OR id = (SELECT id FROM messages AS head INDEXED BY messages_by_group"
-        " WHERE head.project = :project AND head.queue = :queue AND head.group_name = messages.group_name"
-        " ORDER BY head.marker LIMIT 1))")
+#: a grouped candidate must have no message of its group ahead of it that is not visible (claims.groups),
+#: found in messages_by_group: the scan passes the rest of a held run by itself instead of handing it
+#: to the claim loop (which applies the whole rule)
+HEAD = ("(group_name IS NULL OR NOT EXISTS (SELECT 1 FROM messages AS g INDEXED BY messages_by_group"
+        " WHERE g.project = :project AND g.queue = :queue AND g.group_name = messages.group_name"
+        " AND g.marker < messages.marker AND (g.expires <= :now OR g.delay_until > :now"
+        " OR g.claim_expires > :now)))")
 CANDIDATE_PART = (f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_by_visibility"
                   f" WHERE project=:project AND queue=:queue AND {{}} AND {HEAD}"
                   " ORDER BY marker LIMIT :limit)")

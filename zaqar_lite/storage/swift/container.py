@@ -27,8 +27,9 @@ can make this exact: it has no compare-and-swap. So a post with a
 ``dedup_id`` takes ``settle`` seconds more; a failed store forgets the ids
 it remembered, but a process dying in between leaves the id answering with
 a message never stored until its window ends. Message groups: each
-message's listing hint carries a hash of its group, so a claim finds the
-heads in the listing it reads anyway (:meth:`SwiftContainer._candidate_rows`).
+message's listing hint carries a hash of its group and its state, so a claim
+finds the held groups and each group's run in the listing it reads anyway
+(:meth:`SwiftContainer._candidate_rows`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.claims import groups
 from zaqar_lite.models import Message
 from zaqar_lite.storage.base import CHANGE_ATTEMPTS
 from zaqar_lite.storage.swift import layout
@@ -128,19 +130,25 @@ class SwiftContainer(SwiftRecordsMixin):
             if missing:
                 time.sleep(LISTING_POLL)
 
-    def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[str]:
-        """Yield the names of a queue's messages a claim may take, FIFO: a prefilter from the hints.
+    def _candidate_rows(self, container: str, queue: str, now: float) -> Iterator[tuple[str, str]]:
+        """Yield the (name, group hash or '') of the messages a claim may take: a prefilter from the hints.
 
-        A row is a candidate when its hint is visible and it is not held behind
-        an earlier message of its group (every listed row counts as the group's
-        head, whatever its state: :mod:`zaqar_lite.claims.groups`).
+        FIFO up to the first grouped row, read page by page; from there on the
+        rest of the listing is read at once and ordered by the group rule
+        (:func:`zaqar_lite.claims.groups.listing_order`: every listed row
+        counts, whatever its state), so a queue without groups reads no more
+        than it takes.
         """
-        heads: dict[str, str] = {}
-        for name, hint in self.objects.rows(container, layout.message_prefix(queue)):
-            if hint.group and heads.setdefault(hint.group, name) != name:
-                continue
+        rows = self.objects.rows(container, layout.message_prefix(queue))
+        for name, hint in rows:
+            if hint.group:
+                rest = itertools.chain([(name, hint)], rows)
+                yield from groups.listing_order(
+                    ((n, h.group), h.group or None, h.visible(now), h.claim_expires > now, h.claim_count > 0,
+                     max(h.delay_until, h.claim_expires)) for n, h in rest)
+                return
             if hint.visible(now):
-                yield name
+                yield name, ""
 
     def _forget(self, container: str, queue: str, messages: Sequence[Message]) -> None:
         """Delete the dedup objects remembered for ``messages`` (a post that stored nothing)."""

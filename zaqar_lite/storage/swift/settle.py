@@ -64,6 +64,24 @@ class _Attempt:
     written: float
 
 
+def _answered(attempts: list[tuple[_Attempt, str]], kept: set[str], stopped: set[str]) -> list[_Attempt]:
+    """Return the attempts the read-back kept that a claim answers, adding the groups it lost to ``stopped``.
+
+    A message of a group after one the read-back lost stays claimed,
+    unanswered, until its claim lapses: handed out now it would go before the
+    lost one (``claims.groups.kept_in_order``).
+    """
+    lost: set[str] = set()
+    answered: list[_Attempt] = []
+    for attempt, group in attempts:
+        if attempt.name not in kept:
+            lost |= {group} - {""}
+        elif group not in lost:
+            answered.append(attempt)
+    stopped |= lost
+    return answered
+
+
 @dataclasses.dataclass
 class Removed:
     """How many exhausted messages a claim moved to the DLQ and deleted on its way."""
@@ -132,24 +150,49 @@ class SettledClaims(SwiftContainer):
                removed: Removed) -> list[_Attempt]:
         """Claim up to ``request.limit`` messages, FIFO (steps 1-5 of the module docstring).
 
-        When a group's head is dead-lettered (or deleted), the listing is read
-        again from its start: the group's next message may be claimable now.
-        The exhausted messages moved or deleted on the way are counted in ``removed``.
+        The candidates come group by group (``_candidate_rows``); once a
+        message of a group is not taken (another claimer has it) the claim
+        takes no more of that group. When a grouped message is dead-lettered
+        (or deleted), the listing is read again from its start: the group's
+        next message may be claimable now. The exhausted messages moved or
+        deleted on the way are counted in ``removed``.
         """
         won: list[_Attempt] = []
+        stopped: set[str] = set()  # groups of which a message was not taken: the rest of each waits
         while len(won) < request.limit:
             freed: list[str] = []
             rows = self._candidate_rows(container, queue, request.now)
             while not freed and len(won) < request.limit and (
                     batch := list(itertools.islice(rows, request.limit - len(won)))):
-                # One at a time: parallel writes slow each other down, and a slow attempt is given up.
-                attempts = [a for a in (self._attempt(container, project, queue, n, request, len(won), freed,
-                                                      removed) for n in batch) if a]
+                attempts = self._attempt_batch(container, project, queue, batch, request, len(won), freed,
+                                               removed, stopped)
                 if attempts:
-                    won += self._read_back(container, request, attempts)
+                    kept = self._read_back(container, request, [a for a, _ in attempts])
+                    won += _answered(attempts, {a.name for a in kept}, stopped)
             if not freed:
                 break
         return won
+
+    def _attempt_batch(self, container: str, project: str, queue: str, batch: list[tuple[str, str]],
+                       request: ClaimRequest, already: int, freed: list[str], removed: Removed,
+                       stopped: set[str]) -> list[tuple[_Attempt, str]]:
+        """Attempt each candidate of a batch, with its group (steps 1-3), passing the stopped groups.
+
+        One at a time: parallel writes slow each other down, and a slow
+        attempt is given up. A grouped message not taken (and not removed)
+        adds its group to ``stopped``.
+        """
+        attempts: list[tuple[_Attempt, str]] = []
+        for name, group in batch:
+            if group in stopped:
+                continue
+            attempt = self._attempt(container, project, queue, name, request, already + len(attempts), freed,
+                                    removed)
+            if attempt:
+                attempts.append((attempt, group))
+            elif group and name not in freed:
+                stopped.add(group)
+        return attempts
 
     def _read_back(self, container: str, request: ClaimRequest, attempts: list[_Attempt]) -> list[_Attempt]:
         """Settle, then return the attempts the claim holds (steps 4-5)."""

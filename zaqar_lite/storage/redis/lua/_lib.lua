@@ -30,9 +30,12 @@
 -- A message of Q is in all and expires, and in at most one of ready, delayed
 -- and claimed (none once a script has seen it expired: the sweep owns it then).
 -- A grouped message that is not its group's head (claims/groups.py) is *held*:
--- never in ready (in delayed while its delay runs; promote skips it); when the
--- head leaves Q (leave_groups) the next message becomes the head and goes to
--- ready (or delayed, which the next claim promotes from).
+-- never in ready (in delayed while its delay runs; promote skips it; a claim
+-- takes it after its head, claim.lua take_run); when the head leaves Q
+-- (leave_groups) the next message becomes the head and goes to ready (or
+-- delayed, which the next claim promotes from) unless it is claimed. A head in
+-- ready never claimed whose group has a claimed message is passed by a claim
+-- (claim.lua); one back from a claim makes its group available again.
 --
 -- Standard KEYS of every script that takes them:
 --   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,
@@ -135,9 +138,19 @@ local function is_held(id, group, qp)
     and redis.call('ZRANGE', (qp or ARGV[2]) .. 'g:' .. group, 0, 0)[1] ~= id
 end
 
+-- Whether a group of queue Q (prefix qp) is held (claims/groups.py): one of its
+-- messages is claimed, in Q.claimed (live claims only, once promote ran).
+-- Work: O(group size) at most.
+local function group_is_held(qp, Q, group)
+  for _, id in ipairs(redis.call('ZRANGE', qp .. 'g:' .. group, 0, -1)) do
+    if redis.call('ZSCORE', Q.claimed, id) then return true end
+  end
+  return false
+end
+
 -- Take messages leaving queue Q (prefix qp) out of their groups; a group whose
 -- head leaves gets its next message ready (or delayed when it ever was: the
--- next claim promotes it once due). groups[i] is the group of ids[i] (false for
+-- next claim promotes it once due), unless that one is claimed (it stays in claimed). groups[i] is the group of ids[i] (false for
 -- none) when the caller has read it, so a message without one costs nothing;
 -- with groups nil it is read here, after one EXISTS that ends it when Q has none.
 local function leave_groups(qp, Q, ids, groups)
@@ -156,7 +169,7 @@ local function leave_groups(qp, Q, ids, groups)
       local next_id = redis.call('ZRANGE', members, 0, 0)[1]
       if not next_id then
         redis.call('SREM', qp .. 'groups', group)
-      elseif was_head then
+      elseif was_head and not redis.call('ZSCORE', Q.claimed, next_id) then
         local f = redis.call('HMGET', message_key(ARGV[1], next_id), 'marker', 'delay_until')
         if f[2] and tonumber(f[2]) > 0 then
           redis.call('ZADD', Q.delayed, f[2], next_id)

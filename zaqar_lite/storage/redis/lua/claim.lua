@@ -26,9 +26,12 @@
 -- expires >= floor, delay_until = claim_expires + the wait of
 -- backoff.retry_wait, or 0 without a policy or when count + 1 exhausts it:
 -- backoff.claimed_delay_until) until `limit` are claimed. Only group heads are
--- ever ready (see _lib.lua); one moved or deleted lets its group's next message
--- in, which the same claim may take, while a claimed head (and, once its claim
--- lapses, its backoff wait in delayed) holds its group. Work: O((k + promoted) log n).
+-- ever ready (see _lib.lua). A head never claimed whose group has a claimed
+-- message is put back (claims/groups.py: the group is held); any other is
+-- taken, then its group's next messages while each is visible (take_run), so
+-- a claim fills up from one group before the next; of the heads popped at once
+-- the grouped ones go in the order since when each is available. Work: O((k + promoted) log n), plus the size
+-- of each grouped head's group.
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
 -- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
@@ -63,6 +66,75 @@ promote(ns, Q, Q.claimed, now_s)
 local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
 local moved, deleted = 0, 0
 local freed = false  -- a group's head left: its next message may be in delayed, due
+
+-- Take message id (key its hash, f its fields expires, claim_count, claim_id,
+-- dlq_eligible): an expired one is left to the sweep, an exhausted one is
+-- moved to the DLQ (or deleted), any other is claimed.
+local function take(id, key, f)
+  if not after(f[1], now) then return end
+  local count = tonumber(f[2])
+  if max_count ~= '' and count >= tonumber(max_count) then
+    if f[4] == '1' then
+      dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
+      moved = moved + 1
+    else
+      drop(ns, qp, Q, id)
+      deleted = deleted + 1
+    end
+    freed = true
+    return
+  end
+  local expires = f[1]
+  if tonumber(expires) < tonumber(floor) then
+    expires = floor
+    redis.call('ZADD', Q.expires, expires, id)
+  end
+  redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
+             'claim_count', count + 1, 'expires', expires,
+             'delay_until', delay_until and delay_until(count + 1, #claimed + 1) or '0')
+  if f[3] and f[3] ~= claim_id then
+    redis.call('SREM', qp .. 'cm:' .. f[3], id)
+  end
+  ids[#ids + 1] = id
+  by_expiry[#by_expiry + 1] = claim_expires
+  by_expiry[#by_expiry + 1] = id
+  by_count[#by_count + 1] = count + 1
+  by_count[#by_count + 1] = id
+  claimed[#claimed + 1] = dump(ns, id)
+end
+
+-- After a group's head, take the group's next messages in marker order while
+-- each is visible (claims/groups.py: the rest wait for one that is not), up to
+-- the limit; a message this claim took is passed, one it moved or deleted has
+-- left the group.
+local function take_run(group)
+  local members, rank = qp .. 'g:' .. group, 0
+  while #claimed < limit do
+    local id = redis.call('ZRANGE', members, rank, rank)[1]
+    if not id then return end
+    local key = message_key(ns, id)
+    local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible',
+                         'claim_expires', 'delay_until')
+    if f[3] == claim_id and after(f[5], now) then
+      rank = rank + 1
+    elseif not after(f[1], now) or after(f[5], now) or after(f[6], now) then
+      return
+    else
+      redis.call('ZREM', Q.ready, id)
+      redis.call('ZREM', Q.delayed, id)
+      local before = #claimed
+      take(id, key, f)
+      if #claimed > before then rank = rank + 1 end
+    end
+  end
+end
+
+-- since when a head (fields f as read below) is available: posted, due, or back from a claim
+local function since(f)
+  return math.max(tonumber(f[6]), tonumber(f[7] or '0'), tonumber(f[8] or '0'))
+end
+
+local skipped = {}  -- heads of held groups, back to ready at the end
 while #claimed < limit do
   if freed then
     promote(ns, Q, Q.delayed, now_s)
@@ -70,43 +142,40 @@ while #claimed < limit do
   end
   local heads = redis.call('ZPOPMIN', Q.ready, limit - #claimed)
   if #heads == 0 then break end
+  -- the grouped heads take the grouped places in the order since when each is available
+  -- (claims/groups.py in_group_order); a head without a group keeps its place
+  local entries, slots, grouped = {}, {}, {}
   for i = 1, #heads, 2 do
-    local id = heads[i]
-    local key = message_key(ns, id)
-    local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible')
-    if f[1] and tonumber(f[1]) > now then
-      local count = tonumber(f[2])
-      if max_count ~= '' and count >= tonumber(max_count) then
-        if f[4] == '1' then
-          dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
-          moved = moved + 1
-        else
-          drop(ns, qp, Q, id)
-          deleted = deleted + 1
-        end
-        freed = true
-      else
-        local expires = f[1]
-        if tonumber(expires) < tonumber(floor) then
-          expires = floor
-          redis.call('ZADD', Q.expires, expires, id)
-        end
-        redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
-                   'claim_count', count + 1, 'expires', expires,
-                   'delay_until', delay_until and delay_until(count + 1, #claimed + 1) or '0')
-        if f[3] and f[3] ~= claim_id then
-          redis.call('SREM', qp .. 'cm:' .. f[3], id)
-        end
-        ids[#ids + 1] = id
-        by_expiry[#by_expiry + 1] = claim_expires
-        by_expiry[#by_expiry + 1] = id
-        by_count[#by_count + 1] = count + 1
-        by_count[#by_count + 1] = id
-        claimed[#claimed + 1] = dump(ns, id)
-      end
+    local key = message_key(ns, heads[i])
+    local e = {id = heads[i], marker = heads[i + 1], key = key,
+               f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible', 'group',
+                              'created', 'delay_until', 'claim_expires')}
+    entries[#entries + 1] = e
+    if e.f[5] and e.f[6] then
+      slots[#slots + 1] = #entries
+      grouped[#grouped + 1] = e
+    end
+  end
+  table.sort(grouped, function(a, b)
+    local sa, sb = since(a.f), since(b.f)
+    if sa ~= sb then return sa < sb end
+    return tonumber(a.marker) < tonumber(b.marker)
+  end)
+  for j, slot in ipairs(slots) do entries[slot] = grouped[j] end
+  for _, e in ipairs(entries) do
+    local group = e.f[5]
+    if #claimed >= limit then
+      redis.call('ZADD', Q.ready, e.marker, e.id)  -- a group's run filled the claim
+    elseif group and tonumber(e.f[2] or '0') == 0 and group_is_held(qp, Q, group) then
+      skipped[#skipped + 1] = e.marker  -- a head back from a claim makes its group available again
+      skipped[#skipped + 1] = e.id
+    else
+      take(e.id, e.key, e.f)
+      if group then take_run(group) end
     end
   end
 end
+if #skipped > 0 then redis.call('ZADD', Q.ready, unpack(skipped)) end
 if #claimed > 0 then
   redis.call('ZADD', Q.claimed, unpack(by_expiry))
   redis.call('ZADD', Q.counted, unpack(by_count))
