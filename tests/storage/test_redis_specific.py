@@ -333,3 +333,23 @@ def test_a_script_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redis
                           capture_output=True, text=True, timeout=60, check=True, cwd=root,
                           env={**os.environ, "PYTHONPATH": str(root)})
     assert json.loads(done.stdout) == ["first", "second"]
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps({"event": "order", "n": 1, "text": "é", "big": 2 ** 80, "f": 1.5e300, "nested": [None, True]}),
+    json.dumps("a string"), json.dumps(12), json.dumps(-0.0), json.dumps([]), json.dumps({}), "NaN",
+    ' {"a": 1}', '{"a": 1} ', '{"a": 1}\n', '{"a": 1}{"b": 2}', "", "{", '{"a": }', "\ufeff{}", "nul",
+])
+def test_a_stored_json_text_decodes_as_json_loads_decodes_it(text):
+    from zaqar_lite.storage.redis.layout import stored_json
+
+    try:
+        expected: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError) as raised:
+            stored_json(text)
+        assert str(raised.value) == str(exc)
+    else:
+        decoded = stored_json(text)
+        assert type(decoded) is type(expected)
+        assert json.dumps(decoded) == json.dumps(expected)  # NaN included, which equals nothing
