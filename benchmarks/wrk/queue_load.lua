@@ -23,7 +23,14 @@
 -- the percentiles of the claim requests alone (claim_p50_ms, claim_p99_ms:
 -- from building the request to reading the whole response, timed with
 -- clock_gettime through LuaJIT's ffi, kept in a histogram of 0.1 ms buckets
--- below 10 ms and 2% buckets above; null where ffi is missing). ``leftover``
+-- below 10 ms and 2% buckets above; null where ffi is missing), and those of
+-- every request timed the same way (seen_p50_ms, seen_p99_ms). wrk's own
+-- percentiles are not the requests' latencies alone: before done() runs, wrk
+-- "corrects" its histogram for coordinated omission (stats_correct), adding for
+-- each request slower than the mean interval between a connection's requests
+-- samples at that interval below it down to the interval, so that one stall
+-- of 200 ms at 1 ms a request adds about 200 samples; seen_* count each request
+-- once, as it took. ``leftover``
 -- lists the follow-up requests (deletes, releases) still due or unanswered when
 -- the run ended, as "METHOD PATH", so that the caller can send them afterwards.
 -- Only numbers and strings cross from the threads to done(): wrk's copy of a
@@ -58,6 +65,8 @@ posted, claimed, deleted, released, claims, releases, empty_claims, failures = 0
 failure = nil
 leftover = ""       -- "METHOD PATH" lines: what is due, including an unanswered follow-up
 hmax = -1           -- the highest claim-latency bucket used; bucket b counts in global "h" .. b
+amax = -1           -- the same for every request; bucket b counts in global "a" .. b
+local started = nil
 
 local function bucket(ms)
    if ms < 10 then
@@ -116,8 +125,11 @@ function request()
    if last_request.kind == "delete" or last_request.kind == "release" then
       note_leftover(last_request)
    end
-   if last_request.kind == "claim" and now_ms then
-      claim_started = now_ms()
+   if now_ms then
+      started = now_ms()
+      if last_request.kind == "claim" then
+         claim_started = started
+      end
    end
    return wrk.format(last_request[1], last_request[2], nil, last_request[3])
 end
@@ -159,6 +171,13 @@ end
 
 function response(status, headers, body)
    local kind = last_request.kind
+   if started then
+      local b = bucket(now_ms() - started)
+      local name = "a" .. b
+      _G[name] = (_G[name] or 0) + 1
+      if b > amax then amax = b end
+      started = nil
+   end
    if kind == "delete" or kind == "release" then
       if status ~= 204 then
          record_failure(status, body)
@@ -224,8 +243,14 @@ function done(summary, latency, requests)
       table.insert(fields, string.format('"%s": %d', name, total))
    end
    local first_failure, counts, timed, left = nil, {[0] = 0}, 0, {}
+   local seen, seen_timed = {[0] = 0}, 0
    for _, thread in ipairs(threads) do
       first_failure = first_failure or thread:get("failure")
+      for b = 0, thread:get("amax") do
+         local n = thread:get("a" .. b) or 0
+         seen[b] = (seen[b] or 0) + n
+         seen_timed = seen_timed + n
+      end
       for b = 0, thread:get("hmax") do
          local n = thread:get("h" .. b) or 0
          counts[b] = (counts[b] or 0) + n
@@ -236,6 +261,9 @@ function done(summary, latency, requests)
    for b = 0, #counts do counts[b] = counts[b] or 0 end
    table.insert(fields, '"claim_p50_ms": ' .. percentile(counts, timed, 50))
    table.insert(fields, '"claim_p99_ms": ' .. percentile(counts, timed, 99))
+   for b = 0, #seen do seen[b] = seen[b] or 0 end
+   table.insert(fields, '"seen_p50_ms": ' .. percentile(seen, seen_timed, 50))
+   table.insert(fields, '"seen_p99_ms": ' .. percentile(seen, seen_timed, 99))
    table.insert(fields, '"leftover": [' .. table.concat(left, ", ") .. ']')
    table.insert(fields, '"failure": ' .. (first_failure and json_string(first_failure) or "null"))
    io.write("BENCH_JSON {" .. table.concat(fields, ", ") .. "}\n")

@@ -283,3 +283,73 @@ def test_the_one_word_packer_packs_every_command_as_redis_py_does():
                 ("SET", "k", memoryview(b"view")), ("SET", "k", bytearray(b"array"))]
     for command in commands:
         assert packer.pack(*command) == general.pack(*command)
+
+
+def test_a_script_runs_without_redis_py_s_per_command_recorder(store, monkeypatch):
+    import redis.client
+
+    store.create_queue(P, Q, {}, NOW)
+    store.post_planned(P, Q, lambda metadata: _messages(1, prefix="first"), NOW)  # reads the metadata
+    recorded: list[str] = []
+    monkeypatch.setattr(redis.client, "record_operation_duration",
+                        lambda **kwargs: recorded.append(kwargs["command_name"]))
+    store.post_planned(P, Q, lambda metadata: _messages(1), NOW)  # as a post of the service
+    assert sorted(_claim(store, 2)) == ["first0", "m0"]
+    store.delete_message(P, Q, "m0", f"claim-{NOW}-2", NOW)
+    assert recorded == []  # redis-py's execute_command records each command it runs
+
+
+def test_a_script_on_a_connection_the_server_closed_runs_once_on_a_new_one(store, redis_server):
+    store.post_messages(P, Q, _messages(1, prefix="before"), NOW)
+    with redis_server.client() as admin:
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # the store's connection
+        store.post_messages(P, Q, _messages(1, prefix="after"), NOW)
+        assert sorted(_claim(store, 10)) == ["after0", "before0"]
+
+
+_SCRIPT_INTERRUPTED_UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, sys, gevent, redis
+from zaqar_lite.storage.redis.client import RedisConnected
+from zaqar_lite.storage.redis.pool import execute
+connected = RedisConnected(sys.argv[1])
+admin = redis.Redis.from_url(sys.argv[1])
+admin.client_pause(300)
+with gevent.Timeout(0.05, False):
+    execute(connected.client, "EVAL", "return ARGV[1]", 0, "timed out")
+replies = [execute(connected.client, "EVAL", "return ARGV[1]", 0, "first")]
+admin.client_pause(300)
+waiting = gevent.spawn(execute, connected.client, "EVAL", "return ARGV[1]", 0, "killed")
+gevent.sleep(0.05)
+waiting.kill()
+replies.append(execute(connected.client, "EVAL", "return ARGV[1]", 0, "second"))
+print(json.dumps(replies))
+"""
+
+
+def test_a_script_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redis_store_uri):
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _SCRIPT_INTERRUPTED_UNDER_GEVENT, redis_store_uri],
+                          capture_output=True, text=True, timeout=60, check=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert json.loads(done.stdout) == ["first", "second"]
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps({"event": "order", "n": 1, "text": "é", "big": 2 ** 80, "f": 1.5e300, "nested": [None, True]}),
+    json.dumps("a string"), json.dumps(12), json.dumps(-0.0), json.dumps([]), json.dumps({}), "NaN",
+    ' {"a": 1}', '{"a": 1} ', '{"a": 1}\n', '{"a": 1}{"b": 2}', "", "{", '{"a": }', "\ufeff{}", "nul",
+])
+def test_a_stored_json_text_decodes_as_json_loads_decodes_it(text):
+    from zaqar_lite.storage.redis.layout import stored_json
+
+    try:
+        expected: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError) as raised:
+            stored_json(text)
+        assert str(raised.value) == str(exc)
+    else:
+        decoded = stored_json(text)
+        assert type(decoded) is type(expected)
+        assert json.dumps(decoded) == json.dumps(expected)  # NaN included, which equals nothing

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +29,23 @@ def nobody_waits(project: str, queue: str) -> None:
 
 
 def new_id() -> str:
-    """Return a fresh message or claim id."""
-    return str(uuid.uuid4())
+    """Return a fresh message or claim id: a random (version 4) UUID's text, as ``str(uuid.uuid4())``.
+
+    Written from 16 random bytes directly (:func:`uuid4_text`): ``uuid.UUID``
+    checks and converts its arguments in about 140 bytecode instructions, a
+    thirtieth of a post's.
+    """
+    return uuid4_text(os.urandom(16))
+
+
+def uuid4_text(random_bytes: bytes) -> str:
+    """Return the text of the version 4 UUID made of 16 random bytes, as ``str(uuid.UUID(bytes=...,
+    version=4))`` writes it: the version in the high nibble of byte 6, RFC 4122's variant in byte 8."""
+    value = bytearray(random_bytes)
+    value[6] = value[6] & 0x0F | 0x40
+    value[8] = value[8] & 0x3F | 0x80
+    text = value.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 class ServiceBase:

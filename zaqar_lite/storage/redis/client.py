@@ -26,7 +26,7 @@ from redis.retry import Retry
 
 from zaqar_lite import errors
 from zaqar_lite.storage.redis.layout import Target, parse_uri
-from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, packing
+from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, execute, packing
 
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "reject",
@@ -199,7 +199,7 @@ class RedisConnected:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
                         if register is None:
-                            return self.client.execute_command(*command, len(keys), *keys, *args)
+                            return execute(self.client, *command, len(keys), *keys, *args)
                         with self.client.pipeline(transaction=False) as pipe:
                             pipe.sadd(*register).execute_command(*command, len(keys), *keys, *args)
                             return pipe.execute()[1]

@@ -33,7 +33,7 @@ from zaqar_lite import errors
 from zaqar_lite.config import QUEUE_CACHE_SIZE
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.client import RedisConnected
-from zaqar_lite.storage.redis.layout import PROJECTS, project_prefix, queue_keys, queue_prefix
+from zaqar_lite.storage.redis.layout import PROJECTS, project_prefix, queue_keys, queue_prefix, stored_json
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -119,7 +119,7 @@ class RedisQueues(RedisConnected):
         for attempt in range(PLAN_ATTEMPTS):
             text, remembered = self._metadata_text(project, queue, fresh=attempt > 0)
             try:
-                planned = plan(json.loads(text) if text else None)
+                planned = plan(stored_json(text) if text else None)
             except errors.ZaqarLiteError:
                 if remembered:
                     continue
