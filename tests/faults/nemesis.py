@@ -72,6 +72,9 @@ FAULTS = {
     # a Redis that persists nothing (the suites' default): what a kill -9 costs it
     "redis_volatile": ("kill-store",),
     "redis_cluster_volatile": ("pause-primary", "kill-primary"),
+    # the durable cluster in a namespace: the link between the server and every node, and its primary
+    "redis_cluster_link": ("partition", "partition-to-store", "partition-from-store", "latency", "loss",
+                           "pause-primary", "kill-primary"),
     # SecantusDB, the MongoDB wire server, and Swift's proxy (its servers for a pause or a kill)
     "mongodb": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
                 "kill-worker", "clock-step", "latency", "loss"),
@@ -526,3 +529,74 @@ class NamespacedSwift(NamespacedStore):
             _stop_group(self.swift.processes.pop("memcached", None))
         finally:
             super().__exit__(*exc)
+
+
+class NamespacedRedisCluster(NamespacedStore):
+    """A Redis Cluster (six nodes, as tests/servers/redis_cluster.py makes it) alone in a network
+    namespace: every node listens on the namespace's address, so the server reaches each node
+    through the link, and the nodes reach each other inside the namespace. A fault of the link
+    therefore stands between the server and the whole cluster, not between its nodes."""
+
+    def __init__(self, directory: Path, *options: str) -> None:
+        super().__init__(directory)
+        import redis
+
+        from tests.servers.redis import RedisServer
+        from tests.servers.redis_cluster import NODES, START_TIMEOUT, RedisCluster
+
+        namespace, store_ip = self.namespace, self.store_ip
+
+        class Node(RedisServer):
+            def uri(self, db: int = 0) -> str:
+                return f"redis://{store_ip}:{self.port}/{db}"
+
+            def client(self) -> redis.Redis:
+                return redis.Redis(host=store_ip, port=self.port, socket_timeout=5, decode_responses=True)
+
+            def start(self, attempts: int = 1) -> None:
+                self.pidfile.unlink(missing_ok=True)
+                sh("ip", "netns", "exec", namespace, "redis-server", "--bind", store_ip,
+                   "--port", str(self.port), *self.options, "--protected-mode", "no", "--daemonize", "yes",
+                   "--pidfile", str(self.pidfile), "--logfile", str(self.directory / "redis.log"),
+                   "--dir", str(self.directory))
+                if not self._wait_until_ready():
+                    self.stop(signal.SIGKILL)
+                    raise RuntimeError(f"redis-server did not start in {namespace} on port {self.port}")
+
+        class InNamespace(RedisCluster):
+            def uri(self, first: int = 0, **query: str) -> str:
+                return super().uri(first, **query).replace("127.0.0.1:", f"{store_ip}:")
+
+            def start(self) -> None:
+                for index in range(NODES):
+                    node_dir = self.directory / f"node{index}"
+                    node_dir.mkdir(parents=True, exist_ok=True)
+                    node = Node(node_dir, *self._node_options(node_dir))
+                    self.servers.append(node)
+                    node.start()
+                subprocess.run(["ip", "netns", "exec", namespace, "redis-cli", "--cluster", "create",
+                                *(f"{store_ip}:{s.port}" for s in self.servers), "--cluster-replicas", "1",
+                                "--cluster-yes"], check=True, timeout=START_TIMEOUT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                self.wait_until_ok()
+
+        self.cluster = InNamespace(directory / "cluster", *options)
+
+    @property
+    def uri(self) -> str:
+        return self.cluster.uri()
+
+    @property
+    def running(self) -> bool:
+        """Always, once started: the run restarts stopped nodes itself (:meth:`RedisCluster.restart`)."""
+        return bool(self.cluster.servers)
+
+    def pids(self) -> list[int]:
+        return []  # a pause stops one primary, by the cluster's faults, not the whole store
+
+    def start(self) -> None:
+        self.cluster.start()
+
+    def kill(self) -> None:
+        """Kill every node at once (SIGKILL); wait until each is gone."""
+        self.cluster.stop(signal.SIGKILL)

@@ -1,9 +1,9 @@
 """One fault run, and the long run's command line.
 
-A run starts the store (in a network namespace for Redis, MongoDB and Swift, on a small ext4
-image for SQLite), a real server with 2 workers on a fake clock, and the workload; it applies the
-seed's schedule of faults, heals them all, reads the final state and checks the history. A
-failing run writes its schedule, history, anomalies and server log to
+A run starts the store (in a network namespace for Redis, a Redis Cluster behind a link, MongoDB
+and Swift, on a small ext4 image for SQLite), a real server with 2 workers on a fake clock, and
+the workload; it applies the seed's schedule of faults, heals them all, reads the final state and
+checks the history. A failing run writes its schedule, history, anomalies and server log to
 ``<out>/<store>-seed-<seed>/`` so that it can be replayed (the same seed gives the same schedule) and read.
 
 The long run (docs/faults.rst)::
@@ -76,6 +76,8 @@ class Faults:
         self.server, self.clock = server, clock
         self.store = store if isinstance(store, nemesis.NamespacedStore) else None
         self.cluster = store if isinstance(store, RedisCluster) else None
+        if isinstance(store, nemesis.NamespacedRedisCluster):  # a cluster behind a link: faults of both
+            self.cluster = store.cluster
         self.disk = store if isinstance(store, Path) else None
         self.paused: list[int] = []
         self.history = history
@@ -145,14 +147,14 @@ class Faults:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         self.paused = []
-        if self.cluster is not None:
-            self.cluster.restart()
-        if self.store is not None:
+        if self.store is not None:  # first: a cluster behind a link is reached through it
             self.store.mend()
             if self.store.running:
                 self.store.resume()
             else:
                 self.store.start()
+        if self.cluster is not None:
+            self.cluster.restart()
 
     def run(self, steps: list[nemesis.Step], start: float) -> None:
         """Apply the steps at their times (from ``start``, a monotonic time), healing each after its
@@ -170,6 +172,8 @@ class Faults:
 
 
 Store = nemesis.NamespacedStore | RedisCluster | Path
+#: a Redis Cluster node that appends every write to its file and fsyncs it before answering
+DURABLE_NODE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
 
 
 @contextlib.contextmanager
@@ -184,9 +188,12 @@ def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
     elif kind == "sqlite":
         with nemesis.small_disk(directory) as disk:
             yield f"sqlite:///{disk}/zaqar.db", disk
+    elif kind == "redis_cluster_link":
+        with nemesis.NamespacedRedisCluster(directory, *DURABLE_NODE) as cluster_store:
+            yield cluster_store.uri, cluster_store
     elif kind in ("redis_cluster", "redis_cluster_volatile"):
         # durable: each node appends every write to its file and fsyncs it before answering
-        durable = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+        durable = DURABLE_NODE
         cluster = RedisCluster(directory / "cluster", *(durable if kind == "redis_cluster" else ()))
         try:
             cluster.start()
