@@ -36,7 +36,7 @@ need java openjdk-17-jre-headless
 # Prometheus and promtool: the /metrics end-to-end test scrapes a real server; promtool checks
 # and unit-tests the example alert rules of etc/prometheus (about 19 MB to download, 96 MB installed).
 need prometheus prometheus
-# The fault harness (tests/faults): network namespaces and veth pairs (iproute2), and SQLite on a
+# The fault harness (tests/faults): network namespaces and TAP devices (iproute2), and SQLite on a
 # small ext4 image it fills up (e2fsprogs).
 need ip iproute2
 need mkfs.ext4 e2fsprogs

@@ -1,17 +1,18 @@
 """The faults of a run, their seeded schedules, and the places they act on.
 
 Every fault acts on something the run made itself and names with the prefix ``zlf``: a network
-namespace holding the store, the veth pair joining it to the host (addresses in 10.254.0.0/16,
-chosen free), a store process, the server's worker processes, the server's wall clock (stepped
-through a file of ours) or a small ext4 image mounted on a directory of ours. Nothing else on the
-machine is touched: not loopback, not the host's routes. Each place removes what it made in
-``finally`` blocks, and every fault has a heal that the run calls whatever happens.
+namespace holding the store, the pair of TAP devices joining it to the host (addresses in
+10.254.0.0/16, chosen free) and the forwarder process between them (``forwarder.py``), a store
+process, the server's worker processes, the server's wall clock (stepped through a file of ours)
+or a small ext4 image mounted on a directory of ours. Nothing else on the machine is touched: not
+loopback, not the host's routes. Each place removes what it made in ``finally`` blocks, and every
+fault has a heal that the run calls whatever happens.
 
-Network faults work on the neighbour entries of the veth pair: pointing the server's entry for the
-store (or the store's entry for the server) at a MAC address nobody has drops every packet one way,
-silently, as a cut cable does; both ways is a full partition. ``tc netem`` (latency, jitter, loss)
-is used when the kernel has it (:func:`netem_available`); the kernel docs/faults.rst was measured
-on has not.
+Partitions work on the neighbour entries of the link: pointing the server's entry for the store
+(or the store's entry for the server) at a MAC address nobody has drops every packet one way,
+silently, as a cut cable does; both ways is a full partition. Latency (200 ms ± 50 ms) and loss
+(10-30 %), one way or both, are the forwarder's: it holds or drops the Ethernet frames it copies
+between the two devices, as the kernel's ``sch_netem`` would (which the machines measured lack).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +38,10 @@ NOWHERE_MAC = "02:00:5e:00:fa:17"
 #: the directory whose sitecustomize.py makes a server's wall clock steppable
 CLOCK_HOOK = Path(__file__).parent / "clockstep"
 REDIS_PORT = 6379
+#: the process that copies frames between a namespace's two TAP devices, delaying or dropping them
+FORWARDER = Path(__file__).parent / "forwarder.py"
+#: the longest a forwarder (so a namespaced store's link) lives: no run is longer
+LINK_LIFETIME = 1800.0
 
 
 def sh(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -59,20 +65,25 @@ INSTANT = frozenset({"kill-worker"})
 #: the faults of each store kind the harness runs on
 FAULTS = {
     "redis": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
-              "kill-worker", "clock-step"),
+              "kill-worker", "clock-step", "latency", "loss"),
     "sqlite": ("disk-full", "kill-worker", "clock-step"),
     # a primary paused past cluster-node-timeout (1 s): its replica takes over while it sleeps
     "redis_cluster": ("pause-primary", "kill-primary", "kill-worker", "clock-step"),
     # a Redis that persists nothing (the suites' default): what a kill -9 costs it
     "redis_volatile": ("kill-store",),
     "redis_cluster_volatile": ("pause-primary", "kill-primary"),
+    # the durable cluster in a namespace: the link between the server and every node, and its primary
+    "redis_cluster_link": ("partition", "partition-to-store", "partition-from-store", "latency", "loss",
+                           "pause-primary", "kill-primary"),
     # SecantusDB, the MongoDB wire server, and Swift's proxy (its servers for a pause or a kill)
     "mongodb": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
-                "kill-worker", "clock-step"),
+                "kill-worker", "clock-step", "latency", "loss"),
     "swift": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
-              "kill-worker", "clock-step"),
+              "kill-worker", "clock-step", "latency", "loss"),
 }
-NETEM_FAULTS = ("latency", "loss")
+#: the faults of the link's forwarder: 200 ms ± 50 ms, and 10-30 % of frames dropped, one way or both
+LINK_FAULTS = ("latency", "loss")
+LATENCY_MS, JITTER_MS = 200, 50
 
 
 def schedule(seed: int, faults: tuple[str, ...], length: float) -> list[Step]:
@@ -96,18 +107,6 @@ def clock_margin(steps: list[Step]) -> float:
     return max((abs(step.size) for step in steps if step.fault == "clock-step"), default=0.0)
 
 
-def netem_available() -> bool:
-    """Return whether the kernel has ``tc netem`` (on a veth pair made and removed for the probe)."""
-    name = f"{PREFIX}{uuid.uuid4().hex[:6]}p"
-    if sh("ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}q", check=False).returncode:
-        return False
-    try:
-        added = sh("tc", "qdisc", "add", "dev", name, "root", "netem", "delay", "1ms", check=False)
-        return added.returncode == 0
-    finally:
-        sh("ip", "link", "del", name, check=False)
-
-
 def _free_subnet() -> ipaddress.IPv4Network:
     """Return a /30 of 10.254.0.0/16 that no interface uses."""
     used = sh("ip", "-o", "-4", "addr").stdout
@@ -119,10 +118,11 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 
 class NamespacedStore:
-    """A store alone in a network namespace, reached from the host through a veth pair.
+    """A store alone in a network namespace, reached from the host through a pair of TAP devices
+    (one in the host, one in the namespace) and the forwarder that copies frames between them.
 
     Subclasses start and kill the store's processes; this class makes and removes the namespace
-    and the link, cuts and mends it, and pauses and resumes the store's processes.
+    and the link, cuts, slows, thins and mends it, and pauses and resumes the store's processes.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -133,6 +133,7 @@ class NamespacedStore:
         self.host_ip, self.store_ip = (str(host) for host in subnet.hosts())
         self.directory = directory
         self.pid: int | None = None
+        self.forwarder: subprocess.Popen[str] | None = None
 
     @property
     def uri(self) -> str:
@@ -167,8 +168,8 @@ class NamespacedStore:
         try:
             sh("ip", "netns", "add", self.namespace)
             self._in_ns("ip", "link", "set", "lo", "up")
-            sh("ip", "link", "add", self.host_link, "type", "veth", "peer", "name", self.ns_link,
-               "netns", self.namespace)
+            self._start_forwarder()
+            sh("ip", "link", "set", self.ns_link, "netns", self.namespace)
             sh("ip", "addr", "add", f"{self.host_ip}/30", "dev", self.host_link)
             sh("ip", "link", "set", self.host_link, "up")
             self._in_ns("ip", "addr", "add", f"{self.store_ip}/30", "dev", self.ns_link)
@@ -183,8 +184,70 @@ class NamespacedStore:
         try:
             self.kill()
         finally:
-            sh("ip", "link", "del", self.host_link, check=False)
-            sh("ip", "netns", "del", self.namespace, check=False)
+            try:
+                self._stop_forwarder()
+            finally:
+                sh("ip", "link", "del", self.host_link, check=False)
+                sh("ip", "netns", "del", self.namespace, check=False)
+
+    def _start_forwarder(self) -> None:
+        """Start the forwarder, which creates both TAP devices in the host (they go when it ends)."""
+        with open(self.directory / f"{PREFIX}-forwarder.log", "ab") as log:
+            self.forwarder = subprocess.Popen(
+                [sys.executable, str(FORWARDER), self.host_link, self.ns_link,
+                 "--lifetime", str(LINK_LIFETIME)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        answer = self.forwarder.stdout.readline() if self.forwarder.stdout else ""
+        if answer.strip() != "ready":
+            raise RuntimeError(f"the forwarder of {self.namespace} did not start: {answer!r}")
+
+    def _stop_forwarder(self) -> None:
+        """End the forwarder (the end of its input), and with it both TAP devices."""
+        forwarder, self.forwarder = self.forwarder, None
+        if forwarder is None:
+            return
+        try:
+            if forwarder.stdin is not None:
+                with contextlib.suppress(OSError):
+                    forwarder.stdin.close()
+            forwarder.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            forwarder.kill()
+            forwarder.wait(timeout=5)
+        finally:
+            if forwarder.stdout is not None:
+                forwarder.stdout.close()
+
+    def link(self, command: str) -> str:
+        """Send the forwarder a command (``delay both 200 50``, ``loss to 20 7``, ``clear``,
+        ``stats``; forwarder.py says what each does) and return its answer."""
+        forwarder = self.forwarder
+        if forwarder is None or forwarder.stdin is None or forwarder.stdout is None:
+            raise RuntimeError(f"{self.namespace} has no forwarder")
+        forwarder.stdin.write(command + "\n")
+        forwarder.stdin.flush()
+        answer = forwarder.stdout.readline().strip()
+        if not answer or answer.startswith("error"):
+            raise RuntimeError(f"the forwarder of {self.namespace} refused {command!r}: {answer!r}")
+        return answer
+
+    def link_stats(self) -> dict[str, tuple[int, int, int]]:
+        """Return, for ``to`` (the store) and ``from``, the frames forwarded, delayed and dropped."""
+        words = self.link("stats").split()[1:]
+        stats = {}
+        for word in words:
+            direction, _, counts = word.partition("=")
+            forwarded, delayed, dropped = (int(count) for count in counts.split(","))
+            stats[direction] = (forwarded, delayed, dropped)
+        return stats
+
+    def delay(self, direction: str, mean_ms: float = LATENCY_MS, jitter_ms: float = JITTER_MS) -> None:
+        """Hold each frame towards the store (``to``), back (``from``) or both ways a while."""
+        self.link(f"delay {direction} {mean_ms} {jitter_ms}")
+
+    def lose(self, direction: str, percent: float, seed: int) -> None:
+        """Drop that share of the frames one way or both, at random (the same seed, the same drops)."""
+        self.link(f"loss {direction} {percent} {seed}")
 
     def _in_ns(self, *command: str) -> subprocess.CompletedProcess[str]:
         return sh("ip", "netns", "exec", self.namespace, *command)
@@ -203,15 +266,12 @@ class NamespacedStore:
         sh("ip", "neigh", "del", self.store_ip, "dev", self.host_link, check=False)
         sh("ip", "netns", "exec", self.namespace, "ip", "neigh", "del", self.host_ip, "dev", self.ns_link,
            check=False)
-        sh("tc", "qdisc", "del", "dev", self.host_link, "root", check=False)
-
-    def netem(self, *options: str) -> None:
-        """Apply ``tc netem`` options (``delay 200ms 50ms``, ``loss 20%``) to packets towards the store."""
-        sh("tc", "qdisc", "replace", "dev", self.host_link, "root", "netem", *options)
+        if self.forwarder is not None:
+            self.link("clear")
 
 
 class NamespacedRedis(NamespacedStore):
-    """A redis-server alone in a network namespace, reached from the host through a veth pair.
+    """A redis-server alone in a network namespace, reached from the host through its link.
 
     ``durable``: it appends every write to its file and fsyncs it before answering, so a kill -9
     loses nothing acknowledged; otherwise it persists nothing (docs/faults.rst says what that loses).
@@ -469,3 +529,74 @@ class NamespacedSwift(NamespacedStore):
             _stop_group(self.swift.processes.pop("memcached", None))
         finally:
             super().__exit__(*exc)
+
+
+class NamespacedRedisCluster(NamespacedStore):
+    """A Redis Cluster (six nodes, as tests/servers/redis_cluster.py makes it) alone in a network
+    namespace: every node listens on the namespace's address, so the server reaches each node
+    through the link, and the nodes reach each other inside the namespace. A fault of the link
+    therefore stands between the server and the whole cluster, not between its nodes."""
+
+    def __init__(self, directory: Path, *options: str) -> None:
+        super().__init__(directory)
+        import redis
+
+        from tests.servers.redis import RedisServer
+        from tests.servers.redis_cluster import NODES, START_TIMEOUT, RedisCluster
+
+        namespace, store_ip = self.namespace, self.store_ip
+
+        class Node(RedisServer):
+            def uri(self, db: int = 0) -> str:
+                return f"redis://{store_ip}:{self.port}/{db}"
+
+            def client(self) -> redis.Redis:
+                return redis.Redis(host=store_ip, port=self.port, socket_timeout=5, decode_responses=True)
+
+            def start(self, attempts: int = 1) -> None:
+                self.pidfile.unlink(missing_ok=True)
+                sh("ip", "netns", "exec", namespace, "redis-server", "--bind", store_ip,
+                   "--port", str(self.port), *self.options, "--protected-mode", "no", "--daemonize", "yes",
+                   "--pidfile", str(self.pidfile), "--logfile", str(self.directory / "redis.log"),
+                   "--dir", str(self.directory))
+                if not self._wait_until_ready():
+                    self.stop(signal.SIGKILL)
+                    raise RuntimeError(f"redis-server did not start in {namespace} on port {self.port}")
+
+        class InNamespace(RedisCluster):
+            def uri(self, first: int = 0, **query: str) -> str:
+                return super().uri(first, **query).replace("127.0.0.1:", f"{store_ip}:")
+
+            def start(self) -> None:
+                for index in range(NODES):
+                    node_dir = self.directory / f"node{index}"
+                    node_dir.mkdir(parents=True, exist_ok=True)
+                    node = Node(node_dir, *self._node_options(node_dir))
+                    self.servers.append(node)
+                    node.start()
+                subprocess.run(["ip", "netns", "exec", namespace, "redis-cli", "--cluster", "create",
+                                *(f"{store_ip}:{s.port}" for s in self.servers), "--cluster-replicas", "1",
+                                "--cluster-yes"], check=True, timeout=START_TIMEOUT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                self.wait_until_ok()
+
+        self.cluster = InNamespace(directory / "cluster", *options)
+
+    @property
+    def uri(self) -> str:
+        return self.cluster.uri()
+
+    @property
+    def running(self) -> bool:
+        """Always, once started: the run restarts stopped nodes itself (:meth:`RedisCluster.restart`)."""
+        return bool(self.cluster.servers)
+
+    def pids(self) -> list[int]:
+        return []  # a pause stops one primary, by the cluster's faults, not the whole store
+
+    def start(self) -> None:
+        self.cluster.start()
+
+    def kill(self) -> None:
+        """Kill every node at once (SIGKILL); wait until each is gone."""
+        self.cluster.stop(signal.SIGKILL)

@@ -1,9 +1,9 @@
 """One fault run, and the long run's command line.
 
-A run starts the store (in a network namespace for Redis, MongoDB and Swift, on a small ext4
-image for SQLite), a real server with 2 workers on a fake clock, and the workload; it applies the
-seed's schedule of faults, heals them all, reads the final state and checks the history. A
-failing run writes its schedule, history, anomalies and server log to
+A run starts the store (in a network namespace for Redis, a Redis Cluster behind a link, MongoDB
+and Swift, on a small ext4 image for SQLite), a real server with 2 workers on a fake clock, and
+the workload; it applies the seed's schedule of faults, heals them all, reads the final state and
+checks the history. A failing run writes its schedule, history, anomalies and server log to
 ``<out>/<store>-seed-<seed>/`` so that it can be replayed (the same seed gives the same schedule) and read.
 
 The long run (docs/faults.rst)::
@@ -46,6 +46,8 @@ from tests.servers.redis_cluster import RedisCluster
 
 #: seconds of faults in a run of the short subset, and of the long run by default
 SHORT, LONG = 12.0, 30.0
+#: the ways a latency or loss fault acts: towards the store, back from it, or both
+LINK_DIRECTIONS = ("both", "to", "from")
 
 
 @dataclasses.dataclass
@@ -74,6 +76,8 @@ class Faults:
         self.server, self.clock = server, clock
         self.store = store if isinstance(store, nemesis.NamespacedStore) else None
         self.cluster = store if isinstance(store, RedisCluster) else None
+        if isinstance(store, nemesis.NamespacedRedisCluster):  # a cluster behind a link: faults of both
+            self.cluster = store.cluster
         self.disk = store if isinstance(store, Path) else None
         self.paused: list[int] = []
         self.history = history
@@ -119,9 +123,10 @@ class Faults:
         elif fault == "kill-store":
             self.store.kill()
         elif fault == "latency":
-            self.store.netem("delay", "200ms", "50ms")
+            self.store.delay(self.choose.choice(LINK_DIRECTIONS))
         elif fault == "loss":
-            self.store.netem("loss", f"{self.choose.randint(10, 30)}%")
+            self.store.lose(self.choose.choice(LINK_DIRECTIONS), self.choose.randint(10, 30),
+                            self.choose.randrange(2**32))
         else:
             raise ValueError(f"no fault {fault}")
 
@@ -142,14 +147,14 @@ class Faults:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         self.paused = []
-        if self.cluster is not None:
-            self.cluster.restart()
-        if self.store is not None:
+        if self.store is not None:  # first: a cluster behind a link is reached through it
             self.store.mend()
             if self.store.running:
                 self.store.resume()
             else:
                 self.store.start()
+        if self.cluster is not None:
+            self.cluster.restart()
 
     def run(self, steps: list[nemesis.Step], start: float) -> None:
         """Apply the steps at their times (from ``start``, a monotonic time), healing each after its
@@ -167,6 +172,8 @@ class Faults:
 
 
 Store = nemesis.NamespacedStore | RedisCluster | Path
+#: a Redis Cluster node that appends every write to its file and fsyncs it before answering
+DURABLE_NODE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
 
 
 @contextlib.contextmanager
@@ -181,9 +188,12 @@ def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
     elif kind == "sqlite":
         with nemesis.small_disk(directory) as disk:
             yield f"sqlite:///{disk}/zaqar.db", disk
+    elif kind == "redis_cluster_link":
+        with nemesis.NamespacedRedisCluster(directory, *DURABLE_NODE) as cluster_store:
+            yield cluster_store.uri, cluster_store
     elif kind in ("redis_cluster", "redis_cluster_volatile"):
         # durable: each node appends every write to its file and fsyncs it before answering
-        durable = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+        durable = DURABLE_NODE
         cluster = RedisCluster(directory / "cluster", *(durable if kind == "redis_cluster" else ()))
         try:
             cluster.start()
@@ -194,21 +204,13 @@ def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
         raise ValueError(f"the fault harness does not run on {kind}")
 
 
-def faults_of(kind: str) -> tuple[str, ...]:
-    """Return the faults a run on ``kind`` uses on this machine."""
-    faults = nemesis.FAULTS[kind]
-    if kind == "redis" and nemesis.netem_available():
-        faults += nemesis.NETEM_FAULTS
-    return faults
-
-
 def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None) -> Outcome:
     """Run the workload under the seed's schedule on a store ``kind`` and check its history.
 
     A failing run writes what replays and explains it to ``out``, when given.
     """
     began = time.monotonic()
-    steps = nemesis.schedule(seed, faults_of(kind), length)
+    steps = nemesis.schedule(seed, nemesis.FAULTS[kind], length)
     history = History()
     config = work / "zaqar-lite.conf"
     config.write_text(SERVER_CONFIG)

@@ -1,7 +1,7 @@
 """The fault harness: a short subset of the seeded runs (docs/faults.rst), and each store fault's
 answer, on real servers. The long run is ``python -m tests.faults.run`` (its module docstring).
 
-The runs on Redis, SQLite, MongoDB and Swift need root (network namespaces, veth pairs, loop
+The runs on Redis, SQLite, MongoDB and Swift need root (network namespaces, TAP devices, loop
 mounts): without it they are skipped, and under CI they fail.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +25,9 @@ from tests.faults.run import SHORT, run
 from tests.faults.workload import CLIENT_TIMEOUT
 
 pytestmark = pytest.mark.slow
-#: the seeds of the short subset, per store: schedules with most kinds of fault (docs/faults.rst)
-SHORT_SEEDS = {"redis": (6,), "sqlite": (1,), "redis_cluster": (4,)}
+#: the seeds of the short subset, per store: schedules with most kinds of fault (docs/faults.rst);
+#: Redis's has latency, loss and a kill of the store
+SHORT_SEEDS = {"redis": (14,), "sqlite": (1,), "redis_cluster": (4,)}
 
 
 def _still_there(names: list[str]) -> list[str]:
@@ -133,6 +136,45 @@ def test_a_mongodb_or_swift_behind_a_cut_link_is_answered_503_in_time_and_recove
     finally:
         store.__exit__(None, None, None)
     assert _still_there([store.namespace, store.host_link]) == []
+
+
+def _store_round_trip(store: nemesis.NamespacedRedis, connection: socket.socket) -> float:
+    """Return the median seconds of five PINGs to the store on an open connection."""
+    times = []
+    for _ in range(5):
+        began = time.monotonic()
+        connection.sendall(b"PING\r\n")
+        assert connection.recv(64) == b"+PONG\r\n"
+        times.append(time.monotonic() - began)
+    return statistics.median(times)
+
+
+def test_latency_slows_a_store_round_trip_and_loss_drops_frames_yet_requests_end_in_time(redis_behind_a_link):
+    store, server = redis_behind_a_link
+    with socket.create_connection((store.store_ip, nemesis.REDIS_PORT), timeout=CLIENT_TIMEOUT) as connection:
+        calm = _store_round_trip(store, connection)
+        store.delay("to")  # 200 ms ± 50 ms towards the store, none back
+        try:
+            slowed = _store_round_trip(store, connection)
+            status, took = _post(server)
+        finally:
+            store.mend()
+        assert 0.15 <= slowed - calm <= 0.5, (calm, slowed)
+        assert (status, took >= 0.15) == (201, True)
+        assert _store_round_trip(store, connection) < calm + 0.1
+
+    before = store.link_stats()
+    store.lose("both", 30, seed=1)
+    try:
+        answers = [_post(server) for _ in range(8)]
+    finally:
+        store.mend()
+    after = store.link_stats()
+    # TCP saw real losses: frames were dropped each way, and retransmitted
+    assert all(after[way][2] > before[way][2] for way in ("to", "from")), (before, after)
+    assert {status for status, _ in answers} <= {201, 503} and 201 in {status for status, _ in answers}
+    assert max(took for _, took in answers) < CLIENT_TIMEOUT
+    assert _recovers(server)
 
 
 def test_a_paused_store_is_answered_503_in_time_and_recovers(redis_behind_a_link):
