@@ -59,7 +59,7 @@ def check(ops: Iterable[Op], *, max_claim_count: int, clock_margin: float = 0.0,
     holds = _holds(ops)
     redrives = Redrives(ops, max_claim_count)
     anomalies += _bodies(holds, posted)
-    anomalies += _exclusive(holds, ops, clock_margin)
+    anomalies += _exclusive(holds, ops, clock_margin, redrives)
     anomalies += _counts(holds, redrives)
     anomalies += _final(ops, posted, holds, redrives)
     anomalies += _expiry(ops)
@@ -150,7 +150,8 @@ def _ended_by(ops: list[Op], message_id: str, claim_id: str, before: float) -> b
                for op in ops)
 
 
-def _exclusive(holds: dict[str, list[Held]], ops: list[Op], margin: float) -> list[Anomaly]:
+def _exclusive(holds: dict[str, list[Held]], ops: list[Op], margin: float,
+               redrives: Redrives) -> list[Anomaly]:
     """No two live claims hold a message at once, and a deleted message is never handed out again.
 
     A claim is granted at some instant between its request and its answer and lasts its ttl. Two
@@ -170,7 +171,8 @@ def _exclusive(holds: dict[str, list[Held]], ops: list[Op], margin: float) -> li
                                                         f"({first.op.invoke:.2f}) and {second.claim_id} "
                                                         f"({second.op.invoke:.2f}) at once"))
         delete = deleted.get(message_id)
-        if delete is not None and any(h.op.invoke > delete.complete for h in held):
+        if delete is not None and any(h.op.invoke > delete.complete for h in held) \
+                and not redrives.absent_then_redriven(message_id, held, delete, float("inf")):
             found.append(Anomaly("resurrected", f"{message_id} was handed out again after its delete "
                                                 f"answered at {delete.complete:.2f}"))
     return found
@@ -199,6 +201,13 @@ class Redrives:
                      or self.unseen(latest, before) > 0)
         return exhausted and any(op.invoke < before and (op.outcome == INFO or op.complete > latest)
                                  for op in self.starts)
+
+    def absent_then_redriven(self, message_id: str, held: list[Held], delete: Op, before: float) -> bool:
+        """Return whether a message whose delete was answered may have been in the DLQ then (a delete
+        of a message absent from its queue is a 204, docs/api.rst "Claim rules") and redriven back
+        before ``before``: the holds before the delete exhausted it, and a task started after them."""
+        generations = _generations(message_id, [h for h in held if h.op.invoke < delete.complete], self)[0]
+        return bool(generations) and self.may_reset(generations[-1], before)
 
 
 def _generations(message_id: str, held: list[Held],
@@ -259,10 +268,12 @@ def _final(ops: list[Op], posted: Posted, holds: dict[str, list[Held]],
             seen[message["id"]] = where
             found += _body_matches(message["id"], message["n"], posted, f"the final {where}")
             found += _final_count(message, where, holds.get(message["id"], []), redrives, reads[-1].invoke)
-    return found + _lost(ops, posted, seen) + _not_moved(holds, seen, redrives, reads[-1].invoke)
+    return found + _lost(ops, posted, seen, holds, redrives, reads[-1].invoke) \
+        + _not_moved(holds, seen, redrives, reads[-1].invoke)
 
 
-def _lost(ops: list[Op], posted: Posted, seen: dict[str, str]) -> list[Anomaly]:
+def _lost(ops: list[Op], posted: Posted, seen: dict[str, str], holds: dict[str, list[Held]],
+          redrives: Redrives, read_at: float) -> list[Anomaly]:
     found = []
     deletes = {op.value["id"]: op for op in ops if op.f == "delete" and op.outcome != FAIL}
     for n, (op, message_id) in sorted(posted.items()):
@@ -271,7 +282,9 @@ def _lost(ops: list[Op], posted: Posted, seen: dict[str, str]) -> list[Anomaly]:
         if message_id not in seen and message_id not in deletes:
             found.append(Anomaly("lost", f"post {n} ({message_id}) acknowledged at {op.complete:.2f}, "
                                          "never deleted, is in neither queue"))
-        if seen.get(message_id) == "queue" and message_id in deletes and deletes[message_id].outcome == OK:
+        delete = deletes.get(message_id)
+        if seen.get(message_id) == "queue" and delete is not None and delete.outcome == OK \
+                and not redrives.absent_then_redriven(message_id, holds.get(message_id, []), delete, read_at):
             found.append(Anomaly("delete-lost",
                                  f"{message_id} is still in the queue after its delete answered"))
     return found

@@ -306,3 +306,17 @@ def test_on_clock_markers_a_post_near_a_clock_step_may_be_passed_by():
            deliver("s1", "n5", 5, 8.5), deliver("s2", "n5", 5, 8.5), NOTIFIED[-1]]
     assert kinds(ops) == ["undelivered"]
     assert kinds(ops, clock_markers=True) == []
+
+
+def test_a_message_dead_lettered_before_its_delete_may_be_redriven_back_and_handed_out_again():
+    # c3 may have lapsed before the delete came (answered late): the message was in the DLQ, the
+    # delete of a message absent from its queue is a 204, and the task at 10 moved it back
+    late = [*EXHAUSTED[:3], claim("c3", 7.0, ("m1", 1, 3), took=2.5), end("delete", "m1", "c3", 9.6)]
+    assert kinds([*late, redrive(10.0), read(20.0, queue=[("m1", 1, 0)])]) == []
+    again = claim("c4", 11.0, ("m1", 1, 1))
+    assert kinds([*late, redrive(10.0), again, read(20.0, queue=[("m1", 1, 1)])]) == []
+    assert kinds([*late, read(20.0, queue=[("m1", 1, 0)])]) == ["count-backwards", "delete-lost",
+                                                                "exhausted-not-moved"]
+    not_exhausted = [*EXHAUSTED[:3], end("delete", "m1", "c2", 4.5), redrive(10.0),
+                     read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(not_exhausted) == ["delete-lost"]
