@@ -23,7 +23,8 @@ class Op:
     """One request and its answer."""
 
     process: str
-    #: post | claim | delete | release | read
+    #: post | post-expiring | post-notified | claim | delete | release | redrive | subscribe | read, and
+    #: the receiver's deliver (a webhook delivery), the nemesis's start and heal
     f: str
     invoke: float
     complete: float
@@ -33,7 +34,9 @@ class Op:
     #: what was asked and what came back, by kind:
     #: post {"n", "id"}; claim {"ttl", "claim_id", "messages": [{"id", "n", "claim_count"}]};
     #: delete / release {"id", "claim_id"}; read {"queue": [...], "dlq": [...]} (final state, messages as
-    #: in a claim); any kind may carry "error" (the exception of an unanswered request)
+    #: in a claim, and "redrive_tasks" in an extended run); redrive {"task_id"}; subscribe
+    #: {"subscriber", "subscription_id"}; deliver {"subscription_id", "path", "id", "n"}; any kind may
+    #: carry "error" (the exception of an unanswered request)
     value: dict[str, Any]
 
 

@@ -30,17 +30,20 @@ from pathlib import Path
 
 from tests.e2e.harness import RunningServer, start_server, stop_server
 from tests.faults import nemesis
-from tests.faults.checker import Anomaly, check
+from tests.faults.checker import Anomaly, check, undelivered
 from tests.faults.history import OK, History, Op
 from tests.faults.workload import (
     CLAIM_GRACE,
     CLAIM_TTL,
     MAX_CLAIM_COUNT,
     PROJECT,
+    RECOVERY_TIMEOUT,
     SERVER_CONFIG,
+    Receiver,
     Workload,
     final_read,
     set_up,
+    subscribe,
 )
 from tests.servers.redis_cluster import RedisCluster
 
@@ -48,6 +51,9 @@ from tests.servers.redis_cluster import RedisCluster
 SHORT, LONG = 12.0, 30.0
 #: the ways a latency or loss fault acts: towards the store, back from it, or both
 LINK_DIRECTIONS = ("both", "to", "from")
+#: the stores' visibility lag (the drivers' ``visibility_lag``, docs/api.rst "At least once"), and
+#: the stores whose markers come from the server's clock
+VISIBILITY_LAG, CLOCK_MARKERS = {"mongodb": 2.0, "swift": 2.0}, frozenset({"swift"})
 
 
 @dataclasses.dataclass
@@ -204,10 +210,21 @@ def _store(kind: str, directory: Path) -> Iterator[tuple[str, Store]]:
         raise ValueError(f"the fault harness does not run on {kind}")
 
 
-def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None) -> Outcome:
+def _await_deliveries(history: History, kind: str) -> None:
+    """Wait, at most :data:`RECOVERY_TIMEOUT`, until every subscription got every acknowledged post."""
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while undelivered(history.ops, VISIBILITY_LAG.get(kind, 0.0), kind in CLOCK_MARKERS) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None,
+        extended: bool = False) -> Outcome:
     """Run the workload under the seed's schedule on a store ``kind`` and check its history.
 
-    A failing run writes what replays and explains it to ``out``, when given.
+    A failing run writes what replays and explains it to ``out``, when given. An extended run
+    (the long run's default) adds subscriptions, delivered by a notifier beside the server to a
+    receiver of the run's, and redrive tasks.
     """
     began = time.monotonic()
     steps = nemesis.schedule(seed, nemesis.FAULTS[kind], length)
@@ -215,13 +232,18 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
     config = work / "zaqar-lite.conf"
     config.write_text(SERVER_CONFIG)
     clock = nemesis.SteppedClock(work)
-    with _store(kind, work) as (uri, store):
-        server = start_server(uri, work, workers=2, extra_args=["--config", str(config)],
-                              env=clock.environment())
+    receiver = Receiver(history) if extended else None
+    with _store(kind, work) as (uri, store), contextlib.ExitStack() as stack:
+        if receiver is not None:
+            stack.callback(receiver.close)
+        server = start_server(uri, work, workers=2, extra_args=["--config", str(config)]
+                              + (["--with-notifier"] if extended else []), env=clock.environment())
         try:
             set_up(server.url)
+            if receiver is not None:
+                subscribe(server.url, history, receiver)
             faults = Faults(server, store, clock, seed, history)
-            workload = Workload(server.url, history, seed)
+            workload = Workload(server.url, history, seed, extended=extended)
             workload.start()
             nemesis_thread = threading.Thread(target=faults.run, args=(steps, time.monotonic()), daemon=True)
             nemesis_thread.start()
@@ -230,12 +252,18 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
             nemesis_thread.join(30)
             workload.stop()
             # a claim made while the clock was ahead lasts that much longer once it is back
-            final_read(server.url, history, settle=CLAIM_TTL + CLAIM_GRACE + 3 + nemesis.clock_margin(steps))
+            final_read(server.url, history, settle=CLAIM_TTL + CLAIM_GRACE + 3 + nemesis.clock_margin(steps),
+                       extended=extended)
+            if extended:
+                _await_deliveries(history, kind)
             anomalies = check(history.ops, max_claim_count=MAX_CLAIM_COUNT,
-                              clock_margin=nemesis.clock_margin(steps))
+                              clock_margin=nemesis.clock_margin(steps),
+                              visibility_lag=VISIBILITY_LAG.get(kind, 0.0),
+                              clock_markers=kind in CLOCK_MARKERS)
         finally:
             stop_server(server)
-        statuses = Counter(str(op.status or "none") for op in history.ops if op.process != "nemesis")
+        statuses = Counter(str(op.status or "none") for op in history.ops
+                           if op.process not in ("nemesis", "webhook"))
         made = [store.namespace, store.host_link] if isinstance(store, nemesis.NamespacedStore) else []
         made += [str(store)] if isinstance(store, Path) else []
         outcome = Outcome(kind, seed, steps, anomalies, len(history.ops), time.monotonic() - began,
@@ -271,11 +299,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds of faults a run (default {LONG})")
     parser.add_argument("--out", type=Path, default=Path("faults-runs"),
                         help="where failing runs write their schedule and history (default faults-runs)")
+    parser.add_argument("--without-subscriptions", action="store_true",
+                        help="leave the subscriptions and redrive tasks out of the workload (as make test)")
     args = parser.parse_args(argv)
     failed = 0
     for seed in _seeds(args.seeds):
         with tempfile.TemporaryDirectory(prefix="zlf-run-") as work:
-            outcome = run(args.store, seed, args.seconds, Path(work), args.out)
+            outcome = run(args.store, seed, args.seconds, Path(work), args.out,
+                          extended=not args.without_subscriptions)
         faults = sorted({s.fault for s in outcome.steps})
         verdict = "valid" if outcome.valid else "INVALID"
         print(f"{args.store} seed {seed}: {verdict}, {len(outcome.steps)} faults ({', '.join(faults)}), "

@@ -189,3 +189,134 @@ def test_expired_messages_in_their_dlq_are_valid():
 ])
 def test_an_expired_message_not_in_its_dlq_or_a_stranger_there_is_found(final, kind):
     assert kind in kinds([post_expiring(1, 0, "e1"), read_expiry(10, **final)])
+
+
+# -- redrive tasks ---------------------------------------------------------------------------
+
+def redrive(at, outcome=OK, status=202, took=0.1):
+    return Op("redriver-0", "redrive", at, at + took, outcome, status,
+              {"task_id": "t" if outcome == OK else None})
+
+
+#: m1 exhausted (3 claims), moved to the DLQ once c3 lapsed (at 9), redriven by a task started at 10
+EXHAUSTED = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1)), claim("c2", 4.0, ("m1", 1, 2)),
+             claim("c3", 7.0, ("m1", 1, 3))]
+
+
+def test_a_redriven_message_back_in_its_queue_starts_its_claims_again():
+    ops = [*EXHAUSTED, redrive(10.0), claim("c4", 11.0, ("m1", 1, 1)), claim("c5", 14.0, ("m1", 1, 2)),
+           read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(ops) == []
+    assert kinds([*EXHAUSTED, redrive(10.0), read(20.0, queue=[("m1", 1, 0)])]) == []
+
+
+def test_a_count_reset_without_a_redrive_after_the_exhausting_claim_goes_backwards():
+    early = [*EXHAUSTED[:3], redrive(5.0), EXHAUSTED[3], claim("c4", 11.0, ("m1", 1, 1)),
+             read(20.0, queue=[("m1", 1, 1)])]
+    assert kinds(early) == ["count-backwards", "exhausted-not-moved"]
+    refused = [*EXHAUSTED, redrive(10.0, outcome=FAIL, status=409), read(20.0, queue=[("m1", 1, 0)])]
+    assert kinds(refused) == ["count-backwards", "exhausted-not-moved"]
+
+
+def test_a_message_not_exhausted_is_not_redriven():
+    ops = [post(1, 0.0, "m1"), claim("c1", 1.0, ("m1", 1, 1)), claim("c2", 4.0, ("m1", 1, 2)), redrive(7.0),
+           claim("c3", 8.0, ("m1", 1, 1)), read(20.0, queue=[("m1", 1, 1)])]
+    assert kinds(ops) == ["count-backwards"]
+
+
+def test_a_redriven_message_whose_count_was_not_reset_to_zero_is_found():
+    ops = [*EXHAUSTED, redrive(10.0), claim("c4", 11.0, ("m1", 1, 2)), read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(ops) == ["redrive-count"]
+    # a claim that got no answer may have taken it once in between
+    unseen = Op("consumer-1", "claim", 10.5, 10.6, INFO, 503, {"ttl": 2, "claim_id": None, "messages": []})
+    assert kinds([*ops[:-2], unseen, *ops[-2:]]) == []
+
+
+def test_a_redrive_task_that_failed_is_found():
+    final = read(20.0, queue=[("m1", 1, 0)])
+    final.value["redrive_tasks"] = [{"id": "t", "status": "failed", "moved": 0, "remaining": 1,
+                                     "error": "storage unavailable"}]
+    assert kinds([*EXHAUSTED, redrive(10.0), final]) == ["redrive-failed"]
+    final.value["redrive_tasks"][0].update(status="completed", remaining=0, error=None)
+    assert kinds([*EXHAUSTED, redrive(10.0), final]) == []
+
+
+# -- subscriptions ---------------------------------------------------------------------------
+
+def subscribe(subscription_id):
+    return Op("subscriber", "subscribe", -1.0, -0.9, OK, 201,
+              {"subscriber": f"http://127.0.0.1:1/{subscription_id}", "subscription_id": subscription_id})
+
+
+def post_notified(n, at, message_id, outcome=OK, status=201, took=0.1):
+    return Op("herald-0", "post-notified", at, at + took, outcome, status,
+              {"n": n, "id": message_id if outcome == OK else None})
+
+
+def deliver(subscription_id, message_id, n, at):
+    return Op("webhook", "deliver", at, at, OK, 204,
+              {"subscription_id": subscription_id, "path": "/", "id": message_id, "n": n})
+
+
+NOTIFIED = [subscribe("s1"), subscribe("s2"),
+            post_notified(1, 0.0, "n1"), post_notified(2, 1.0, "n2"), post_notified(3, 2.0, "n3"),
+            deliver("s1", "n1", 1, 0.5), deliver("s2", "n1", 1, 0.5), deliver("s1", "n2", 2, 1.5),
+            deliver("s2", "n2", 2, 1.6), deliver("s1", "n3", 3, 2.5), deliver("s2", "n3", 3, 2.5), read(20.0)]
+
+
+def test_deliveries_in_order_at_least_once_are_valid():
+    again = [*NOTIFIED[:8], deliver("s1", "n2", 2, 1.7), *NOTIFIED[8:]]   # the newest one, again
+    assert kinds(NOTIFIED) == [] and kinds(again) == []
+
+
+def test_an_acknowledged_post_a_subscription_never_got_is_undelivered():
+    ops = [op for op in NOTIFIED if not (op.f == "deliver" and op.value == deliver("s2", "n2", 2, 0).value)]
+    assert kinds(ops) == ["undelivered"]
+    unacknowledged = [*NOTIFIED[:-1], post_notified(4, 3.0, None, outcome=INFO, status=None), NOTIFIED[-1]]
+    assert kinds(unacknowledged) == []
+
+
+def test_a_post_delivered_before_one_acknowledged_before_it_is_out_of_order():
+    ops = [*NOTIFIED[:2], post_notified(1, 0.0, "n1"), post_notified(2, 1.0, "n2"),
+           deliver("s1", "n2", 2, 1.5), deliver("s1", "n1", 1, 1.6), read(20.0)]
+    assert kinds(ops) == ["out-of-order", "undelivered"]
+
+
+def test_a_redelivery_of_an_older_message_after_a_newer_one_is_found():
+    ops = [*NOTIFIED[:-1], deliver("s1", "n1", 1, 3.0), NOTIFIED[-1]]
+    assert kinds(ops) == ["redelivered-older"]
+
+
+def test_a_delivery_of_a_message_nobody_posted_there_is_a_phantom():
+    assert kinds([*NOTIFIED[:-1], deliver("s1", "n9", 9, 3.0), NOTIFIED[-1]]) == ["phantom"]
+    assert kinds([*NOTIFIED[:-1], deliver("s1", "n3", 4, 3.0), NOTIFIED[-1]]) == ["phantom"]
+
+
+def test_a_post_slower_than_the_visibility_lag_may_be_passed_by():
+    slow = [*NOTIFIED[:-1], post_notified(4, 3.0, "n4", took=2.5), NOTIFIED[-1]]
+    assert kinds(slow) == ["undelivered"]
+    assert kinds(slow, visibility_lag=2.0) == []
+
+
+def test_on_clock_markers_a_post_near_a_clock_step_may_be_passed_by():
+    step = Op("nemesis", "start", 2.8, 2.8, OK, None, {"at": 2.8, "fault": "clock-step", "duration": 1.0,
+                                                       "size": -5.0})
+    heal = Op("nemesis", "heal", 3.8, 3.8, OK, None, {})
+    ops = [*NOTIFIED[:-1], step, post_notified(4, 3.0, "n4"), heal, post_notified(5, 8.0, "n5"),
+           deliver("s1", "n5", 5, 8.5), deliver("s2", "n5", 5, 8.5), NOTIFIED[-1]]
+    assert kinds(ops) == ["undelivered"]
+    assert kinds(ops, clock_markers=True) == []
+
+
+def test_a_message_dead_lettered_before_its_delete_may_be_redriven_back_and_handed_out_again():
+    # c3 may have lapsed before the delete came (answered late): the message was in the DLQ, the
+    # delete of a message absent from its queue is a 204, and the task at 10 moved it back
+    late = [*EXHAUSTED[:3], claim("c3", 7.0, ("m1", 1, 3), took=2.5), end("delete", "m1", "c3", 9.6)]
+    assert kinds([*late, redrive(10.0), read(20.0, queue=[("m1", 1, 0)])]) == []
+    again = claim("c4", 11.0, ("m1", 1, 1))
+    assert kinds([*late, redrive(10.0), again, read(20.0, queue=[("m1", 1, 1)])]) == []
+    assert kinds([*late, read(20.0, queue=[("m1", 1, 0)])]) == ["count-backwards", "delete-lost",
+                                                                "exhausted-not-moved"]
+    not_exhausted = [*EXHAUSTED[:3], end("delete", "m1", "c2", 4.5), redrive(10.0),
+                     read(20.0, queue=[("m1", 1, 2)])]
+    assert kinds(not_exhausted) == ["delete-lost"]

@@ -7,6 +7,9 @@ Outages and several processes claiming at once are tested on every store in
 from __future__ import annotations
 
 import dataclasses
+import signal
+import socket
+import threading
 
 import pymongo
 import pytest
@@ -269,3 +272,92 @@ def test_a_claim_write_applied_twice_counts_its_claims_and_moves_once(store):
     again = store._apply_plan(P, Q, plan, read, dead_letter, NOW)
     assert ([m.id for m in first.claimed], first.moved) == (["m0"], 1)
     assert again.moved >= 0 and again.moved + len(again.claimed) <= 2
+
+
+# -- an insert retried after its first try was applied ----------------------------------
+
+class _AnswerLost:
+    """A TCP relay to a file-backed SecantusDB that, once armed, passes the next insert into
+    ``messages`` on, drops its answer, and kills and restarts the server (synced, so the insert
+    survives; its record as a retryable write, kept in memory, does not) before closing the
+    client's connection: pymongo retries the insert, and the server takes it for a new one."""
+
+    def __init__(self, server: SecantusServer) -> None:
+        self.server = server
+        self.armed = threading.Event()
+        self.restarts = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.uri = f"mongodb://127.0.0.1:{self.listener.getsockname()[1]}/"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.server.port))
+            except OSError:
+                client.close()
+                continue
+            tripped = threading.Event()
+            threading.Thread(target=self._pump, args=(client, upstream, tripped, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, tripped, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, tripped: threading.Event,
+              request: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if request and self.armed.is_set() and b"insert\x00" in data and b"messages\x00" in data:
+                    self.armed.clear()
+                    tripped.set()
+                elif not request and tripped.is_set():
+                    self.server.stop(signal.SIGKILL)
+                    self.server.start()
+                    self.restarts += 1
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            end.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def answer_lost(tmp_path):
+    server = SecantusServer(None, str(tmp_path), str(tmp_path / "data"))
+    try:
+        server.start()
+    except RuntimeError as exc:
+        missing_server(f"SecantusDB ({exc})")
+    relay = _AnswerLost(server)
+    yield relay
+    relay.close()
+    server.stop()
+
+
+def test_a_post_whose_retried_insert_meets_its_own_first_try_is_stored_once(answer_lost):
+    storage = MongoStorage(answer_lost.uri + "faults?serverSelectionTimeoutMS=20000&directConnection=true")
+    raw: pymongo.MongoClient[dict] = pymongo.MongoClient(answer_lost.server.uri)
+    try:
+        storage.create_queue(P, Q, {}, NOW)
+        answer_lost.armed.set()
+        assert storage.post_messages(P, Q, _messages(2), NOW) == ["m0", "m1"]
+        assert answer_lost.restarts == 1
+        assert sorted(d["_id"] for d in raw.faults.messages.find({"queue": Q})) == ["m0", "m1"]
+        assert [m.id for m in storage.get_messages(P, Q, ["m0", "m1"], NOW)] == ["m0", "m1"]
+    finally:
+        raw.close()
+        storage.close()
+
+
+def test_a_post_whose_id_another_message_holds_is_still_an_error(store):
+    store.create_queue(P, Q, {}, NOW)
+    store.post_messages(P, Q, _messages(1), NOW)
+    with pytest.raises(pymongo.errors.BulkWriteError):
+        store.post_messages(P, Q, [Message(id="m0", body="other", created=NOW, expires=NOW + 60)], NOW)
+    assert [m.body for m in store.get_messages(P, Q, ["m0"], NOW)] == [0]

@@ -187,8 +187,12 @@ class Notifier:
             self._heartbeat_version = self.storage.put_record(
                 state.NOTIFIER_PROJECT, state.NOTIFIER, self.id, value, self._heartbeat_version)
         except errors.Conflict:
+            # gone (another notifier found it expired), or ahead of us: a write of ours applied
+            # whose answer was lost; write over the version stored now
+            current = self.storage.get_record(state.NOTIFIER_PROJECT, state.NOTIFIER, self.id)
+            stored = None if current is None else current.version
             self._heartbeat_version = self.storage.put_record(
-                state.NOTIFIER_PROJECT, state.NOTIFIER, self.id, value, None)
+                state.NOTIFIER_PROJECT, state.NOTIFIER, self.id, value, stored)
         live = [self.id]
         for record in self._records(state.NOTIFIER_PROJECT, state.NOTIFIER):
             if record.key == self.id:

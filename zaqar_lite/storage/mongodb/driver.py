@@ -20,9 +20,10 @@ is written by the update that claims, and a move to another queue
 (dead-lettering, or a redrive: one update rewriting ``queue`` and ``marker``,
 resetting the claim and setting the count, expiry and provenance) happens once.
 A post of several messages is one transaction on replica sets and sharded
-clusters; on a standalone server it is one ``insert_many``, which a crash can
-cut short. A message's ``dedup_id`` is remembered first, by one guarded upsert
-into ``dedup`` (unique per queue), so of two concurrent posts of one id one
+clusters; on a standalone server it is one unordered ``insert_many``, which a
+crash can cut short, and whose retry may meet its own first try
+(``_insert_once``). A message's ``dedup_id`` is remembered first, by one guarded
+upsert into ``dedup`` (unique per queue), so of two concurrent posts of one id one
 stores; a failed insert forgets the ids it remembered, but a crash between the
 two leaves the id answering with a message never stored until its window ends.
 
@@ -44,6 +45,7 @@ import json
 from collections.abc import Collection, Iterator, Sequence
 
 from pymongo import ASCENDING, DESCENDING, DeleteOne, UpdateOne
+from pymongo.errors import BulkWriteError
 
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
@@ -70,6 +72,8 @@ from zaqar_lite.storage.mongodb.queues import MongoQueues
 from zaqar_lite.storage.mongodb.records import MongoRecords
 
 SWEEP_BATCH = 500
+#: MongoDB's error code of a unique index refusing a write
+DUPLICATE_KEY = 11000
 
 
 class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
@@ -112,8 +116,29 @@ class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
             with self._client.start_session() as session, session.start_transaction():
                 self._messages.insert_many(docs, session=session)
         else:
-            self._messages.insert_many(docs)
+            self._insert_once(docs)
         self._due_by(project, queue, min(m.expires for m in messages))
+
+    def _insert_once(self, docs: Sequence[Document]) -> None:
+        """Insert ``docs`` (unordered); a duplicate key on a document's own id counts as stored when
+        the stored document is this insert's (same queue and marker, reserved for it alone).
+
+        pymongo retries an insert whose answer it lost; a server that does not recognise the retry
+        (its record of the first try lost to a restart, or the two racing after a pause) answers the
+        documents the first try stored with duplicate keys. Message ids are chosen by the driver, so
+        only that first try can have stored them; any other clash is still an error.
+        """
+        try:
+            self._messages.insert_many(docs, ordered=False)
+        except BulkWriteError as exc:
+            clashes = exc.details.get("writeErrors", [])
+            if not clashes or any(e.get("code") != DUPLICATE_KEY for e in clashes):
+                raise
+            fields = ("project", "queue", "marker")
+            mine = {d["_id"]: tuple(d[k] for k in fields) for d in (docs[e["index"]] for e in clashes)}
+            stored = self._messages.find({"_id": {"$in": list(mine)}}, dict.fromkeys(fields, 1))
+            if {d["_id"] for d in stored if tuple(d[k] for k in fields) == mine[d["_id"]]} != set(mine):
+                raise
 
     @translated
     def list_messages(self, project: str, queue: str, *, now: float, marker: int | None, limit: int,
