@@ -7,6 +7,8 @@ Outages and racing claimers are tested on every store in
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import time
 
 import pytest
@@ -49,7 +51,7 @@ def test_uri_gives_tempauth_user_key_and_options():
 
 
 @pytest.mark.parametrize("uri", ["redis://x:1/0", "swift:///auth/v1.0", "swift://u:k@h:1/a?prefix=a.b",
-                                 "swift://u:k@h:1/a?setle=1"])
+                                 "swift://u:k@h:1/a?setle=1", "swift://u:k@h:1/a?operation_timeout=0"])
 def test_uris_of_another_scheme_without_host_with_a_bad_prefix_or_option_are_refused(uri):
     with pytest.raises(ValueError):
         swift_objects.parse_uri(uri)
@@ -164,3 +166,71 @@ def test_a_deduplicated_post_whose_write_is_slower_than_settle_still_stores_its_
     assert store.post_messages(P, Q, [retried], NOW + 1) == ["m0"]
     assert [m.id for m in store.list_messages(P, Q, now=NOW + 1, marker=None, limit=10, include_claimed=True,
                                               include_delayed=True, exclude_client_id=None)] == ["m0"]
+
+
+BUDGET = 2.0  # the test URI's operation_timeout, below the driver's timeout (3 s) and its retry
+
+
+def _pausing_proxy_after_first_claim_write(store, swift_server, monkeypatch) -> list[int]:
+    """SIGSTOP the Swift proxy right after the claim's first message write lands; return the paused PIDs."""
+    paused: list[int] = []
+    real_write = store.objects.write
+
+    def write(container, name, body, content_type, headers=None):
+        sent = real_write(container, name, body, content_type, headers)
+        if headers and "If-Match" in headers and not paused:
+            paused.append(swift_server.processes["proxy"].pid)
+            os.kill(paused[0], signal.SIGSTOP)
+        return sent
+
+    monkeypatch.setattr(store.objects, "write", write)
+    return paused
+
+
+def test_a_claim_cut_by_a_paused_swift_answers_unavailable_within_its_budget_and_loses_nothing(
+        swift_store_uri, swift_server, monkeypatch):
+    store = SwiftStorage(f"{swift_store_uri}&operation_timeout={BUDGET:g}")
+    try:
+        store.post_messages(P, Q, _messages(4), NOW)
+        paused = _pausing_proxy_after_first_claim_write(store, swift_server, monkeypatch)
+        started = time.monotonic()
+        try:
+            with pytest.raises(errors.StorageUnavailable):
+                store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 4))
+            elapsed = time.monotonic() - started
+        finally:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
+        assert paused, "the claim never wrote a message"
+        assert elapsed < BUDGET + 1.0, f"the claim took {elapsed:.1f} s"
+        monkeypatch.undo()
+        # the message it marked stays held until that claim lapses; the others are claimable now
+        every = store.list_messages(P, Q, now=NOW, marker=None, limit=10, include_claimed=True,
+                                    include_delayed=True, exclude_client_id=None)
+        assert sorted(m.id for m in every) == ["m0", "m1", "m2", "m3"]
+        now = store.claim_messages(P, Q, ClaimRequest("c2", NOW + 1, 60, 60, 4))
+        assert [m.id for m in now.claimed] == ["m1", "m2", "m3"]
+        lapsed = store.claim_messages(P, Q, ClaimRequest("c3", NOW + 60.5, 60, 60, 4))
+        assert [m.id for m in lapsed.claimed] == ["m0"]
+    finally:
+        store.close()
+
+
+def test_a_post_of_many_to_a_paused_swift_answers_unavailable_within_its_budget(
+        swift_store_uri, swift_server):
+    store = SwiftStorage(f"{swift_store_uri}&operation_timeout={BUDGET:g}")
+    try:
+        store.create_queue(P, Q, {}, NOW)
+        pid = swift_server.processes["proxy"].pid
+        os.kill(pid, signal.SIGSTOP)
+        started = time.monotonic()
+        try:
+            with pytest.raises(errors.StorageUnavailable):
+                store.post_messages(P, Q, _messages(20), NOW)
+            elapsed = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert elapsed < BUDGET + 1.0, f"the post took {elapsed:.1f} s"
+        assert store.post_messages(P, Q, _messages(1, "again"), NOW) == ["again0"]
+    finally:
+        store.close()

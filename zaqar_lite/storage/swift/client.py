@@ -5,12 +5,24 @@ thread-safe); threads share the first token. Timeouts are short and retries
 few, so an unreachable Swift answers :class:`~zaqar_lite.errors.StorageUnavailable`
 within seconds, and the next call reconnects (and re-authenticates on a 401)
 by itself.
+
+Every store request and settle wait passes through :meth:`SwiftObjects.call`
+and :meth:`SwiftObjects.settle`, and so does the time budget of a whole driver
+operation (the URI's ``operation_timeout``): :func:`bounded` opens one
+deadline per public driver method (a claim, a post of many, a delete of many,
+a release...), the request in flight is cut to the time left (no retry unless
+it fits), and once the budget is spent the operation makes no more requests
+and raises :class:`~zaqar_lite.errors.StorageUnavailable` (503). What it wrote
+before stays written: a claim stopped there leaves the messages it marked
+claimed hidden until that claim's ttl lapses, as a write it gave up on.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
+import inspect
 import json
 import logging
 import os
@@ -52,6 +64,8 @@ class SwiftObjects:
         """
         try:
             yield
+        except errors.StorageUnavailable:
+            raise
         except ClientException as exc:
             if exc.http_status is not None and exc.http_status < 500:
                 raise
@@ -66,8 +80,44 @@ class SwiftObjects:
         if conn is not None:
             conn.http_conn = None
 
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[None]:
+        """Bound the store requests made inside to ``operation_timeout`` seconds (outermost wins)."""
+        if getattr(self._local, "deadline", None) is not None:
+            yield
+            return
+        self._local.deadline = time.monotonic() + self.options.operation_timeout
+        try:
+            yield
+        finally:
+            self._local.deadline = None
+
+    def _left(self) -> float | None:
+        """Return the seconds left of this thread's operation, or None outside one.
+
+        Raises:
+            StorageUnavailable: the operation's budget is spent.
+        """
+        deadline: float | None = getattr(self._local, "deadline", None)
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise errors.StorageUnavailable(
+                f"Swift did not answer within the operation's {self.options.operation_timeout:g} s")
+        return left
+
+    def _fit(self, conn: swiftclient.Connection) -> None:
+        """Cut this connection's timeout and retries to what is left of the operation."""
+        left, o = self._left(), self.options
+        timeout = o.timeout if left is None else min(o.timeout, left)
+        conn.timeout = timeout
+        conn.retries = o.retries if left is None or left >= (o.retries + 1) * o.timeout else 0
+        if conn.http_conn is not None:
+            conn.http_conn[1].requests_args["timeout"] = timeout
+
     def connection(self) -> swiftclient.Connection:
-        """Return this thread's connection, authenticated."""
+        """Return this thread's connection, authenticated, its timeout cut to the operation's budget."""
         conn = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != os.getpid():
             o, shared = self.options, self._auth if self._auth and self._auth[0] == os.getpid() else None
@@ -76,6 +126,7 @@ class SwiftObjects:
                 auth_version=o.auth_version, os_options=dict(o.os_options), timeout=o.timeout,
                 preauthurl=shared[1] if shared else None, preauthtoken=shared[2] if shared else None)
             self._local.conn, self._local.pid = conn, os.getpid()
+        self._fit(conn)
         if not conn.token:
             with self.translated():
                 conn.get_auth()
@@ -94,7 +145,16 @@ class SwiftObjects:
             return [fn(item) for item in items]
         if self._pool is None or self._pool[0] != os.getpid():
             self._pool = (os.getpid(), concurrent.futures.ThreadPoolExecutor(PARALLEL, "swift"))
-        return list(self._pool[1].map(fn, items))
+        deadline = getattr(self._local, "deadline", None)
+
+        def within(item: T) -> R:  # the worker thread keeps the caller's deadline
+            self._local.deadline = deadline
+            try:
+                return fn(item)
+            finally:
+                self._local.deadline = None
+
+        return list(self._pool[1].map(within, items))
 
     def read(self, container: str, name: str) -> tuple[bytes, str] | None:
         """Return an object's body and ETag, or None if it does not exist."""
@@ -198,8 +258,17 @@ class SwiftObjects:
         return [entry["name"] for entry in found]
 
     def settle(self, since: float) -> None:
-        """Sleep until ``settle`` seconds after the monotonic time ``since``."""
-        time.sleep(max(0.0, since + self.options.settle - time.monotonic()))
+        """Sleep until ``settle`` seconds after the monotonic time ``since``.
+
+        Raises:
+            StorageUnavailable: the operation's budget ends before then (it does not sleep).
+        """
+        wait = max(0.0, since + self.options.settle - time.monotonic())
+        left = self._left()
+        if left is not None and wait >= left:
+            raise errors.StorageUnavailable(
+                f"Swift did not settle within the operation's {self.options.operation_timeout:g} s")
+        time.sleep(wait)
 
     def close(self) -> None:
         """Close this thread's connection and stop the worker threads."""
@@ -210,3 +279,25 @@ class SwiftObjects:
         if self._pool is not None and self._pool[0] == os.getpid():
             self._pool[1].shutdown(wait=False)
             self._pool = None
+
+
+C = TypeVar("C", bound=type)
+
+
+def bounded(cls: C) -> C:
+    """Run each public method of a driver class inside ``self.objects.operation()``.
+
+    Generators are left as they are: their requests run as they are consumed,
+    each bounded by ``timeout`` alone.
+    """
+    for name in dir(cls):
+        fn = inspect.getattr_static(cls, name)
+        if name.startswith("_") or not inspect.isfunction(fn) or inspect.isgeneratorfunction(fn):
+            continue
+
+        def wrapped(self: Any, *args: Any, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+            with self.objects.operation():
+                return __fn(self, *args, **kwargs)
+
+        setattr(cls, name, functools.wraps(fn)(wrapped))
+    return cls

@@ -65,12 +65,13 @@ from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, ClaimResult, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedStorage
 from zaqar_lite.storage.swift import layout
-from zaqar_lite.storage.swift.client import SwiftObjects
+from zaqar_lite.storage.swift.client import SwiftObjects, bounded
 from zaqar_lite.storage.swift.settle import Removed, SettledClaims
 
 LOG = logging.getLogger(__name__)
 
 
+@bounded
 class SwiftStorage(SettledClaims, PlannedStorage):
     """Swift driver; safe across threads and processes."""
 

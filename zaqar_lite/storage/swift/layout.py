@@ -54,7 +54,7 @@ QUEUE_TYPE = "application/json"
 DELETE_AT_SLACK = 3600
 _CONTAINER_LIMIT = 255
 _PREFIX = re.compile(r"[A-Za-z0-9-]{1,64}")
-_OPTIONS = {"prefix", "settle", "timeout", "retries", "auth_version", "https"}
+_OPTIONS = {"prefix", "settle", "timeout", "retries", "operation_timeout", "auth_version", "https"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,12 +68,17 @@ class SwiftOptions:
     settle: float = 0.5
     timeout: float = 3.0
     retries: int = 1
+    #: seconds a whole driver operation (a claim, a post of many...) may spend on Swift
+    operation_timeout: float = 10.0
     auth_version: str = "1"
     os_options: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def parse_uri(uri: str) -> SwiftOptions:
     """Read ``swift://ACCOUNT%3AUSER:KEY@HOST:PORT/auth/v1.0?prefix=&settle=&timeout=&retries=``.
+
+    ``operation_timeout`` (default 10) bounds the seconds a whole driver
+    operation (a claim, a post of many, a release...) spends on Swift.
 
     ``https=true`` talks TLS; ``auth_version=3`` with ``os_*`` keys
     (``os_project_name``, ``os_user_domain_name``, ...) passes Keystone
@@ -92,10 +97,13 @@ def parse_uri(uri: str) -> SwiftOptions:
         user=urllib.parse.unquote(parts.username), key=urllib.parse.unquote(parts.password or ""),
         prefix=query.pop("prefix", "zaqar"), settle=float(query.pop("settle", 0.5)),
         timeout=float(query.pop("timeout", 3.0)), retries=int(query.pop("retries", 1)),
+        operation_timeout=float(query.pop("operation_timeout", 10.0)),
         auth_version=query.pop("auth_version", "1"),
         os_options={k[3:]: v for k, v in query.items() if k.startswith("os_")})
     if not _PREFIX.fullmatch(options.prefix):
         raise ValueError(f"swift prefix must be 1-64 letters, digits or dashes: {options.prefix!r}")
+    if not options.operation_timeout > 0:
+        raise ValueError(f"swift operation_timeout must be above 0 seconds: {options.operation_timeout!r}")
     return options
 
 
