@@ -171,7 +171,7 @@ POOL_URI_OPTIONS: dict[str, frozenset[str]] = {
                           "wtimeoutms", "readpreference", "retrywrites", "retryreads", "appname",
                           "connecttimeoutms", "sockettimeoutms", "serverselectiontimeoutms",
                           "directconnection", "maxpoolsize", "minpoolsize"}),
-    "swift": frozenset({"prefix", "settle", "timeout", "retries", "auth_version", "https",
+    "swift": frozenset({"prefix", "settle", "timeout", "retries", "operation_timeout", "auth_version", "https",
                         "os_project_name", "os_project_id", "os_project_domain_name",
                         "os_project_domain_id", "os_user_domain_name", "os_user_domain_id",
                         "os_tenant_name", "os_tenant_id", "os_region_name", "os_endpoint_type",
