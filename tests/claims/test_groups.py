@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from zaqar_lite.claims import groups, policy
@@ -131,3 +133,15 @@ def test_a_claim_answers_nothing_of_a_group_after_a_message_of_it_it_lost():
     planned = [message("a1", "a"), message("a2", "a"), message("n1"), message("b1", "b")]
     won = [planned[1], planned[2], planned[3]]
     assert [m.id for m in groups.kept_in_order(planned, won)] == ["n1", "b1"]
+
+
+def test_what_a_claim_won_and_does_not_answer_is_given_back_claimable_at_once_and_uncounted():
+    planned = [message("a1", "a"), message("a2", "a"), message("a3", "a"), message("n1")]
+    won = [dataclasses.replace(m, claim_id="c", claim_expires=160.0, claim_count=1) for m in planned[1:]]
+    kept = groups.kept_in_order(planned, won)
+    unanswered = groups.unanswered(won, kept)
+    assert [m.id for m in unanswered] == ["a2", "a3"]
+    back = groups.given_back(unanswered[0], 130.0)
+    assert (back.claim_expires, back.claim_count) == (130.0, 0)
+    assert policy.is_visible(back, 130.0)
+    assert not policy.is_visible(unanswered[0], 130.0)

@@ -24,6 +24,7 @@ list them with their state); this module decides.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -173,8 +174,10 @@ def kept_in_order(planned: Iterable[Message], won: Iterable[Message]) -> list[Me
 
     A store without transactions writes a claim's messages each under its own
     guard, and a concurrent claimer may win some of them: a message of a
-    group after one it lost stays claimed, unanswered, until its claim lapses
-    (or is released), since handed out it would go before the lost one.
+    group after one it lost is not answered, since handed out it would go
+    before the lost one (the shared claim loop gives it back at once,
+    :func:`given_back`; Swift's settle protocol leaves it claimed until its
+    claim lapses).
     """
     won_by_id = {m.id: m for m in won}
     lost: set[str] = set()
@@ -186,6 +189,17 @@ def kept_in_order(planned: Iterable[Message], won: Iterable[Message]) -> list[Me
         elif m.group is None or m.group not in lost:
             kept.append(won_by_id[m.id])
     return kept
+
+
+def unanswered(won: Iterable[Message], kept: Iterable[Message]) -> list[Message]:
+    """Return the messages a claim won but does not answer (:func:`kept_in_order` left them out)."""
+    kept_ids = {m.id for m in kept}
+    return [m for m in won if m.id not in kept_ids]
+
+
+def given_back(message: Message, now: float) -> Message:
+    """Return a message a claim won and does not answer, claimable again at once: that claim never counted."""
+    return dataclasses.replace(message, claim_expires=now, claim_count=max(0, message.claim_count - 1))
 
 
 def frees_a_group(read: Iterable[Message], removed_ids: Iterable[str]) -> bool:

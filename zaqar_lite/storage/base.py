@@ -334,8 +334,13 @@ class PlannedClaimStorage(PlannedStorage):
                 read = self._groups_only(project, queue, visible, request.now, claimed)
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
-                claimed += applied.claimed if len(applied.claimed) == len(plan.claimed) else (
-                    groups.kept_in_order(plan.claimed, applied.claimed))
+                if len(applied.claimed) == len(plan.claimed):
+                    claimed += applied.claimed
+                else:  # another claim won some: a group's messages after one it won are given back at once
+                    kept = groups.kept_in_order(plan.claimed, applied.claimed)
+                    for message in groups.unanswered(applied.claimed, kept):
+                        self._write_released(project, queue, message, groups.given_back(message, request.now))
+                    claimed += kept
                 moved, deleted = moved + applied.moved, deleted + applied.deleted
                 if (plan.moved or plan.deleted) and groups.frees_a_group(
                         read, [*(m.id for m in plan.moved), *plan.deleted]):
