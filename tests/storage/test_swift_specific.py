@@ -234,3 +234,34 @@ def test_a_post_of_many_to_a_paused_swift_answers_unavailable_within_its_budget(
         assert store.post_messages(P, Q, _messages(1, "again"), NOW) == ["again0"]
     finally:
         store.close()
+
+
+def test_a_claim_that_loses_a_groups_first_message_gives_its_later_ones_back_at_once(store, monkeypatch):
+    # A competitor's claim lands on g0 after this claim wrote it and before its read-back: this
+    # claim must not answer g1 and g2 (they would go before g0), and must not hide them either.
+    grouped = [dataclasses.replace(m, group="g") for m in _messages(3, "g")]
+    store.post_messages(P, Q, [*grouped, *_messages(1, "free")], NOW)
+    container = swift_objects.project_container(store.options.prefix, P)
+    real_write = store.objects.write
+    overwritten: list[str] = []
+
+    def competitor_lands_after(container_name, name, body, content_type, headers=None):
+        sent = real_write(container_name, name, body, content_type, headers)
+        if headers and "If-Match" in headers and name.endswith("_g0") and not overwritten:
+            overwritten.append(name)
+            mine = store._load(container, name)[0]
+            real_write(container_name, name, swift_objects.message_body(
+                dataclasses.replace(mine, claim_id="competitor")), content_type)
+        return sent
+
+    monkeypatch.setattr(store.objects, "write", competitor_lands_after)
+    result = store.claim_messages(P, Q, ClaimRequest("c1", NOW, 60, 60, 4))
+    monkeypatch.undo()
+    assert overwritten, "the claim never wrote g0"
+    assert [m.id for m in result.claimed] == ["free0"]
+    back = {m.id: m for m in store.get_messages(P, Q, ["g1", "g2"], NOW)}
+    assert [back[i].claim_count for i in ("g1", "g2")] == [0, 0]
+    # the competitor holds the group; once its claim lapses the group comes back whole, in order
+    assert store.claim_messages(P, Q, ClaimRequest("c2", NOW + 1, 60, 60, 4)) == ClaimResult()
+    lapsed = store.claim_messages(P, Q, ClaimRequest("c3", NOW + 60.5, 60, 60, 4))
+    assert [m.id for m in lapsed.claimed if m.group] == ["g0", "g1", "g2"]

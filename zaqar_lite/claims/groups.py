@@ -175,9 +175,8 @@ def kept_in_order(planned: Iterable[Message], won: Iterable[Message]) -> list[Me
     A store without transactions writes a claim's messages each under its own
     guard, and a concurrent claimer may win some of them: a message of a
     group after one it lost is not answered, since handed out it would go
-    before the lost one (the shared claim loop gives it back at once,
-    :func:`given_back`; Swift's settle protocol leaves it claimed until its
-    claim lapses).
+    before the lost one (the shared claim loop and Swift's settle protocol give
+    it back at once, :func:`given_back`).
     """
     won_by_id = {m.id: m for m in won}
     lost: set[str] = set()

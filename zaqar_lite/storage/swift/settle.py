@@ -64,22 +64,26 @@ class _Attempt:
     written: float
 
 
-def _answered(attempts: list[tuple[_Attempt, str]], kept: set[str], stopped: set[str]) -> list[_Attempt]:
-    """Return the attempts the read-back kept that a claim answers, adding the groups it lost to ``stopped``.
+def _answered(attempts: list[tuple[_Attempt, str]], kept: set[str],
+              stopped: set[str]) -> tuple[list[_Attempt], list[_Attempt]]:
+    """Split the attempts the read-back kept into those a claim answers and those it gives back.
 
-    A message of a group after one the read-back lost stays claimed,
-    unanswered, until its claim lapses: handed out now it would go before the
-    lost one (``claims.groups.kept_in_order``).
+    A message of a group after one the read-back lost is not answered: handed
+    out now it would go before the lost one (``claims.groups.kept_in_order``).
+    The groups lost are added to ``stopped``.
     """
     lost: set[str] = set()
     answered: list[_Attempt] = []
+    unanswered: list[_Attempt] = []
     for attempt, group in attempts:
         if attempt.name not in kept:
             lost |= {group} - {""}
         elif group not in lost:
             answered.append(attempt)
+        else:
+            unanswered.append(attempt)
     stopped |= lost
-    return answered
+    return answered, unanswered
 
 
 @dataclasses.dataclass
@@ -168,7 +172,9 @@ class SettledClaims(SwiftContainer):
                                                removed, stopped)
                 if attempts:
                     kept = self._read_back(container, request, [a for a, _ in attempts])
-                    won += _answered(attempts, {a.name for a in kept}, stopped)
+                    answered, unanswered = _answered(attempts, {a.name for a in kept}, stopped)
+                    won += answered
+                    self._give_back(container, unanswered, request.now)
             if not freed:
                 break
         return won
@@ -193,6 +199,17 @@ class SettledClaims(SwiftContainer):
             elif group and name not in freed:
                 stopped.add(group)
         return attempts
+
+    def _give_back(self, container: str, attempts: list[_Attempt], now: float) -> None:
+        """Write the messages a claim holds and does not answer claimable again at once, uncounted.
+
+        Only this claim holds them (the read-back found its claim id), as a
+        release finds a claim's messages; a competitor's write that lands
+        later was given up and hides the message until that write's claim
+        lapses, as any given-up write does.
+        """
+        self.objects.map(lambda a: self._store(container, a.name, groups.given_back(a.claimed, now)),
+                         attempts)
 
     def _read_back(self, container: str, request: ClaimRequest, attempts: list[_Attempt]) -> list[_Attempt]:
         """Settle, then return the attempts the claim holds (steps 4-5)."""
