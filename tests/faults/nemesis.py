@@ -86,15 +86,19 @@ LINK_FAULTS = ("latency", "loss")
 LATENCY_MS, JITTER_MS = 200, 50
 
 
-def schedule(seed: int, faults: tuple[str, ...], length: float) -> list[Step]:
+#: the longest a fault lasts, by default (seconds)
+LONGEST = 6.0
+
+
+def schedule(seed: int, faults: tuple[str, ...], length: float, longest: float = LONGEST) -> list[Step]:
     """Return the faults of a run of ``length`` seconds, chosen by ``seed`` (the same seed, the same
-    schedule): one fault at a time, each 1-6 seconds, with 0.5-2 seconds of calm between them."""
+    schedule): one fault at a time, each 1 to ``longest`` seconds, with 0.5-2 seconds of calm between them."""
     choose = random.Random(seed)
     steps = []
     at = choose.uniform(0.5, 1.5)
     while at < length:
         fault = choose.choice(faults)
-        duration = 0.0 if fault in INSTANT else round(choose.uniform(1.0, 6.0), 2)
+        duration = 0.0 if fault in INSTANT else round(choose.uniform(1.0, longest), 2)
         size = round(choose.choice((-1, 1)) * choose.uniform(5.0, 30.0), 1) if fault == "clock-step" else 0.0
         steps.append(Step(round(at, 2), fault, duration, size))
         at += duration + choose.uniform(0.5, 2.0)

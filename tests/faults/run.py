@@ -219,15 +219,15 @@ def _await_deliveries(history: History, kind: str) -> None:
 
 
 def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None,
-        extended: bool = False) -> Outcome:
+        extended: bool = False, longest: float = nemesis.LONGEST) -> Outcome:
     """Run the workload under the seed's schedule on a store ``kind`` and check its history.
 
     A failing run writes what replays and explains it to ``out``, when given. An extended run
     (the long run's default) adds subscriptions, delivered by a notifier beside the server to a
-    receiver of the run's, and redrive tasks.
+    receiver of the run's, and redrive tasks. A fault lasts 1 to ``longest`` seconds.
     """
     began = time.monotonic()
-    steps = nemesis.schedule(seed, nemesis.FAULTS[kind], length)
+    steps = nemesis.schedule(seed, nemesis.FAULTS[kind], length, longest)
     history = History()
     config = work / "zaqar-lite.conf"
     config.write_text(SERVER_CONFIG)
@@ -247,7 +247,7 @@ def run(kind: str, seed: int, length: float, work: Path, out: Path | None = None
             workload.start()
             nemesis_thread = threading.Thread(target=faults.run, args=(steps, time.monotonic()), daemon=True)
             nemesis_thread.start()
-            nemesis_thread.join(length + 30)
+            nemesis_thread.join(length + longest + 30)
             faults.stopping.set()
             nemesis_thread.join(30)
             workload.stop()
@@ -297,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-49", help="seeds: 0-49, or 3,7,12 (default 0-49)")
     parser.add_argument("--seconds", type=float, default=LONG,
                         help=f"seconds of faults a run (default {LONG})")
+    parser.add_argument("--longest-fault", type=float, default=nemesis.LONGEST, metavar="SECONDS",
+                        help=f"the longest a fault lasts, in seconds (default {nemesis.LONGEST:g})")
     parser.add_argument("--out", type=Path, default=Path("faults-runs"),
                         help="where failing runs write their schedule and history (default faults-runs)")
     parser.add_argument("--without-subscriptions", action="store_true",
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in _seeds(args.seeds):
         with tempfile.TemporaryDirectory(prefix="zlf-run-") as work:
             outcome = run(args.store, seed, args.seconds, Path(work), args.out,
-                          extended=not args.without_subscriptions)
+                          extended=not args.without_subscriptions, longest=args.longest_fault)
         faults = sorted({s.fault for s in outcome.steps})
         verdict = "valid" if outcome.valid else "INVALID"
         print(f"{args.store} seed {seed}: {verdict}, {len(outcome.steps)} faults ({', '.join(faults)}), "
