@@ -7,9 +7,11 @@ Outages and several processes claiming at once are tested on every store in
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import socket
 import threading
+import time
 
 import pymongo
 import pytest
@@ -242,12 +244,13 @@ def test_a_claim_whose_claim_record_write_loses_its_connection_is_storage_unavai
     except RuntimeError as exc:
         missing_server(f"SecantusDB ({exc})")
     admin: pymongo.MongoClient[dict] = pymongo.MongoClient(server.uri)
-    storage = MongoStorage(server.uri + "faults?serverSelectionTimeoutMS=1000")
+    storage = MongoStorage(server.uri + "faults?serverSelectionTimeoutMS=1000&timeoutMS=2000")
     try:
         storage.create_queue(P, Q, {}, NOW)
         storage.post_messages(P, Q, _messages(2), NOW)
-        # every insert into claims (the first try and its retry) loses its connection
-        admin.admin.command({"configureFailPoint": "failCommand", "mode": {"times": 2}, "data": {
+        # every insert into claims (the first try and the retries of the operation's 2 s) loses its
+        # connection
+        admin.admin.command({"configureFailPoint": "failCommand", "mode": "alwaysOn", "data": {
             "failCommands": ["insert"], "closeConnection": True, "appName": "zaqar-lite"}})
         with pytest.raises(errors.StorageUnavailable):
             _claim(storage, "c1", 2)
@@ -341,7 +344,9 @@ def answer_lost(tmp_path):
 
 
 def test_a_post_whose_retried_insert_meets_its_own_first_try_is_stored_once(answer_lost):
-    storage = MongoStorage(answer_lost.uri + "faults?serverSelectionTimeoutMS=20000&directConnection=true")
+    # the server restarts before the first try's connection closes: a budget that outlasts it
+    storage = MongoStorage(answer_lost.uri
+                           + "faults?serverSelectionTimeoutMS=20000&timeoutMS=30000&directConnection=true")
     raw: pymongo.MongoClient[dict] = pymongo.MongoClient(answer_lost.server.uri)
     try:
         storage.create_queue(P, Q, {}, NOW)
@@ -361,3 +366,46 @@ def test_a_post_whose_id_another_message_holds_is_still_an_error(store):
     with pytest.raises(pymongo.errors.BulkWriteError):
         store.post_messages(P, Q, [Message(id="m0", body="other", created=NOW, expires=NOW + 60)], NOW)
     assert [m.body for m in store.get_messages(P, Q, ["m0"], NOW)] == [0]
+
+
+# -- the operation's time budget -------------------------------------------------------
+
+def test_the_operation_budget_is_the_uris_timeoutms_or_eight_seconds():
+    assert layout.operation_timeout("mongodb://h:1/db") == 8.0
+    assert layout.operation_timeout("mongodb://h:1/db?replicaSet=rs0&timeoutms=2500") == 2.5
+    assert layout.operation_timeout("mongodb://h:1/db?timeoutMS=0") is None
+
+
+BUDGET_MS = 2000
+
+
+@pytest.mark.parametrize("operation", ["claim", "post"])
+def test_an_operation_on_a_paused_mongodb_answers_unavailable_within_its_budget(tmp_path, operation):
+    """A paused server takes connections but answers nothing: the socket timeout, a retry over a
+    new connection and its server selection added up past a client's 15 s before."""
+    server = SecantusServer(None, str(tmp_path))
+    try:
+        server.start()
+    except RuntimeError as exc:
+        missing_server(f"SecantusDB ({exc})")
+    storage = MongoStorage(server.uri + f"faults?timeoutMS={BUDGET_MS}")
+    assert server.process is not None
+    try:
+        storage.create_queue(P, Q, {}, NOW)
+        storage.post_messages(P, Q, _messages(2), NOW)
+        os.killpg(server.process.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        try:
+            with pytest.raises(errors.StorageUnavailable):
+                if operation == "claim":
+                    _claim(storage, "c1", 2)
+                else:
+                    storage.post_messages(P, Q, _messages(1, prefix="late"), NOW)
+            elapsed = time.monotonic() - started
+        finally:
+            os.killpg(server.process.pid, signal.SIGCONT)
+        assert elapsed < BUDGET_MS / 1000 + 1.0, f"the {operation} took {elapsed:.1f} s"
+        assert _claim(storage, "c2", 3)[:2] == ["m0", "m1"]
+    finally:
+        storage.close()
+        server.stop()

@@ -33,8 +33,10 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from zaqar_lite import errors
 from zaqar_lite.claims import groups, policy
@@ -351,3 +353,30 @@ class PlannedClaimStorage(PlannedStorage):
             if claimed:  # written last: should this fail, the messages come back when their claim lapses
                 self._store_claim(project, queue, request)
         return ClaimResult(claimed, dead_lettered=moved, discarded=deleted)
+
+
+D = TypeVar("D", bound=type)
+
+
+def each_operation_within(budget: Callable[[Any], contextlib.AbstractContextManager[Any]],
+                          ) -> Callable[[D], D]:
+    """Return a class decorator that runs each public method of a driver inside ``budget(self)``.
+
+    A driver that bounds the time of a whole operation (a claim, a post of
+    many, a queue's stats...) opens the bound here, once per operation: the
+    internal calls an operation makes run inside it. Generators are left as
+    they are: their requests run as they are consumed.
+    """
+    def decorate(cls: D) -> D:
+        for name in dir(cls):
+            fn = inspect.getattr_static(cls, name)
+            if name.startswith("_") or not inspect.isfunction(fn) or inspect.isgeneratorfunction(fn):
+                continue
+
+            def wrapped(self: Any, *args: Any, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+                with budget(self):
+                    return __fn(self, *args, **kwargs)
+
+            setattr(cls, name, functools.wraps(fn)(wrapped))
+        return cls
+    return decorate

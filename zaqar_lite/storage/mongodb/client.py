@@ -12,10 +12,17 @@ from typing import Concatenate, ParamSpec, TypeVar
 import pymongo
 from pymongo.collection import Collection
 from pymongo.database import Database
-from pymongo.errors import ConnectionFailure, OperationFailure
+from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from zaqar_lite import errors
-from zaqar_lite.storage.mongodb.layout import DEFAULT_DATABASE, INDEXES, Document, client_options
+from zaqar_lite.storage.base import each_operation_within
+from zaqar_lite.storage.mongodb.layout import (
+    DEFAULT_DATABASE,
+    INDEXES,
+    Document,
+    client_options,
+    operation_timeout,
+)
 
 LOG = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -43,8 +50,19 @@ def translated(method: Callable[Concatenate[C, P], R]) -> Callable[Concatenate[C
                 return method(self, *args, **kwargs)
         except ConnectionFailure as exc:
             raise errors.StorageUnavailable(f"MongoDB is unreachable: {exc}") from exc
+        except PyMongoError as exc:
+            if not exc.timeout:
+                raise
+            raise errors.StorageUnavailable(f"MongoDB did not answer in the operation's time: {exc}") from exc
     functools.update_wrapper(wrapper, method)
     return wrapper
+
+
+#: run each public method of a driver class within one time budget (``operation_timeout``):
+#: pymongo's own client-side operation timeout (``pymongo.timeout``), which bounds every server
+#: selection, connection, read, write and retry made inside it, and hands an expired one to
+#: ``translated`` as a timeout
+bounded = each_operation_within(lambda driver: pymongo.timeout(driver.operation_timeout))
 
 
 class MongoConnected:
@@ -53,6 +71,8 @@ class MongoConnected:
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self._options = client_options(uri)
+        #: the seconds a whole operation may take (None: unbounded)
+        self.operation_timeout = operation_timeout(uri)
         self._pid = -1
         self._indexed = False
         try:

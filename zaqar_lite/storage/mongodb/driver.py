@@ -51,7 +51,7 @@ from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.models import Claim, ClaimRequest, DeadLetterPolicy, Message, Move, QueueStats
 from zaqar_lite.storage.base import Applied, PlannedClaimStorage
-from zaqar_lite.storage.mongodb.client import translated
+from zaqar_lite.storage.mongodb.client import bounded, translated
 from zaqar_lite.storage.mongodb.dedup import MongoDedup
 from zaqar_lite.storage.mongodb.layout import (
     BY_CLAIM,
@@ -76,6 +76,7 @@ SWEEP_BATCH = 500
 DUPLICATE_KEY = 11000
 
 
+@bounded
 class MongoStorage(MongoQueues, MongoRecords, MongoDedup, PlannedClaimStorage):
     """MongoDB driver; one client per process (a forked worker opens its own)."""
 

@@ -50,6 +50,8 @@ DEFAULT_DATABASE = "zaqar_lite"
 CLIENT_DEFAULTS: dict[str, Any] = {"serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000,
                                    "socketTimeoutMS": 5000, "appname": "zaqar-lite",
                                    "w": "majority", "retryWrites": True}
+#: seconds a whole driver operation may take, unless the URI's ``timeoutMS`` says otherwise
+OPERATION_TIMEOUT = 8.0
 #: seconds from a message's expiry to its removal by the TTL monitor: the sweeper's head start
 PURGE_MARGIN = 3600
 BY_ID, CANDIDATES, BY_MARKER, BY_EXPIRY, BY_CLAIM_EXPIRY, BY_CLAIM, BY_GROUP = (
@@ -92,6 +94,19 @@ def client_options(uri: str) -> dict[str, Any]:
     """Return :data:`CLIENT_DEFAULTS` less the options the URI sets itself."""
     given = {key.lower() for key in urllib.parse.parse_qs(urllib.parse.urlsplit(uri).query)}
     return {key: value for key, value in CLIENT_DEFAULTS.items() if key.lower() not in given}
+
+
+def operation_timeout(uri: str) -> float | None:
+    """Return the seconds a whole driver operation may take: the URI's ``timeoutMS``, or 8.
+
+    A URI's ``timeoutMS=0`` leaves operations unbounded (None), as pymongo reads it.
+    """
+    given = {key.lower(): values[-1] for key, values in
+             urllib.parse.parse_qs(urllib.parse.urlsplit(uri).query).items()}
+    if "timeoutms" not in given:
+        return OPERATION_TIMEOUT
+    milliseconds = float(given["timeoutms"])
+    return milliseconds / 1000 if milliseconds > 0 else None
 
 
 def purge_at(expires: float) -> datetime:

@@ -8,7 +8,7 @@ by itself.
 
 Every store request and settle wait passes through :meth:`SwiftObjects.call`
 and :meth:`SwiftObjects.settle`, and so does the time budget of a whole driver
-operation (the URI's ``operation_timeout``): :func:`bounded` opens one
+operation (the URI's ``operation_timeout``): :data:`bounded` opens one
 deadline per public driver method (a claim, a post of many, a delete of many,
 a release...), the request in flight is cut to the time left (no retry unless
 it fits), and once the budget is spent the operation makes no more requests
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
-import inspect
 import json
 import logging
 import os
@@ -36,6 +34,7 @@ import swiftclient
 from swiftclient.exceptions import ClientException
 
 from zaqar_lite import errors
+from zaqar_lite.storage.base import each_operation_within
 from zaqar_lite.storage.swift.layout import Hint, SwiftOptions, parse_hint
 
 PAGE = 1000
@@ -281,23 +280,5 @@ class SwiftObjects:
             self._pool = None
 
 
-C = TypeVar("C", bound=type)
-
-
-def bounded(cls: C) -> C:
-    """Run each public method of a driver class inside ``self.objects.operation()``.
-
-    Generators are left as they are: their requests run as they are consumed,
-    each bounded by ``timeout`` alone.
-    """
-    for name in dir(cls):
-        fn = inspect.getattr_static(cls, name)
-        if name.startswith("_") or not inspect.isfunction(fn) or inspect.isgeneratorfunction(fn):
-            continue
-
-        def wrapped(self: Any, *args: Any, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
-            with self.objects.operation():
-                return __fn(self, *args, **kwargs)
-
-        setattr(cls, name, functools.wraps(fn)(wrapped))
-    return cls
+#: run each public method of a driver class inside ``self.objects.operation()``
+bounded = each_operation_within(lambda driver: driver.objects.operation())
