@@ -10,17 +10,24 @@ side then sees real losses and delays, and retransmits.
 It creates both devices (not persistent: they go when this process ends, however it ends), says
 ``ready`` on stdout, and then reads commands on stdin, one a line, answering each with a line:
 
-``delay DIRECTION MEAN_MS JITTER_MS``
+``delay DIRECTION MEAN_MS JITTER_MS [port PORT]``
     hold each frame MEAN ± JITTER milliseconds (uniform);
-``loss DIRECTION PERCENT SEED``
+``loss DIRECTION PERCENT SEED [port PORT]``
     drop each frame with that probability, drawn from a generator seeded with SEED;
+``drop DIRECTION [port PORT]``
+    drop every frame (a partition, one way or both);
 ``clear``
-    forward everything at once again (frames already held still leave at their time);
+    forward everything at once again, every port's frames too (frames already held still leave
+    at their time);
 ``stats``
     answer ``stats`` and, per direction, the frames forwarded, delayed and dropped so far.
 
-DIRECTION is ``to`` (from the first device to the second), ``from`` (back) or ``both``. It ends
-at the end of its stdin (its parent gone) or after ``--lifetime`` seconds, whichever comes first.
+DIRECTION is ``to`` (from the first device to the second), ``from`` (back) or ``both``. With
+``port PORT`` a fault acts only on the IPv4 TCP frames whose source or destination port is PORT
+(one store process among several listening on the same address, e.g. one Redis Cluster node),
+and replaces that port's earlier fault in that direction; every other frame (other ports, ARP,
+anything not TCP) goes on as the faults without a port say. It ends at the end of its stdin (its
+parent gone) or after ``--lifetime`` seconds, whichever comes first.
 
 Usage: ``python forwarder.py HOST_TAP STORE_TAP [--lifetime SECONDS]``; it needs CAP_NET_ADMIN.
 """
@@ -58,14 +65,43 @@ def open_tap(name: str) -> int:
     return fd
 
 
-class Direction:
-    """What happens to the frames going one way."""
+def tcp_ports(frame: bytes) -> tuple[int, int] | None:
+    """Return the source and destination ports of an Ethernet frame holding IPv4 TCP, else None."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:  # IPv4, protocol TCP
+        return None
+    start = 14 + (frame[14] & 0x0F) * 4
+    if len(frame) < start + 4:
+        return None
+    source, destination = struct.unpack_from("!HH", frame, start)
+    return source, destination
+
+
+class Fault:
+    """What happens to the frames of one direction (or of one port in it)."""
 
     def __init__(self) -> None:
         self.delay = (0.0, 0.0)
         self.loss = 0.0
         self.choose = random.Random(0)
+
+
+class Direction(Fault):
+    """What happens to the frames going one way: its faults for every frame, and per port."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ports: dict[int, Fault] = {}
         self.forwarded = self.delayed = self.dropped = 0
+
+    def fault(self, frame: bytes) -> Fault:
+        """Return the fault that acts on a frame: its port's, if it has one, else the direction's."""
+        if self.ports:
+            ports = tcp_ports(frame)
+            if ports is not None:
+                for port in ports:
+                    if port in self.ports:
+                        return self.ports[port]
+        return self
 
 
 class Link:
@@ -84,23 +120,49 @@ class Link:
         if words[0] == "clear":
             for way in self.ways:
                 way.delay, way.loss = (0.0, 0.0), 0.0
+                way.ports.clear()
             return "ok"
         if words[0] == "stats":
             return "stats " + " ".join(f"{name}={way.forwarded},{way.delayed},{way.dropped}"
                                        for name, way in zip(("to", "from"), self.ways, strict=True))
         try:
-            if words[0] == "delay" and len(words) == 4:
-                for index in DIRECTIONS[words[1]]:
-                    self.ways[index].delay = (float(words[2]) / 1000, float(words[3]) / 1000)
+            if self._set(words):
                 return "ok"
-            if words[0] == "loss" and len(words) == 4:
-                for index in DIRECTIONS[words[1]]:
-                    self.ways[index].loss = float(words[2]) / 100
-                    self.ways[index].choose = random.Random(f"{words[3]}-{index}")
-                return "ok"
-        except (KeyError, ValueError):
+        except (IndexError, KeyError, ValueError):
             pass
         return f"error {line.strip()}"
+
+    def _set(self, words: list[str]) -> bool:
+        """Set the fault a ``delay``, ``loss`` or ``drop`` command says; False: no such command."""
+        port = None
+        if len(words) > 2 and words[-2] == "port":
+            port, words = int(words[-1]), words[:-2]
+            if not 0 < port < 65536:
+                raise ValueError(port)
+        indexes = DIRECTIONS[words[1]]
+        if words[0] == "delay" and len(words) == 4:
+            delay = (float(words[2]) / 1000, float(words[3]) / 1000)
+            for index in indexes:
+                self._fault(index, port).delay = delay
+        elif words[0] == "loss" and len(words) == 4:
+            loss = float(words[2]) / 100
+            for index in indexes:
+                fault = self._fault(index, port)
+                fault.loss, fault.choose = loss, random.Random(f"{words[3]}-{index}")
+        elif words[0] == "drop" and len(words) == 2:
+            for index in indexes:
+                self._fault(index, port).loss = 1.0
+        else:
+            return False
+        return True
+
+    def _fault(self, index: int, port: int | None) -> Fault:
+        """Return the fault of a direction (``port`` None) or of one port in it, made anew for a port."""
+        way = self.ways[index]
+        if port is None:
+            return way
+        way.ports[port] = Fault()
+        return way.ports[port]
 
     def receive(self, index: int, now: float) -> None:
         """Read every frame waiting on device ``index`` and forward, hold or drop each."""
@@ -110,12 +172,13 @@ class Link:
                 frame = os.read(source, FRAME)
             except BlockingIOError:
                 return
-            if way.loss and way.choose.random() < way.loss:
+            fault = way.fault(frame)
+            if fault.loss and fault.choose.random() < fault.loss:
                 way.dropped += 1
-            elif way.delay[0] or way.delay[1]:
-                mean, jitter = way.delay
+            elif fault.delay[0] or fault.delay[1]:
+                mean, jitter = fault.delay
                 way.delayed += 1
-                due = now + max(0.0, way.choose.uniform(mean - jitter, mean + jitter))
+                due = now + max(0.0, fault.choose.uniform(mean - jitter, mean + jitter))
                 heapq.heappush(self.held, (due, next(self.sequence), target, frame))
             else:
                 way.forwarded += 1

@@ -13,6 +13,8 @@ Partitions work on the neighbour entries of the link: pointing the server's entr
 silently, as a cut cable does; both ways is a full partition. Latency (200 ms ± 50 ms) and loss
 (10-30 %), one way or both, are the forwarder's: it holds or drops the Ethernet frames it copies
 between the two devices, as the kernel's ``sch_netem`` would (which the machines measured lack).
+The forwarder also partitions, slows or thins the frames of one TCP port alone: one node of a
+Redis Cluster whose six nodes share the namespace's address, the others reached as before.
 """
 
 from __future__ import annotations
@@ -72,9 +74,10 @@ FAULTS = {
     # a Redis that persists nothing (the suites' default): what a kill -9 costs it
     "redis_volatile": ("kill-store",),
     "redis_cluster_volatile": ("pause-primary", "kill-primary"),
-    # the durable cluster in a namespace: the link between the server and every node, and its primary
+    # the durable cluster in a namespace: the link between the server and every node, the link's
+    # frames of one node alone (the primary serving the workload, or another), and its primary
     "redis_cluster_link": ("partition", "partition-to-store", "partition-from-store", "latency", "loss",
-                           "pause-primary", "kill-primary"),
+                           "pause-primary", "kill-primary", "partition-node", "latency-node", "loss-node"),
     # SecantusDB, the MongoDB wire server, and Swift's proxy (its servers for a pause or a kill)
     "mongodb": ("partition", "partition-to-store", "partition-from-store", "pause-store", "kill-store",
                 "kill-worker", "clock-step", "latency", "loss"),
@@ -109,6 +112,11 @@ def clock_margin(steps: list[Step]) -> float:
     """Return the most by which a schedule moves the server's clock ahead of the clients' at once:
     a step forward does, and so does the heal of a step back."""
     return max((abs(step.size) for step in steps if step.fault == "clock-step"), default=0.0)
+
+
+def _port(port: int | None) -> str:
+    """Return the tail of a forwarder command that limits it to one TCP port (none: every frame)."""
+    return "" if port is None else f" port {port}"
 
 
 def _free_subnet() -> ipaddress.IPv4Network:
@@ -245,13 +253,21 @@ class NamespacedStore:
             stats[direction] = (forwarded, delayed, dropped)
         return stats
 
-    def delay(self, direction: str, mean_ms: float = LATENCY_MS, jitter_ms: float = JITTER_MS) -> None:
-        """Hold each frame towards the store (``to``), back (``from``) or both ways a while."""
-        self.link(f"delay {direction} {mean_ms} {jitter_ms}")
+    def delay(self, direction: str, mean_ms: float = LATENCY_MS, jitter_ms: float = JITTER_MS,
+              port: int | None = None) -> None:
+        """Hold each frame towards the store (``to``), back (``from``) or both ways a while; with
+        ``port``, only the frames to and from that TCP port of the store."""
+        self.link(f"delay {direction} {mean_ms} {jitter_ms}{_port(port)}")
 
-    def lose(self, direction: str, percent: float, seed: int) -> None:
-        """Drop that share of the frames one way or both, at random (the same seed, the same drops)."""
-        self.link(f"loss {direction} {percent} {seed}")
+    def lose(self, direction: str, percent: float, seed: int, port: int | None = None) -> None:
+        """Drop that share of the frames one way or both, at random (the same seed, the same drops);
+        with ``port``, only the frames to and from that TCP port of the store."""
+        self.link(f"loss {direction} {percent} {seed}{_port(port)}")
+
+    def drop(self, direction: str, port: int) -> None:
+        """Drop every frame to and from one TCP port of the store, one way or both: a partition of
+        the process listening on it alone, its neighbours on other ports still reached."""
+        self.link(f"drop {direction}{_port(port)}")
 
     def _in_ns(self, *command: str) -> subprocess.CompletedProcess[str]:
         return sh("ip", "netns", "exec", self.namespace, *command)

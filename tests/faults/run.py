@@ -105,6 +105,8 @@ class Faults:
             self.balloon = nemesis.fill(self.disk)
         elif step.fault.endswith("-primary"):
             self._apply_to_cluster(step.fault)
+        elif step.fault.endswith("-node"):
+            self._apply_to_node(step.fault)
         else:
             self._apply_to_store(step.fault)
 
@@ -119,6 +121,28 @@ class Faults:
             os.kill(primary.pid, signal.SIGSTOP)
         else:
             primary.stop(signal.SIGKILL)
+
+    def _apply_to_node(self, fault: str) -> None:
+        """Partition, slow or thin the link's frames of one cluster node alone (its client port), one
+        way or both: the primary serving the workload's project half the time, else another node.
+        The server still reaches the other nodes, and the nodes each other inside the namespace."""
+        assert self.store is not None and self.cluster is not None
+        to_primary, direction = self.choose.random() < 0.5, self.choose.choice(LINK_DIRECTIONS)
+        pick = self.choose.randrange(len(self.cluster.servers) - 1)
+        primary = self.cluster.serving(f"zl:{{{PROJECT}}}:due")
+        if primary is None:
+            return  # a failover is under way: which node serves the workload is not known
+        others = [server for server in self.cluster.servers if server is not primary]
+        node = primary if to_primary else others[pick]
+        self._note("target", None, {"port": node.port, "node": "primary" if to_primary else "other",
+                                    "direction": direction})
+        if fault == "partition-node":
+            self.store.drop(direction, port=node.port)
+        elif fault == "latency-node":
+            self.store.delay(direction, port=node.port)
+        else:
+            self.store.lose(direction, self.choose.randint(10, 30), self.choose.randrange(2**32),
+                            port=node.port)
 
     def _apply_to_store(self, fault: str) -> None:
         assert self.store is not None and self.store.running
@@ -136,11 +160,13 @@ class Faults:
         else:
             raise ValueError(f"no fault {fault}")
 
-    def _note(self, what: str, step: nemesis.Step | None = None) -> None:
-        """Record a fault's start or the heal in the history, beside the clients' operations."""
+    def _note(self, what: str, step: nemesis.Step | None = None,
+              value: dict[str, object] | None = None) -> None:
+        """Record a fault's start (and a node fault's target) or the heal in the history, beside the
+        clients' operations."""
         at = self.history.now()
         self.history.add(Op("nemesis", what, at, at, OK, None,
-                            dataclasses.asdict(step) if step is not None else {}))
+                            dataclasses.asdict(step) if step is not None else value or {}))
 
     def heal(self) -> None:
         """Undo every fault (each heal is harmless when its fault is not in place)."""

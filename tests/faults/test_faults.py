@@ -227,3 +227,66 @@ def test_a_clock_step_moves_the_servers_wall_clock(tmp_path):
             assert api.get(href).json()["age"] < 600
     finally:
         stop_server(server)
+
+
+def _ping(connection: socket.socket, timeout: float) -> float | None:
+    """Send a PING and return the seconds until its PONG, or None when none came within ``timeout``."""
+    connection.settimeout(timeout)
+    began = time.monotonic()
+    connection.sendall(b"PING\r\n")
+    try:
+        answer = connection.recv(64)
+    except TimeoutError:
+        return None
+    assert answer == b"+PONG\r\n"
+    return time.monotonic() - began
+
+
+def test_a_fault_to_one_cluster_node_spares_the_others_behind_the_same_link(root, tmp_path):
+    try:
+        store = nemesis.NamespacedRedisCluster(tmp_path)
+        store.__enter__()
+    except (RuntimeError, OSError) as exc:
+        missing_server(f"a redis cluster in a namespace ({exc})")
+    try:
+        faulted, spared = store.cluster.servers[0], store.cluster.servers[1]
+        with socket.create_connection((store.store_ip, faulted.port), timeout=2) as hit, \
+                socket.create_connection((store.store_ip, spared.port), timeout=2) as other:
+            assert _ping(hit, 2) is not None and _ping(other, 2) is not None
+            for direction in ("to", "from", "both"):
+                store.drop(direction, port=faulted.port)
+                assert _ping(other, 2) is not None
+                assert _ping(hit, 1) is None, f"a PING crossed a partition of its node ({direction})"
+                store.mend()
+                # TCP retransmits the PING (or its PONG) once the node is reached again
+                hit.settimeout(5)
+                assert hit.recv(64) == b"+PONG\r\n"
+                assert _ping(hit, 2) is not None
+
+            store.delay("to", port=faulted.port)  # 200 ms ± 50 ms towards that node alone
+            try:
+                slowed = [_ping(hit, 2) for _ in range(3)]
+                spared_times = [_ping(other, 2) for _ in range(3)]
+            finally:
+                store.mend()
+            assert all(took is not None and took >= 0.15 for took in slowed), slowed
+            assert all(took is not None and took < 0.1 for took in spared_times), spared_times
+            assert (_ping(hit, 2) or 1.0) < 0.1
+
+            before = store.link_stats()
+            store.lose("both", 100, seed=1, port=faulted.port)
+            try:
+                assert _ping(other, 2) is not None and _ping(hit, 0.5) is None
+            finally:
+                store.mend()
+            assert store.link_stats()["to"][2] > before["to"][2]
+            hit.settimeout(5)
+            assert hit.recv(64) == b"+PONG\r\n"
+        # the nodes still saw each other: no failover happened, every slot is still served
+        store.cluster.wait_until_ok()
+        assert len(store.cluster.primaries()) == 3
+        with pytest.raises(RuntimeError):
+            store.link(f"drop both port {2**16}")
+    finally:
+        store.__exit__(None, None, None)
+    assert _still_there([store.namespace, store.host_link]) == []
