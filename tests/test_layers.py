@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zaqar_lite"
 #: layer of each package (or top-level module) of zaqar_lite, lowest first (docs/architecture.rst)
 LAYERS: dict[str, int] = {
     "": 0,  # the package's __init__ (its version)
-    "models": 0, "errors": 0, "config": 0, "clock": 0, "metrics": 0,
+    "models": 0, "errors": 0, "config": 0, "clock": 0, "metrics": 0, "jsontext": 0,
     "claims": 1, "rules": 1,
     "storage": 2,
     "notify": 3,
