@@ -38,9 +38,10 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
         so is a body of JSON ``null`` (no request takes it).
     """
     stream: ReadableIO = req.bounded_stream
-    if req.content_length is None and req.env.get("wsgi.input_terminated"):
+    length = req.content_length  # parsed on every read of the property: once here
+    if length is None and req.env.get("wsgi.input_terminated"):
         stream = req.stream
-    if req.content_length is not None and req.content_length > max_size:
+    if length is not None and length > max_size:
         refuse_oversized(stream, max_size)
     raw = stream.read(max_size + 1)
     if len(raw) > max_size:
@@ -60,7 +61,8 @@ def read_message_post(req: falcon.Request,
     document, size = read_json(req, limits.max_messages_post_size)
     if document is None:
         raise InvalidBody("The request body must list messages: {\"messages\": [...]}.")
-    trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+    env = req.env  # the headers' WSGI names, not falcon's get_header, which derives them per call
+    trace = inputs.trace_context(env.get("HTTP_TRACEPARENT"), env.get("HTTP_TRACESTATE"))
     return message_post(document, limits), size, trace
 
 
