@@ -57,7 +57,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff
+from zaqar_lite.jsontext import stored_json
+from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff, stored_message
 from zaqar_lite.rules.pools import masked_uri
 
 PROJECTS = "zl:projects"
@@ -154,27 +155,6 @@ def opt(value: Any, fmt: Any = str) -> str:
     return "" if value is None else fmt(value)
 
 
-#: json's C scanner of one value, called directly by :func:`stored_json`
-_scan_value: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # a decoder is its context
-
-
-def stored_json(text: str) -> Any:
-    """Return the value of a JSON text the driver stored, as ``json.loads`` returns it.
-
-    ``json.loads`` runs three Python functions around json's C scanner for every
-    text (about 100 bytecode instructions: a claim of 10 decodes at least 10
-    bodies); the texts this driver stores are ``json.dumps``'s, one value with
-    nothing around it, which the scanner reads in one call. Anything else
-    (whitespace around the value, a text that is not JSON) is left to
-    ``json.loads``, which decides as it always did.
-    """
-    try:
-        value, end = _scan_value(text, 0)
-    except StopIteration:
-        return json.loads(text)  # not a JSON value where it starts: json.loads says why
-    return value if end == len(text) else json.loads(text)
-
-
 def failures_from(text: str | None) -> list[dict[str, Any]]:
     """Decode a message hash's ``failures`` field: JSON objects, one a line."""
     return [stored_json(line) for line in text.split("\n")] if text else []
@@ -182,16 +162,20 @@ def failures_from(text: str | None) -> list[dict[str, Any]]:
 
 def to_message(message_id: str, f: Mapping[str, str]) -> Message:
     """Return the message a ``zl:{P}:m:<id>`` hash holds (its fields as strings)."""
-    return Message(
-        id=message_id, body=stored_json(f["body"]), created=float(f["created"]),
-        expires=float(f["expires"]), delay_until=float(f.get("delay_until", 0)),
-        client_id=f.get("client_id", ""), claim_id=f.get("claim_id"),
-        claim_expires=float(f["claim_expires"]) if "claim_expires" in f else None,
-        claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
-        failures=failures_from(f.get("failures")),
-        dead_letter=stored_json(f["dead_letter"]) if f.get("dead_letter") else None,
-        marker=int(f["marker"]), dedup_id=f.get("dedup_id"), group=f.get("group"),
-        trace=stored_json(f["trace"]) if f.get("trace") else None)
+    get = f.get
+    failures = get("failures")
+    dead_letter = get("dead_letter")
+    trace = get("trace")
+    return stored_message({
+        "id": message_id, "body": stored_json(f["body"]), "created": float(f["created"]),
+        "expires": float(f["expires"]), "delay_until": float(get("delay_until", 0)),
+        "client_id": get("client_id", ""), "claim_id": get("claim_id"),
+        "claim_expires": float(f["claim_expires"]) if "claim_expires" in f else None,
+        "claim_count": int(get("claim_count", 0)), "dlq_eligible": get("dlq_eligible", "1") == "1",
+        "failures": failures_from(failures) if failures else [],
+        "dead_letter": stored_json(dead_letter) if dead_letter else None,
+        "marker": int(f["marker"]), "dedup_id": get("dedup_id"), "dedup_until": 0.0, "group": get("group"),
+        "trace": stored_json(trace) if trace else None})
 
 
 def from_reply(reply: Sequence[str]) -> Message:
