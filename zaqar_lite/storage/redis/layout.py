@@ -178,9 +178,31 @@ def to_message(message_id: str, f: Mapping[str, str]) -> Message:
         "trace": stored_json(trace) if trace else None})
 
 
-def from_reply(reply: Sequence[str]) -> Message:
-    """Parse a script's ``{id, field, value, ...}`` message."""
-    return to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
+#: the fields of a message a script replies with, in this order after its id (``dump`` in lua/_lib.lua)
+REPLY_FIELDS = ("body", "created", "expires", "delay_until", "client_id", "claim_id", "claim_expires",
+                "claim_count", "dlq_eligible", "failures", "dead_letter", "marker", "dedup_id", "group",
+                "trace")
+
+
+def from_reply(reply: Sequence[str | None]) -> Message:
+    """Parse a script's message: its id, then the values of :data:`REPLY_FIELDS` (None when unset).
+
+    Read by position, as :func:`to_message` reads a hash by name, to the same message: a
+    claim parses every message it takes.
+    """
+    (message_id, body, created, expires, delay_until, client_id, claim_id, claim_expires, claim_count,
+     dlq_eligible, failures, dead_letter, marker, dedup_id, group, trace) = reply
+    return stored_message({
+        "id": message_id, "body": stored_json(body), "created": float(created),  # type: ignore[arg-type]
+        "expires": float(expires),  # type: ignore[arg-type]
+        "delay_until": float(delay_until) if delay_until else 0.0,
+        "client_id": client_id or "", "claim_id": claim_id,
+        "claim_expires": float(claim_expires) if claim_expires is not None else None,
+        "claim_count": int(claim_count) if claim_count else 0,
+        "dlq_eligible": dlq_eligible is None or dlq_eligible == "1",
+        "failures": failures_from(failures), "dead_letter": stored_json(dead_letter) if dead_letter else None,
+        "marker": int(marker), "dedup_id": dedup_id, "dedup_until": 0.0,  # type: ignore[arg-type]
+        "group": group, "trace": stored_json(trace) if trace else None})
 
 
 def backoff_args(backoff: RetryBackoff | None) -> list[str]:
