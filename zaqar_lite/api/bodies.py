@@ -150,10 +150,14 @@ class MessageRenderer:
         self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
         self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
         self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
+        #: whether any field beyond Zaqar's may be shown (most requests ask for none)
+        self.extras = self.dead_letter or self.fifo or self.trace or self.schedule
+        #: the path of a message of the queue, but its id (:func:`message_href`)
+        self.href_prefix = message_href(queue, "")
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:
         """Return the representation of one message as of ``now``."""
-        href = message_href(self.queue, message.id)
+        href = self.href_prefix + message.id
         view: dict[str, Any] = {
             "id": message.id,
             "href": href,
@@ -165,6 +169,8 @@ class MessageRenderer:
         if message.is_claimed(now):
             view["href"] = f"{href}?claim_id={message.claim_id}"
             view["claim_id"] = message.claim_id
+        if not self.extras:
+            return view
         if self.dead_letter and message.dead_letter is not None:
             view["dead_letter"] = policy.provenance(message)
         if self.fifo and message.dedup_id is not None:
