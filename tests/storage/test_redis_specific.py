@@ -342,7 +342,7 @@ def test_a_script_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redis
     ' {"a": 1}', '{"a": 1} ', '{"a": 1}\n', '{"a": 1}{"b": 2}', "", "{", '{"a": }', "\ufeff{}", "nul",
 ])
 def test_a_stored_json_text_decodes_as_json_loads_decodes_it(text):
-    from zaqar_lite.storage.redis.layout import stored_json
+    from zaqar_lite.jsontext import stored_json
 
     try:
         expected: object = json.loads(text)
