@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from zaqar_lite.models import Claim, DeadLetterPolicy, Message, QueueStats
+from zaqar_lite.models import Claim, DeadLetterPolicy, Message, QueueStats, stored_message
 
 NOW = 1_700_000_000.0
 
@@ -78,3 +78,15 @@ def test_a_claimed_copy_is_the_message_with_the_claim_state_and_leaves_the_messa
                            client_id="c", claim_id="k", claim_expires=70.0, claim_count=3,
                            failures=[{"error": "boom"}], marker=7, group="g", trace={"traceparent": "00-x"})
     assert dataclasses.asdict(message) == before
+
+
+def test_a_stored_message_is_the_message_its_fields_make():
+    fields = {"id": "m", "body": {"b": [1]}, "created": 1.0, "expires": 61.0, "delay_until": 0.0,
+              "client_id": "c", "claim_id": None, "claim_expires": None, "claim_count": 0,
+              "dlq_eligible": True, "failures": [], "dead_letter": None, "marker": 3, "dedup_id": None,
+              "dedup_until": 0.0, "group": None, "trace": None}
+    assert list(fields) == [field.name for field in dataclasses.fields(Message)]
+    message = stored_message(dict(fields))
+    assert message == Message(**fields)
+    assert repr(message) == repr(Message(**fields))
+    assert message.claimed("k", 90.0, 1, 61.0, 0.0).claim_id == "k" and message.claim_id is None

@@ -22,6 +22,7 @@ from zaqar_lite.api import inputs
 from zaqar_lite.api.metrics import RequestMetrics
 from zaqar_lite.api.middleware import QueueNameCheck
 from zaqar_lite.api.schemas import parsing
+from zaqar_lite.errors import InvalidBody
 
 REQUESTS = 5
 
@@ -81,6 +82,29 @@ def test_request_bodies_are_parsed_by_one_decoder_built_once(client, monkeypatch
     result = client.simulate_post("/v2/queues/dec/messages", body=b'{"messages": [{"body": 1e999}]}')
     assert result.json["description"] == "A number of the request body is too large to be represented."
     assert parsing.parse_json(b'{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
+
+
+@pytest.mark.store_independent
+def test_a_body_of_one_value_is_read_in_one_scan_and_every_other_as_the_decoder_reads_it(monkeypatch):
+    bodies = ['{"a": 1}', ' {"a": 1} ', '{"a": 1,}', '[1, 2', "", "   ", "nul", "NaN", '{"a": 1e999}',
+              "[99999999999999999999]", '"x"  y', '{"a": 1}{}', "[1] ", '{"messages": [{"body": "\u00e9"}]}']
+
+    def outcome(read, text):
+        try:
+            return "parsed", read(text)
+        except (ValueError, InvalidBody) as exc:
+            return type(exc).__name__, str(exc)
+
+    expected = {text: outcome(parsing._DECODER.decode, text) for text in bodies}
+    decoded = Counted(parsing._DECODER.decode)
+    monkeypatch.setattr(parsing._DECODER, "decode", decoded)
+    for text in bodies:
+        assert outcome(parsing._parsed, text) == expected[text], text
+    # what is not one value alone: whitespace around it, no value, or more after it
+    assert decoded.texts == [' {"a": 1} ', "", "   ", "nul", '"x"  y', '{"a": 1}{}', "[1] "]
+    decoded.texts.clear()
+    assert parsing.parse_json(b'{"messages": [{"body": {"n": 1}}]}') == {"messages": [{"body": {"n": 1}}]}
+    assert decoded.texts == []
 
 
 def test_the_request_metrics_resolve_each_series_once(client, monkeypatch):

@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -341,7 +342,7 @@ def test_a_script_interrupted_under_gevent_leaves_no_reply_to_the_next_one(redis
     ' {"a": 1}', '{"a": 1} ', '{"a": 1}\n', '{"a": 1}{"b": 2}', "", "{", '{"a": }', "\ufeff{}", "nul",
 ])
 def test_a_stored_json_text_decodes_as_json_loads_decodes_it(text):
-    from zaqar_lite.storage.redis.layout import stored_json
+    from zaqar_lite.jsontext import stored_json
 
     try:
         expected: object = json.loads(text)
@@ -353,3 +354,24 @@ def test_a_stored_json_text_decodes_as_json_loads_decodes_it(text):
         decoded = stored_json(text)
         assert type(decoded) is type(expected)
         assert json.dumps(decoded) == json.dumps(expected)  # NaN included, which equals nothing
+
+
+def test_a_message_a_script_replies_with_reads_as_its_hash_reads(store):
+    """Scripts reply with a message's values by position (``dump``), the driver's reads by field name."""
+    from zaqar_lite.storage.redis.layout import REPLY_FIELDS
+
+    library = (Path(__file__).resolve().parents[2] / "zaqar_lite/storage/redis/lua/_lib.lua").read_text()
+    dump = library[library.index("local function dump"):]
+    dump = dump[:dump.index("end")]
+    assert tuple(re.findall(r"'(\w+)'", dump[dump.index("message_key"):])) == REPLY_FIELDS
+    plain, *_ = _messages(1, prefix="plain")
+    full = Message(id="full", body=["é", {"n": None}], created=NOW, expires=NOW + 600, delay_until=0.0,
+                   client_id="c", dlq_eligible=False, dedup_id="d-1", dedup_until=NOW + 60, group="g",
+                   trace={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    store.post_messages(P, Q, [plain, full], NOW)
+    claimed = store.claim_messages(P, Q, ClaimRequest("claim-1", NOW, 60, 60, 10, DeadLetterPolicy())).claimed
+    read = store.get_messages(P, Q, ["plain0", "full"], NOW)
+    assert [m.id for m in claimed] == ["plain0", "full"]
+    assert claimed == read
+    assert claimed[1].trace == full.trace and claimed[1].dlq_eligible is False and claimed[1].group == "g"
+    assert claimed[0].client_id == "c" and claimed[0].dedup_id is None and claimed[0].failures == []

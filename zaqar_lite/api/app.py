@@ -4,7 +4,6 @@ middleware and error handlers, wired in one place."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any, TypeAlias
 
 import falcon
@@ -32,6 +31,7 @@ from zaqar_lite.api.sqs import resource as sqs
 from zaqar_lite.api.sqs.actions import SqsActions
 from zaqar_lite.clock import Clock, wall_clock
 from zaqar_lite.config import Settings
+from zaqar_lite.jsontext import utf8_text
 from zaqar_lite.service import Messaging
 from zaqar_lite.service.pools import PoolAdmin
 from zaqar_lite.service.subscriptions import Subscriptions
@@ -172,17 +172,9 @@ def routes(services: Services) -> list[tuple[str, object]]:
     ]
 
 
-#: the encoder of every answer: falcon's default text (``json.dumps(..., ensure_ascii=False)``)
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
-
-
-def _encode_json(media: Any) -> bytes:
-    """Return a response document in UTF-8 JSON, from the one encoder built at import."""
-    return _ENCODER.encode(media).encode()
-
-
-#: falcon's JSON handler writing :func:`_encode_json` (falcon's own builds an encoder per answer)
-RESPONSE_JSON = falcon.media.JSONHandler(dumps=_encode_json)
+#: falcon's JSON handler writing falcon's default text (``json.dumps(..., ensure_ascii=False)``) from one
+#: encoder per process (falcon's own builds an encoder per answer)
+RESPONSE_JSON = falcon.media.JSONHandler(dumps=utf8_text)
 
 
 def create_app(settings: Settings, storage: Storage | None = None, clock: Clock = wall_clock, *,

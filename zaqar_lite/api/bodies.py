@@ -38,9 +38,10 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
         so is a body of JSON ``null`` (no request takes it).
     """
     stream: ReadableIO = req.bounded_stream
-    if req.content_length is None and req.env.get("wsgi.input_terminated"):
+    length = req.content_length  # parsed on every read of the property: once here
+    if length is None and req.env.get("wsgi.input_terminated"):
         stream = req.stream
-    if req.content_length is not None and req.content_length > max_size:
+    if length is not None and length > max_size:
         refuse_oversized(stream, max_size)
     raw = stream.read(max_size + 1)
     if len(raw) > max_size:
@@ -60,7 +61,8 @@ def read_message_post(req: falcon.Request,
     document, size = read_json(req, limits.max_messages_post_size)
     if document is None:
         raise InvalidBody("The request body must list messages: {\"messages\": [...]}.")
-    trace = inputs.trace_context(req.get_header("traceparent"), req.get_header("tracestate"))
+    env = req.env  # the headers' WSGI names, not falcon's get_header, which derives them per call
+    trace = inputs.trace_context(env.get("HTTP_TRACEPARENT"), env.get("HTTP_TRACESTATE"))
     return message_post(document, limits), size, trace
 
 
@@ -148,10 +150,14 @@ class MessageRenderer:
         self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
         self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
         self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
+        #: whether any field beyond Zaqar's may be shown (most requests ask for none)
+        self.extras = self.dead_letter or self.fifo or self.trace or self.schedule
+        #: the path of a message of the queue, but its id (:func:`message_href`)
+        self.href_prefix = message_href(queue, "")
 
     def __call__(self, message: Message, now: float) -> dict[str, Any]:
         """Return the representation of one message as of ``now``."""
-        href = message_href(self.queue, message.id)
+        href = self.href_prefix + message.id
         view: dict[str, Any] = {
             "id": message.id,
             "href": href,
@@ -163,6 +169,8 @@ class MessageRenderer:
         if message.is_claimed(now):
             view["href"] = f"{href}?claim_id={message.claim_id}"
             view["claim_id"] = message.claim_id
+        if not self.extras:
+            return view
         if self.dead_letter and message.dead_letter is not None:
             view["dead_letter"] = policy.provenance(message)
         if self.fifo and message.dedup_id is not None:

@@ -234,7 +234,7 @@ class EncryptedStorage(ForwardingStorage):
 
 def _holds_sealed(message: Message) -> bool:
     """Return whether a stored message holds anything sealed: its body or a failure reason."""
-    return encryption.is_envelope(message.body) or any(
+    return encryption.is_envelope(message.body) or bool(message.failures) and any(
         encryption.is_sealed_text(entry.get("error")) for entry in message.failures)
 
 

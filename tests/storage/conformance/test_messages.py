@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.storage.conformance.conftest import CLIENT, OTHER_CLIENT, P, Q, claim, listed, post
 from zaqar_lite import errors
+from zaqar_lite.models import Message
 
 # -- messages -----------------------------------------------------------------
 
@@ -148,3 +151,16 @@ def test_bulk_delete_without_claim_ids_deletes_claimed_messages(messaging):
     claim(messaging, limit=1)
     messaging.delete_messages(P, Q, ids, None)
     assert listed(messaging, include_claimed=True) == []
+
+
+def test_a_message_read_back_holds_every_field_of_a_message_and_nothing_else(messaging):
+    post(messaging, {"read": "back"})
+    _, claimed, _ = messaging.claim(P, Q, 10, 60, 60)
+    found, _ = messaging.list_messages(P, Q, client_id=CLIENT, marker=None, limit=10, echo=True,
+                                       include_claimed=True, include_delayed=False)
+    names = [field.name for field in dataclasses.fields(Message)]
+    for message in [*claimed, *found]:
+        assert type(message) is Message
+        assert sorted(vars(message)) == sorted(names)
+        assert message == Message(**{name: getattr(message, name) for name in names})
+    assert [m.body for m in found] == [{"read": "back"}]

@@ -6,14 +6,14 @@ import functools
 import json
 from typing import Any
 
-from zaqar_lite.api.schemas.schema import Schema
+from zaqar_lite.api.schemas.schema import Schema, per_limits
 from zaqar_lite.claims import dedup, groups, schedule
 from zaqar_lite.claims.policy import OUTCOMES, POSTPONE, REJECT, RETRY
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import InvalidBody, ValidationFailed
 
 
-@functools.cache
+@per_limits
 def _message_post_schema(limits: Limits) -> Schema:
     """A message POST body."""
     return Schema({
@@ -43,7 +43,7 @@ def _message_post_schema(limits: Limits) -> Schema:
     })
 
 
-@functools.cache
+@per_limits
 def _message_edit_schema(limits: Limits) -> Schema:
     """A message PATCH body: any of a post's ``body``, ``ttl`` and ``delay``, nothing else."""
     return Schema({
@@ -79,7 +79,7 @@ def _message_edit_patch_schema() -> Schema:
     })
 
 
-@functools.cache
+@per_limits
 def _claim_schema(limits: Limits) -> Schema:
     """A claim create or renew body."""
     return Schema({
@@ -92,7 +92,7 @@ def _claim_schema(limits: Limits) -> Schema:
     })
 
 
-@functools.cache
+@per_limits
 def _release_schema(limits: Limits) -> Schema:
     """A release body: a failure reason and a delay, each optional."""
     return Schema({

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from zaqar_lite.api.schemas.parsing import INT64_MAX
-from zaqar_lite.api.schemas.schema import Schema
+from zaqar_lite.api.schemas.schema import Schema, per_limits
 from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.signatures import ID_LENGTH, ID_PATTERN, SCHEME
 from zaqar_lite.config import Limits
@@ -14,7 +13,7 @@ from zaqar_lite.errors import ValidationFailed, sent
 from zaqar_lite.models import RedriveFilter, RedriveRequest
 
 
-@functools.cache
+@per_limits
 def _redrive_schema(limits: Limits) -> Schema:
     """A redrive body (docs/api.rst, "Redrive (zaqar-lite extension)")."""
     text = {"type": "string", "minLength": 1, "maxLength": 256}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from zaqar_lite.config import Limits
 from zaqar_lite.errors import InvalidBody, sent
 
 #: the JSON types of JSON Schema, as a refusal names them
@@ -109,3 +111,27 @@ class Schema:
         error = jsonschema.exceptions.best_match(self._explain.iter_errors(document))
         if error is not None:
             raise InvalidBody(explain(error))
+
+
+def per_limits(build: Callable[[Limits], Schema]) -> Callable[[Limits], Schema]:
+    """Build a schema once per ``Limits``, and find it again by the object's identity.
+
+    The app holds one ``Limits`` for its life and looks its schemas up on every
+    request: ``functools.cache`` alone would hash the frozen dataclass each time
+    (all its fields: about 65 instructions). An equal ``Limits`` seen for the
+    first time under another identity still gets the schema built for its value.
+    """
+    by_value = functools.cache(build)
+    #: id(limits) -> (limits, its schema); the limits are kept, so their id is not reused
+    seen: dict[int, tuple[Limits, Schema]] = {}
+
+    @functools.wraps(build)
+    def schema(limits: Limits) -> Schema:
+        found = seen.get(id(limits))
+        if found is not None and found[0] is limits:
+            return found[1]
+        built = by_value(limits)
+        seen[id(limits)] = (limits, built)
+        return built
+
+    return schema

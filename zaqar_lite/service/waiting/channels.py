@@ -178,6 +178,9 @@ class LocalChannel:
         self.path = os.path.join(directory, f"{os.getpid()}.sock")
         #: the marker directories of the waited queues, one per queue
         self.waiting = os.path.join(directory, "waiting")
+        #: the path of ``waiting`` and a separator: a queue's markers is this and a name
+        #: (``os.path.join`` per write would cost a post about 50 instructions)
+        self._waiting_prefix = os.path.join(self.waiting, "")
         self._sender = _plain_socket_class()(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sender.setblocking(False)
         self._receiver: socket.socket | None = None
@@ -185,7 +188,7 @@ class LocalChannel:
 
     def markers(self, project: str, queue: str) -> str:
         """Return the directory of a queue's markers: one file per process where claims wait on it."""
-        return os.path.join(self.waiting, hashlib.sha1(encode(project, queue)).hexdigest()[:24])
+        return self._waiting_prefix + hashlib.sha1(encode(project, queue)).hexdigest()[:24]
 
     def publish(self, project: str, queue: str) -> None:
         """Send the wake-up to the socket of every worker process where claims wait on the queue."""

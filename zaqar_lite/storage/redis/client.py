@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
@@ -87,6 +87,26 @@ def library_for(script: str, library: str) -> str:
     return "".join(definition for name, definition in functions.items() if name in needed)
 
 
+class _ErrorsTranslated:
+    """The one error translation of a connection, a context built once per connection: no request pays
+    for a generator-based context manager (``contextlib``: about 75 instructions a ``with``).
+
+    It holds no state of its own, so nested and concurrent ``with`` blocks share it.
+    """
+
+    def __init__(self, connected: RedisConnected) -> None:
+        self.connected = connected
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
+        if exc is not None and isinstance(exc, _UNAVAILABLE):
+            if self.connected._pool is None:  # a primary may have failed over: learn the slots again
+                self.connected._refresh_slots()
+            raise errors.StorageUnavailable(f"redis: {exc}") from exc
+
+
 class RedisConnected:
     """One connection pool per instance, of which each thread keeps one connection.
 
@@ -121,6 +141,7 @@ class RedisConnected:
         else:
             self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS, **packing())
         self._local = threading.local()
+        self._errors_translated = _ErrorsTranslated(self)
         lua = resources.files("zaqar_lite.storage.redis") / "lua"
         library = (lua / "_lib.lua").read_text()
         #: name -> (SHA1, text) of each script; loaded into Redis on first use (NOSCRIPT)
@@ -169,14 +190,9 @@ class RedisConnected:
             self._cluster[1].close()
             self._cluster = None
 
-    @contextlib.contextmanager
-    def _translate_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except _UNAVAILABLE as exc:
-            if self._pool is None:  # a primary may have failed over: learn the slots again
-                self._refresh_slots()
-            raise errors.StorageUnavailable(f"redis: {exc}") from exc
+    def _translate_errors(self) -> _ErrorsTranslated:
+        """Return the context that makes an unreachable or refusing Redis :class:`StorageUnavailable`."""
+        return self._errors_translated
 
     def _refresh_slots(self) -> None:
         with contextlib.suppress(*_UNAVAILABLE):

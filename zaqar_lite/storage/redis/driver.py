@@ -33,6 +33,7 @@ from typing import Any
 from zaqar_lite import errors
 from zaqar_lite.claims import policy
 from zaqar_lite.clock import iso_utc
+from zaqar_lite.jsontext import ascii_text
 from zaqar_lite.models import (
     NO_DEAD_LETTER,
     Claim,
@@ -103,12 +104,12 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
         """
         args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
         for m in messages:
-            args += [m.id, json.dumps(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
+            args += [m.id, ascii_text(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
                      m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
-                     "\n".join(json.dumps(f) for f in m.failures),
-                     json.dumps(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
-                     opt(m.group), json.dumps(m.trace) if m.trace else "", stamp(m.dedup_until)]
+                     "\n".join(ascii_text(f) for f in m.failures),
+                     ascii_text(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
+                     opt(m.group), ascii_text(m.trace) if m.trace else "", stamp(m.dedup_until)]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
         if answered == STALE:

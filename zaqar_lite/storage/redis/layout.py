@@ -57,7 +57,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff
+from zaqar_lite.jsontext import stored_json
+from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff, stored_message
 from zaqar_lite.rules.pools import masked_uri
 
 PROJECTS = "zl:projects"
@@ -154,27 +155,6 @@ def opt(value: Any, fmt: Any = str) -> str:
     return "" if value is None else fmt(value)
 
 
-#: json's C scanner of one value, called directly by :func:`stored_json`
-_scan_value: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # a decoder is its context
-
-
-def stored_json(text: str) -> Any:
-    """Return the value of a JSON text the driver stored, as ``json.loads`` returns it.
-
-    ``json.loads`` runs three Python functions around json's C scanner for every
-    text (about 100 bytecode instructions: a claim of 10 decodes at least 10
-    bodies); the texts this driver stores are ``json.dumps``'s, one value with
-    nothing around it, which the scanner reads in one call. Anything else
-    (whitespace around the value, a text that is not JSON) is left to
-    ``json.loads``, which decides as it always did.
-    """
-    try:
-        value, end = _scan_value(text, 0)
-    except StopIteration:
-        return json.loads(text)  # not a JSON value where it starts: json.loads says why
-    return value if end == len(text) else json.loads(text)
-
-
 def failures_from(text: str | None) -> list[dict[str, Any]]:
     """Decode a message hash's ``failures`` field: JSON objects, one a line."""
     return [stored_json(line) for line in text.split("\n")] if text else []
@@ -182,21 +162,47 @@ def failures_from(text: str | None) -> list[dict[str, Any]]:
 
 def to_message(message_id: str, f: Mapping[str, str]) -> Message:
     """Return the message a ``zl:{P}:m:<id>`` hash holds (its fields as strings)."""
-    return Message(
-        id=message_id, body=stored_json(f["body"]), created=float(f["created"]),
-        expires=float(f["expires"]), delay_until=float(f.get("delay_until", 0)),
-        client_id=f.get("client_id", ""), claim_id=f.get("claim_id"),
-        claim_expires=float(f["claim_expires"]) if "claim_expires" in f else None,
-        claim_count=int(f.get("claim_count", 0)), dlq_eligible=f.get("dlq_eligible", "1") == "1",
-        failures=failures_from(f.get("failures")),
-        dead_letter=stored_json(f["dead_letter"]) if f.get("dead_letter") else None,
-        marker=int(f["marker"]), dedup_id=f.get("dedup_id"), group=f.get("group"),
-        trace=stored_json(f["trace"]) if f.get("trace") else None)
+    get = f.get
+    failures = get("failures")
+    dead_letter = get("dead_letter")
+    trace = get("trace")
+    return stored_message({
+        "id": message_id, "body": stored_json(f["body"]), "created": float(f["created"]),
+        "expires": float(f["expires"]), "delay_until": float(get("delay_until", 0)),
+        "client_id": get("client_id", ""), "claim_id": get("claim_id"),
+        "claim_expires": float(f["claim_expires"]) if "claim_expires" in f else None,
+        "claim_count": int(get("claim_count", 0)), "dlq_eligible": get("dlq_eligible", "1") == "1",
+        "failures": failures_from(failures) if failures else [],
+        "dead_letter": stored_json(dead_letter) if dead_letter else None,
+        "marker": int(f["marker"]), "dedup_id": get("dedup_id"), "dedup_until": 0.0, "group": get("group"),
+        "trace": stored_json(trace) if trace else None})
 
 
-def from_reply(reply: Sequence[str]) -> Message:
-    """Parse a script's ``{id, field, value, ...}`` message."""
-    return to_message(reply[0], dict(zip(reply[1::2], reply[2::2], strict=True)))
+#: the fields of a message a script replies with, in this order after its id (``dump`` in lua/_lib.lua)
+REPLY_FIELDS = ("body", "created", "expires", "delay_until", "client_id", "claim_id", "claim_expires",
+                "claim_count", "dlq_eligible", "failures", "dead_letter", "marker", "dedup_id", "group",
+                "trace")
+
+
+def from_reply(reply: Sequence[str | None]) -> Message:
+    """Parse a script's message: its id, then the values of :data:`REPLY_FIELDS` (None when unset).
+
+    Read by position, as :func:`to_message` reads a hash by name, to the same message: a
+    claim parses every message it takes.
+    """
+    (message_id, body, created, expires, delay_until, client_id, claim_id, claim_expires, claim_count,
+     dlq_eligible, failures, dead_letter, marker, dedup_id, group, trace) = reply
+    return stored_message({
+        "id": message_id, "body": stored_json(body), "created": float(created),  # type: ignore[arg-type]
+        "expires": float(expires),  # type: ignore[arg-type]
+        "delay_until": float(delay_until) if delay_until else 0.0,
+        "client_id": client_id or "", "claim_id": claim_id,
+        "claim_expires": float(claim_expires) if claim_expires is not None else None,
+        "claim_count": int(claim_count) if claim_count else 0,
+        "dlq_eligible": dlq_eligible is None or dlq_eligible == "1",
+        "failures": failures_from(failures), "dead_letter": stored_json(dead_letter) if dead_letter else None,
+        "marker": int(marker), "dedup_id": dedup_id, "dedup_until": 0.0,  # type: ignore[arg-type]
+        "group": group, "trace": stored_json(trace) if trace else None})
 
 
 def backoff_args(backoff: RetryBackoff | None) -> list[str]:

@@ -31,9 +31,10 @@ from typing import Any, TypeVar
 
 from zaqar_lite import errors
 from zaqar_lite.config import QUEUE_CACHE_SIZE
+from zaqar_lite.jsontext import stored_json
 from zaqar_lite.storage.cache import LRUCache
 from zaqar_lite.storage.redis.client import RedisConnected
-from zaqar_lite.storage.redis.layout import PROJECTS, project_prefix, queue_keys, queue_prefix, stored_json
+from zaqar_lite.storage.redis.layout import PROJECTS, project_prefix, queue_keys, queue_prefix
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")

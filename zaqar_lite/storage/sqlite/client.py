@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zaqar_lite import errors
+from zaqar_lite.storage.contexts import lean_contextmanager
 from zaqar_lite.storage.sqlite.layout import parse_uri, prepare_schema
 
 _UNAVAILABLE_HINTS = ("locked", "unable to open", "disk i/o", "readonly", "busy")
@@ -148,7 +149,7 @@ class SqliteConnected:
             self._writer = os.getpid(), self._open()
         return self._writer[1]
 
-    @contextlib.contextmanager
+    @lean_contextmanager
     def _translate_errors(self) -> Iterator[None]:
         try:
             yield
@@ -157,7 +158,7 @@ class SqliteConnected:
                 raise errors.StorageUnavailable(str(exc)) from exc
             raise
 
-    @contextlib.contextmanager
+    @lean_contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """Run a block atomically in a ``BEGIN IMMEDIATE`` transaction: undone on any exception,
         durable (committed) once this returns.
@@ -254,7 +255,7 @@ class SqliteConnected:
         finally:
             self._writer_lock.release()
 
-    @contextlib.contextmanager
+    @lean_contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """Run reads in one deferred transaction so they see one consistent state."""
         with self._translate_errors():

@@ -28,7 +28,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from zaqar_lite import errors
+from zaqar_lite import errors, jsontext
 from zaqar_lite.claims import policy
 from zaqar_lite.models import (
     Claim,
@@ -149,11 +149,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
         first = last - len(messages) + 1
         db.executemany(
             INSERT_MESSAGE,
-            [(m.id, project, queue, first + i, json.dumps(m.body), m.created, m.expires, m.delay_until,
-              m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
-              json.dumps(m.failures) if m.failures else None,
-              json.dumps(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group,
-              json.dumps(m.trace) if m.trace else None) for i, m in enumerate(messages)])
+            [(m.id, project, queue, first + i, jsontext.ascii_text(m.body), m.created, m.expires,
+              m.delay_until, m.client_id, m.claim_id, m.claim_expires, m.claim_count, int(m.dlq_eligible),
+              jsontext.ascii_text(m.failures) if m.failures else None,
+              jsontext.ascii_text(m.dead_letter) if m.dead_letter else None, m.dedup_id, m.group,
+              jsontext.ascii_text(m.trace) if m.trace else None) for i, m in enumerate(messages)])
 
     def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from the metadata read by the post's own transaction: one transaction per post."""

@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from zaqar_lite import errors
-from zaqar_lite.models import Message
+from zaqar_lite.jsontext import stored_json
+from zaqar_lite.models import Message, stored_message
 from zaqar_lite.rules.pools import masked_uri
 
 #: the layout this driver writes, kept in ``PRAGMA user_version``; 0 is the layout
@@ -132,12 +133,14 @@ def message_from_row(row: Sequence[Any]) -> Message:
     """
     (message_id, body, created, expires, delay_until, client_id, claim_id, claim_expires, claim_count,
      dlq_eligible, failures, dead_letter, marker, dedup_id, group, trace) = row
-    return Message(
-        id=message_id, body=json.loads(body), created=created, expires=expires, delay_until=delay_until,
-        client_id=client_id, claim_id=claim_id, claim_expires=claim_expires, claim_count=claim_count,
-        dlq_eligible=bool(dlq_eligible), failures=json.loads(failures) if failures else [],
-        dead_letter=json.loads(dead_letter) if dead_letter else None, marker=marker, dedup_id=dedup_id,
-        group=group, trace=json.loads(trace) if trace else None)
+    return stored_message({
+        "id": message_id, "body": stored_json(body), "created": created, "expires": expires,
+        "delay_until": delay_until, "client_id": client_id, "claim_id": claim_id,
+        "claim_expires": claim_expires, "claim_count": claim_count, "dlq_eligible": bool(dlq_eligible),
+        "failures": stored_json(failures) if failures else [],
+        "dead_letter": stored_json(dead_letter) if dead_letter else None, "marker": marker,
+        "dedup_id": dedup_id, "dedup_until": 0.0, "group": group,
+        "trace": stored_json(trace) if trace else None})
 
 
 def prepare_schema(db: sqlite3.Connection, path: str) -> None:

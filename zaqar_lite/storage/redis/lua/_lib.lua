@@ -76,9 +76,12 @@ local function after(t, now)
   return t ~= false and t ~= nil and tonumber(t) > now
 end
 
--- A message as the reply to Python: {id, field, value, field, value, ...}.
+-- A message as the reply to Python: {id, then the values of its fields in the order of
+-- layout.REPLY_FIELDS (nil for a field it does not have)}, read by position.
 local function dump(ns, id)
-  local fields = redis.call('HGETALL', message_key(ns, id))
+  local fields = redis.call('HMGET', message_key(ns, id), 'body', 'created', 'expires', 'delay_until',
+                            'client_id', 'claim_id', 'claim_expires', 'claim_count', 'dlq_eligible',
+                            'failures', 'dead_letter', 'marker', 'dedup_id', 'group', 'trace')
   table.insert(fields, 1, id)
   return fields
 end

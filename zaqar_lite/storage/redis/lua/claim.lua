@@ -16,7 +16,7 @@
 -- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (absent for none)
 -- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
 -- Returns: {moved, deleted, claimed}: how many exhausted messages it moved to the DLQ and
---          deleted, and the claimed messages, FIFO, each {id, field, value, ...} after
+--          deleted, and the claimed messages, FIFO, each {id, values...} (dump in _lib.lua) after
 --          the claim; 'stale' when the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
 -- <= now) messages go back to ready; then ready is popped from its head (lowest

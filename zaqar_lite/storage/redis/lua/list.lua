@@ -6,7 +6,7 @@
 -- ARGV[4] limit         ARGV[5] now
 -- ARGV[6] '1' to include claimed messages    ARGV[7] '1' to include delayed ones
 -- ARGV[8] '1' to skip messages posted by ARGV[9] (a client id), else '0'
--- Returns: the messages, each {id, field, value, ...}.
+-- Returns: the messages, each {id, values...} (dump in _lib.lua).
 -- Walks zl:{P}:q:Q:all from the marker; cost O(log n + messages skipped + limit).
 local Q = queue_keys(1)
 local ns, limit, now = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])

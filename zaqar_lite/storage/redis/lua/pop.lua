@@ -2,7 +2,7 @@
 --
 -- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] now    ARGV[4] limit
--- Returns: the popped messages, FIFO, each {id, field, value, ...} as stored.
+-- Returns: the popped messages, FIFO, each {id, values...} (dump in _lib.lua) as stored.
 -- Like claim.lua: matured delayed and lapsed claimed messages go back to
 -- ready, then ready is taken from its head, a grouped head with its group's
 -- next visible messages (a head whose group has a claimed message is passed);

@@ -4,7 +4,7 @@
 -- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] now
 -- Returns: {claimed, delayed, total, oldest, newest}; oldest/newest are
--- {id, field, value, ...} or nil when the queue has no unexpired message.
+-- {id, values...} (dump in _lib.lua) or nil when the queue has no unexpired message.
 -- Counts come from ZCOUNT on the expires, claimed and delayed indexes, less the
 -- expired messages the sweep has not removed yet, plus the messages whose
 -- claim lapsed into a _retry_backoff wait (still in claimed until a claim or
