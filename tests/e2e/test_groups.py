@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.harness import ApiSession, RunningServer
+from tests.e2e.harness import ApiSession, RunningServer, Store, configured_server
 
 pytestmark = pytest.mark.slow
 
@@ -17,9 +19,23 @@ GROUPS = "abcde"
 PER_GROUP = 4
 #: a claim's ttl: on Swift a claim that loses a message of a group to another claim leaves that
 #: group's later messages it wrote claimed and unanswered until it lapses (docs/api.rst, "Ordered
-#: message groups"), so the consumers wait out one ttl within the deadline
-CLAIM_TTL = 60
+#: message groups"), so the consumers wait out one ttl within the deadline. The module's server
+#: allows it (min_claim_ttl). Not lower: a claim lapsing while its consumer still deletes its
+#: messages hands them out twice, and on a loaded Swift a claim takes up to its operation_timeout
+#: (10 s) and each of its five deletes up to 2 s
+CLAIM_TTL = 30
+CONFIG = f"""\
+[limits]
+min_claim_ttl = {CLAIM_TTL}
+"""
 DEADLINE = 240.0
+
+
+@pytest.fixture(scope="module")
+def server(store: Store, data_dir: Path) -> Iterator[RunningServer]:
+    """The module's server, on which a claim may live CLAIM_TTL seconds."""
+    with configured_server(store.uri(data_dir), data_dir, CONFIG) as running:
+        yield running
 
 
 def consume(base_url: str, project: str, queue: str, start: Any, results: Any) -> None:
