@@ -38,5 +38,5 @@ def test_a_test_that_reaches_no_store_runs_in_the_sqlite_pass_only() -> None:
 def test_the_long_end_to_end_modules_start_after_the_slowest_groups_and_before_the_rest() -> None:
     ranks = [start_rank(f"{module}::test") for module in (
         "tests/spark/test_transforms.py", "tests/test_openapi_fuzz.py", "tests/e2e/test_redrive_tasks.py",
-        "tests/e2e/test_groups.py", "tests/e2e/test_concurrent_claims.py", "tests/api/test_claims.py")]
+        "tests/e2e/test_groups.py", "tests/api/test_claims.py")]
     assert ranks == sorted(set(ranks))
