@@ -67,6 +67,11 @@ def same_on_every_store(item: pytest.Item) -> str | None:
 #: start first, beside everything else
 SLOW_MODULES = ("tests/test_openapi_fuzz.py", "tests/spark/test_spark_submit.py",
                 "tests/faults/test_faults.py")
+#: modules of the end-to-end suite with a test that takes a minute or more in a store pass, most
+#: of it waiting (a redrive task's rate and lease across a killed server, a claim waited out on
+#: Swift): they start next, so that a pass does not end on one of them alone in its process.
+#: (Not the concurrent claims: their consumer processes beside these starve Swift's proxy.)
+LONG_E2E_MODULES = ("tests/e2e/test_redrive_tasks.py", "tests/e2e/test_groups.py")
 #: the group of the Spark suite's tests on the session's local Spark (starting one takes
 #: seconds and a JVM); it holds tests/spark/test_standalone_cluster.py, so it starts first
 SPARK_GROUP = "tests/spark"
@@ -89,7 +94,8 @@ def start_rank(nodeid: str) -> int:
     group = process_group(nodeid)
     if group == SPARK_GROUP:
         return 0
-    return SLOW_MODULES.index(group) + 1 if group in SLOW_MODULES else len(SLOW_MODULES) + 1
+    first = (*SLOW_MODULES, *LONG_E2E_MODULES)
+    return first.index(group) + 1 if group in first else len(first) + 1
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -121,7 +127,8 @@ def skip_repeats(items: list[pytest.Item]) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """Skip what only repeats the SQLite pass; in a pytest-xdist process, once every other hook
     has ordered the tests, put the slow groups first (``--dist loadscope`` with
-    ``--no-loadscope-reorder`` hands groups out in the order the processes collected them)."""
+    ``--no-loadscope-reorder`` hands groups out in the order the processes collected them, and
+    the store passes' ``--dist load`` hands the first tests out one to each process in turn)."""
     skip_repeats(items)
     yield
     if hasattr(config, "workerinput"):

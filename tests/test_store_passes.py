@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import same_on_every_store
+from tests.conftest import same_on_every_store, start_rank
 
 
 class Item:
@@ -33,3 +33,10 @@ def test_a_marked_test_runs_in_the_sqlite_pass_only() -> None:
 
 def test_a_test_that_reaches_no_store_runs_in_the_sqlite_pass_only() -> None:
     assert same_on_every_store(Item("tmp_path")) == "uses no store: runs in the SQLite pass only"
+
+
+def test_the_long_end_to_end_modules_start_after_the_slowest_groups_and_before_the_rest() -> None:
+    ranks = [start_rank(f"{module}::test") for module in (
+        "tests/spark/test_transforms.py", "tests/test_openapi_fuzz.py", "tests/e2e/test_redrive_tasks.py",
+        "tests/e2e/test_groups.py", "tests/api/test_claims.py")]
+    assert ranks == sorted(set(ranks))

@@ -26,7 +26,10 @@ sweep_interval = 0.2
 redrive_task_lease = 2
 """
 MESSAGES = 60
-RATE = 10
+#: messages a second: three batches, the kill comes once the first is moved, before the last
+RATE = 20
+#: messages moved before the kill
+MIDWAY = 20
 
 
 def start(starter: ServerStarter, store: Store, data_dir: Path, config: Path) -> RunningServer:
@@ -86,7 +89,7 @@ def test_a_task_killed_with_its_server_resumes_and_moves_every_message_exactly_o
         started = api.post("/v2/queues/dlq/redrive", json={"async": True, "max_per_second": RATE})
         assert started.status_code == 202, started.text
         path = started.headers["location"]
-        midway = wait_for(api, path, lambda t: t["moved"] >= 2 * RATE, timeout=30)
+        midway = wait_for(api, path, lambda t: t["moved"] >= MIDWAY, timeout=30)
     os.killpg(first.pid, signal.SIGKILL)
     first.process.wait()
     assert midway["status"] == "running" and midway["moved"] < MESSAGES
