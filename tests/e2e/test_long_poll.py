@@ -23,7 +23,9 @@ CONFIG = """[limits]
 min_claim_ttl = 1
 min_claim_grace = 1
 """
-WAIT = 3
+#: seconds a claim waits: a woken claim is answered well before (a claim on a loaded Swift takes
+#: its settle waits and a few store requests after the wake-up), one never woken only at the end
+WAIT = 5
 #: seconds a test lets a claim wait before it makes the write that should wake it
 BEFORE_THE_WRITE = 1.0
 

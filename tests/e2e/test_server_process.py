@@ -272,6 +272,13 @@ def test_messages_and_claims_survive_a_restart(start_server_for_test: ServerStar
     assert [m["href"].split("?")[0] for m in claim.json()["messages"]] == posted[:1]
 
 
+def dead_letters(api: ApiSession, dlq: str) -> list[dict[str, Any]]:
+    """Return the messages a DLQ lists, with their dead-letter blocks."""
+    listed: list[dict[str, Any]] = api.get(f"/v2/queues/{dlq}/messages", params={
+        "echo": "true", "include_dead_letter": "true"}).json()["messages"]
+    return listed
+
+
 def test_the_sweeper_dead_letters_a_message_whose_last_claim_lapsed(sweeping_server: RunningServer) -> None:
     with ApiSession(sweeping_server.url, project="lapsed") as api:
         dlq = make_queue_with_dlq(api, "work")
@@ -279,10 +286,10 @@ def test_the_sweeper_dead_letters_a_message_whose_last_claim_lapsed(sweeping_ser
         claimed = api.post("/v2/queues/work/claims", json={"ttl": 1, "grace": 1})
         assert claimed.status_code == 201
 
-        # both counts at once: Swift's listings, which its stats read, settle a moment apart
+        # both counts at once, then the listing: Swift's listings settle a moment apart
         assert wait_until(lambda: (total(api, dlq), total(api, "work")) == (1, 0), timeout=10)
-        moved = api.get(f"/v2/queues/{dlq}/messages",
-                        params={"echo": "true", "include_dead_letter": "true"}).json()["messages"]
+        assert wait_until(lambda: len(dead_letters(api, dlq)) == 1, timeout=10)
+        moved = dead_letters(api, dlq)
         assert [m["body"] for m in moved] == ["poison"]
         assert moved[0]["dead_letter"]["reason"] == "max_claims"
         assert moved[0]["dead_letter"]["source_queue"] == "work"
@@ -295,8 +302,8 @@ def test_the_sweeper_dead_letters_expired_messages_when_the_queue_asks_for_it(
         api.post("/v2/queues/timed/messages", json={"messages": [{"body": "too late", "ttl": 1}]})
 
         assert wait_until(lambda: (total(api, dlq), total(api, "timed")) == (1, 0), timeout=10)
-        moved = api.get(f"/v2/queues/{dlq}/messages",
-                        params={"echo": "true", "include_dead_letter": "true"}).json()["messages"]
+        assert wait_until(lambda: len(dead_letters(api, dlq)) == 1, timeout=10)
+        moved = dead_letters(api, dlq)
         assert [(m["body"], m["dead_letter"]["reason"]) for m in moved] == [("too late", "expired")]
 
 
