@@ -141,7 +141,7 @@ def test_what_a_claim_won_and_does_not_answer_is_given_back_claimable_at_once_an
     kept = groups.kept_in_order(planned, won)
     unanswered = groups.unanswered(won, kept)
     assert [m.id for m in unanswered] == ["a2", "a3"]
-    back = groups.given_back(unanswered[0], 130.0)
+    back = policy.claim_undone(unanswered[0], 130.0)
     assert (back.claim_expires, back.claim_count) == (130.0, 0)
     assert policy.is_visible(back, 130.0)
     assert not policy.is_visible(unanswered[0], 130.0)

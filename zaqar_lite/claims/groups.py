@@ -24,7 +24,6 @@ list them with their state); this module decides.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -176,7 +175,7 @@ def kept_in_order(planned: Iterable[Message], won: Iterable[Message]) -> list[Me
     guard, and a concurrent claimer may win some of them: a message of a
     group after one it lost is not answered, since handed out it would go
     before the lost one (the shared claim loop and Swift's settle protocol give
-    it back at once, :func:`given_back`).
+    it back at once, :func:`zaqar_lite.claims.policy.claim_undone`).
     """
     won_by_id = {m.id: m for m in won}
     lost: set[str] = set()
@@ -194,11 +193,6 @@ def unanswered(won: Iterable[Message], kept: Iterable[Message]) -> list[Message]
     """Return the messages a claim won but does not answer (:func:`kept_in_order` left them out)."""
     kept_ids = {m.id for m in kept}
     return [m for m in won if m.id not in kept_ids]
-
-
-def given_back(message: Message, now: float) -> Message:
-    """Return a message a claim won and does not answer, claimable again at once: that claim never counted."""
-    return dataclasses.replace(message, claim_expires=now, claim_count=max(0, message.claim_count - 1))
 
 
 def frees_a_group(read: Iterable[Message], removed_ids: Iterable[str]) -> bool:

@@ -340,8 +340,8 @@ class PlannedClaimStorage(PlannedStorage):
                     claimed += applied.claimed
                 else:  # another claim won some: a group's messages after one it won are given back at once
                     kept = groups.kept_in_order(plan.claimed, applied.claimed)
-                    for message in groups.unanswered(applied.claimed, kept):
-                        self._write_released(project, queue, message, groups.given_back(message, request.now))
+                    for m in groups.unanswered(applied.claimed, kept):
+                        self._write_released(project, queue, m, policy.claim_undone(m, request.now))
                     claimed += kept
                 moved, deleted = moved + applied.moved, deleted + applied.deleted
                 if (plan.moved or plan.deleted) and groups.frees_a_group(

@@ -208,7 +208,7 @@ class SettledClaims(SwiftContainer):
         later was given up and hides the message until that write's claim
         lapses, as any given-up write does.
         """
-        self.objects.map(lambda a: self._store(container, a.name, groups.given_back(a.claimed, now)),
+        self.objects.map(lambda a: self._store(container, a.name, policy.claim_undone(a.claimed, now)),
                          attempts)
 
     def _read_back(self, container: str, request: ClaimRequest, attempts: list[_Attempt]) -> list[_Attempt]:
