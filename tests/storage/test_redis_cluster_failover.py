@@ -111,3 +111,28 @@ def test_a_write_no_replica_acknowledges_is_refused(fresh_redis_cluster):
         messaging.post(P, Q, CLIENT, [item("unsafe")], 10)
     relaxed = service(fresh_redis_cluster.uri(wait_replicas="0"), ManualClock())
     assert len(relaxed.post(P, Q, CLIENT, [item("accepted")], 10)) == 1
+
+
+@pytest.mark.parametrize("refusal", [ValueError("Invalid file object: None"),
+                                     TypeError("argument must be an int, or have a fileno() method.")])
+def test_a_connection_closed_as_the_pool_hands_it_out_is_an_unavailable_store(
+        redis_cluster_store_uri, monkeypatch, refusal):
+    # a failover's handling in another thread closes a connection while the pool checks it: the
+    # poll of its missing socket fails (gevent: ValueError, the standard library: TypeError)
+    messaging = service(redis_cluster_store_uri, ManualClock())
+    messaging.create_queue(P, Q, {})
+    pool_class = type(messaging.storage.inner.client.get_default_node().redis_connection.connection_pool)
+    real = pool_class.get_connection
+    refused: list[Exception] = []
+
+    def get_connection(pool, *args, **kwargs):
+        if not refused:
+            refused.append(refusal)
+            raise refusal
+        return real(pool, *args, **kwargs)
+
+    monkeypatch.setattr(pool_class, "get_connection", get_connection)
+    with pytest.raises(errors.StorageUnavailable):
+        messaging.post(P, Q, CLIENT, [item("first")], 10)
+    assert refused == [refusal]
+    assert len(messaging.post(P, Q, CLIENT, [item("again")], 10)) == 1

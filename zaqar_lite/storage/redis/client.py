@@ -87,6 +87,19 @@ def library_for(script: str, library: str) -> str:
     return "".join(definition for name, definition in functions.items() if name in needed)
 
 
+def _handed_a_closed_socket(exc: BaseException) -> bool:
+    """Return whether redis-py's pool failed to check a connection another thread had just closed.
+
+    A cluster client that meets a failover disconnects every connection of the
+    node; a connection the pool is handing out at that moment has no socket
+    left when the pool polls it (``can_read``), and the poll refuses the
+    missing socket: gevent's with ``ValueError: Invalid file object``, the
+    standard library's with ``TypeError: ... fileno() method``. Nothing was
+    sent on it.
+    """
+    return isinstance(exc, (ValueError, TypeError)) and ("file object" in str(exc) or "fileno" in str(exc))
+
+
 class _ErrorsTranslated:
     """The one error translation of a connection, a context built once per connection: no request pays
     for a generator-based context manager (``contextlib``: about 75 instructions a ``with``).
@@ -101,7 +114,7 @@ class _ErrorsTranslated:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
-        if exc is not None and isinstance(exc, _UNAVAILABLE):
+        if exc is not None and (isinstance(exc, _UNAVAILABLE) or _handed_a_closed_socket(exc)):
             if self.connected._pool is None:  # a primary may have failed over: learn the slots again
                 self.connected._refresh_slots()
             raise errors.StorageUnavailable(f"redis: {exc}") from exc
