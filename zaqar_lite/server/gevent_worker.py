@@ -26,6 +26,10 @@ gunicorn's gevent worker:
   ``balance.ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
   and a busy or stuck one is only passed over, never waited for. A worker holds
   at most ``[server] worker_connections`` connections, and raises its open-file limit to match.
+* **one write an answer**: gunicorn writes a response's head and its body
+  with two ``sendall`` calls; over TCP each is a segment the client's side
+  wakes up for. The head is held (:class:`HeldHead`) and goes out with the
+  body's first bytes, or alone when the request ends without a body.
 * **prompt stop**: a stopping worker closes its idle kept-alive connections at
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
@@ -143,6 +147,48 @@ class CountingSocket(GeventSocket):  # type: ignore[misc]
         data: bytes = super().recv(*args)
         self.bytes_read += len(data)
         return data
+
+
+class HeldHead:
+    """A socket as one response writes to it: the first ``sendall`` (the head) goes out with the second.
+
+    gunicorn's response writes its head, then each body chunk, with
+    ``sendall``; joined, a short answer is one segment and one wake-up of the
+    client instead of two. Only the first write is held, so nothing is held
+    longer than until the first body bytes exist (a streamed body's later
+    chunks go out as they come); whatever else the response does with the
+    socket (``send``, ``sendfile``, ``shutdown``...) first sends what is held,
+    so the bytes keep gunicorn's order. :meth:`flush` ends the hold when the
+    request ends without a second write.
+    """
+
+    __slots__ = ("_socket", "_held", "_holding")
+
+    def __init__(self, socket: Any) -> None:
+        self._socket = socket
+        self._held = b""
+        self._holding = True
+
+    def sendall(self, data: bytes) -> None:
+        """Hold the first write; send the second with it, and every later one at once."""
+        if self._holding:
+            if not self._held:
+                self._held = bytes(data)
+                return
+            data = self._held + data
+            self._held, self._holding = b"", False
+        self._socket.sendall(data)
+
+    def flush(self) -> None:
+        """Send what is held and hold nothing more."""
+        held = self._held
+        self._held, self._holding = b"", False
+        if held:
+            self._socket.sendall(held)
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self._socket, name)
 
 
 def has_input(connection: Any) -> bool:
@@ -315,12 +361,13 @@ class Worker(GeventWorker):  # type: ignore[misc]
         return handle
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> bool:
-        """Serve one request, its body bounded by the body deadline."""
+        """Serve one request, its body bounded by the body deadline, its answer's head sent with its body."""
         body = req.body
         if body is not None:
             req.body = DeadlineBody(body, self.body_timeout)
+        answer = HeldHead(sock)
         try:
-            return bool(super().handle_request(listener_name, req, sock, addr))
+            return bool(super().handle_request(listener_name, req, answer, addr))
         except BodyTimeout:
             self.log.info("closing a connection from %s: its request body did not arrive within "
                           "%g s", addr, self.body_timeout)
@@ -330,4 +377,5 @@ class Worker(GeventWorker):  # type: ignore[misc]
                 pass
             raise StopIteration from None
         finally:
+            answer.flush()
             req.body = body  # draining what is left counts against the next request's header deadline
