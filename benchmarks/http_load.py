@@ -10,7 +10,9 @@ Three loads run against each server for ``--duration`` seconds each:
 Figures are messages/s (posted, deleted, or both for mixed) and p50/p99 request
 latency (wrk's, corrected for coordinated omission, and ``seen p99``: each request
 counted once, as the script timed it; see ``wrk/queue_load.lua``), plus
-zaqar-lite/minimal ratios. Each load runs in ``--rounds`` rounds in
+zaqar-lite/minimal ratios, and the CPU a request costs: ``cpu us/req`` of the server's
+processes (gunicorn's master and workers), ``store us/req`` of the store server
+``--server`` started (zaqar-lite's only; the minimal app has no store). Each load runs in ``--rounds`` rounds in
 which the two servers take turns (in alternating order); rates and latencies are
 medians over rounds, so that a burst of load from neighbours on a shared machine
 hits both sides of a ratio alike and moves a median little.
@@ -104,6 +106,8 @@ def wait_until_ready(url: str, proc: subprocess.Popen[bytes] | None, log: Path |
 
 #: the session (process group leader's PID) of each server started by serving(), by URL
 SESSIONS: dict[str, int] = {}
+#: the PIDs of the store server store_server() started (zaqar-lite's store: its CPU counts with zaqar-lite's)
+STORE_PIDS: set[int] = set()
 
 
 def cpu_seconds(sessions: AbstractSet[int], pids: AbstractSet[int] = frozenset()) -> float:
@@ -120,6 +124,13 @@ def cpu_seconds(sessions: AbstractSet[int], pids: AbstractSet[int] = frozenset()
         if int(fields[3]) in sessions or int(entry.name) in pids:
             ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def store_cpu() -> float | None:
+    """CPU seconds used so far by the store server store_server() started, or None when none was."""
+    if not STORE_PIDS or not Path("/proc/self/stat").exists():
+        return None
+    return cpu_seconds(set(), STORE_PIDS)
 
 
 def server_cpu(url: str) -> float | None:
@@ -190,6 +201,7 @@ def store_server(kind: str, directory: Path) -> Iterator[str]:
         if kind == "swift":
             server.write_files()  # configs and rings come before the processes
         server.start()
+        STORE_PIDS.update(store_pids(kind, server))
         if kind == "redis":
             yield server.uri()
         elif kind == "mongodb":
@@ -197,7 +209,17 @@ def store_server(kind: str, directory: Path) -> Iterator[str]:
         else:
             yield server.uri("bench")
     finally:
+        STORE_PIDS.clear()
         server.stop()
+
+
+def store_pids(kind: str, server: Any) -> set[int]:
+    """The PIDs of a started store server of ``kind`` (Swift's: each of its processes)."""
+    if kind == "redis":
+        return {server.pid} if server.pid else set()
+    if kind == "mongodb":
+        return {server.process.pid} if server.process else set()
+    return {process.pid for process in server.processes.values()}
 
 
 def free_messages(url: str, queue: str, client_id: str) -> int:
@@ -253,6 +275,9 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         figures[key] = statistics.median(seen) if None not in seen else None
     measured = all(r.get("cpu_s") is not None for r in rounds) and figures["requests"]
     figures["cpu_us_per_request"] = 1e6 * figures["cpu_s"] / figures["requests"] if measured else None
+    if all("store_cpu_s" in r for r in rounds) and figures["requests"]:
+        store_s = sum(r["store_cpu_s"] for r in rounds)
+        figures["store_cpu_us_per_request"] = 1e6 * store_s / figures["requests"]
     figures["failure"] = next((r["failure"] for r in rounds if r["failure"]), None)
     figures["rounds"] = rounds
     return figures
@@ -269,11 +294,13 @@ def run_load(urls: dict[str, str], mode: str, args: argparse.Namespace) -> dict[
     rounds: dict[str, list[dict[str, Any]]] = {server: [] for server in SERVERS}
     for turn in range(args.rounds):
         for server in SERVERS if turn % 2 == 0 else reversed(SERVERS):
-            before = server_cpu(urls[server])
+            before, store_before = server_cpu(urls[server]), store_cpu()
             extra = [str(args.claim_limit)] if mode != "post" and args.claim_limit != 1 else []
             figures = run_wrk(args.wrk, urls[server], mode, args, seconds, extra)
-            after = server_cpu(urls[server])
+            after, store_after = server_cpu(urls[server]), store_cpu()
             figures["cpu_s"] = after - before if before is not None and after is not None else None
+            if server == "zaqar-lite" and store_before is not None and store_after is not None:
+                figures["store_cpu_s"] = store_after - store_before
             rounds[server].append(figures)
     row = {server: combine(rounds[server]) for server in SERVERS}
     row["ratio"] = {key: ratio(row["zaqar-lite"][key], row["minimal"][key])
@@ -322,7 +349,8 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
         "{duration} s per load in {rounds} rounds, storage {storage}".format(**settings)
         + (f", claims of {settings['claim_limit']}" if settings.get("claim_limit", 1) != 1 else ""),
         f"{'load':<14}{'server':<12}{'msgs/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'requests':>10}{'non-2xx':>9}{'sock err':>9}{'cpu us/req':>11}{'seen p99':>10}",
+        f"{'requests':>10}{'non-2xx':>9}{'sock err':>9}{'cpu us/req':>11}{'seen p99':>10}"
+        f"{'store us/req':>13}",
     ]
     notes = []
     for mode, title in LOADS.items():
@@ -333,7 +361,8 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
                          f"{f['messages_per_s']:>10.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
                          f"{f['requests']:>10}{f['failures']:>9}{f['socket_errors']:>9}"
                          f"{number(f.get('cpu_us_per_request'), 0):>11}"
-                         f"{number(f.get('seen_p99_ms'), 2):>10}")
+                         f"{number(f.get('seen_p99_ms'), 2):>10}"
+                         f"{number(f.get('store_cpu_us_per_request'), 0) if server != 'minimal' else '':>13}")
             if f["failure"]:
                 notes.append(f"{title} on {server}: {f['failures']} failed, first: {f['failure']}")
             if f["empty_claims"]:
