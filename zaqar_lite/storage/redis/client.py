@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -25,6 +25,7 @@ from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.retry import Retry
 
 from zaqar_lite import errors
+from zaqar_lite.storage.redis.batch import SharedRoundTrips
 from zaqar_lite.storage.redis.layout import Target, parse_uri
 from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, execute, packing
 
@@ -136,6 +137,8 @@ class RedisConnected:
                       supported_errors=(redis.exceptions.ConnectionError,))
         self._pool: redis.ConnectionPool | None = None
         self._shared: Any = None
+        #: how a script's command runs: alone (``execute(client, *args)``), or sharing a round trip
+        self._execute: Callable[..., Any] = execute
         self._cluster: tuple[int, RedisCluster] | None = None
         if self.target.cluster:
             self._cluster_options = _cluster_options(self.target)
@@ -151,6 +154,8 @@ class RedisConnected:
                 self.target.uri, retry=retry, connection_class=connection_class(self.target.uri),
                 **DEFAULTS, **GREENLET_POOL, **packing())
             self._shared = redis.Redis(connection_pool=self._pool)
+            # the scripts of the loop's greenlets share a round trip per turn (storage/redis/batch.py)
+            self._execute = SharedRoundTrips(self._pool).execute
         else:
             self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS, **packing())
         self._local = threading.local()
@@ -228,7 +233,7 @@ class RedisConnected:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
                         if register is None:
-                            return execute(self.client, *command, len(keys), *keys, *args)
+                            return self._execute(self.client, *command, len(keys), *keys, *args)
                         with self.client.pipeline(transaction=False) as pipe:
                             pipe.sadd(*register).execute_command(*command, len(keys), *keys, *args)
                             return pipe.execute()[1]
