@@ -40,17 +40,21 @@ class SharedRoundTrips:
     """The commands of one event loop's greenlets, each turn's sent together on one connection of ``pool``."""
 
     def __init__(self, pool: BoundedPool) -> None:
-        from gevent import get_hub, spawn_raw
+        from gevent import get_hub
         from gevent._hub_local import get_hub_if_exists
-        from gevent.hub import Waiter
+        from gevent.hub import RawGreenlet, Waiter, getcurrent
 
         self._pool = pool
         self._hub = get_hub()
         self._current_hub = get_hub_if_exists
-        self._spawn = spawn_raw
+        self._greenlet = RawGreenlet
+        self._getcurrent = getcurrent
         self._waiter = Waiter
         #: the commands of this turn, until its flush takes them
         self._queued: list[_Queued] | None = None
+        #: flushers waiting for a turn's commands (a greenlet started per flush would cost more
+        #: than the round trip it spares)
+        self._idle: list[Any] = []
 
     def execute(self, client: Any, *args: Any) -> Any:
         """Run one command as :func:`~zaqar_lite.storage.redis.pool.execute` does, its round trip shared
@@ -61,7 +65,7 @@ class SharedRoundTrips:
         queued = self._queued
         if queued is None:
             queued = self._queued = []
-            self._spawn(self._flush, queued)
+            self._start_flush(queued)
         waiter = self._waiter(hub)
         queued.append((args, waiter))
         reply, error = waiter.get()
@@ -69,6 +73,25 @@ class SharedRoundTrips:
             raise error
         callback = client.response_callbacks.get(args[0])
         return reply if callback is None else callback(reply)
+
+    def _start_flush(self, queued: list[_Queued]) -> None:
+        """Have an idle flusher (or a new one) send ``queued`` once the loop runs its callbacks."""
+        idle = self._idle
+        while idle:
+            flusher = idle.pop()
+            if not flusher.dead:
+                break
+        else:
+            flusher = self._greenlet(self._flusher, self._hub)
+        self._hub.loop.run_callback(flusher.switch, queued)
+
+    def _flusher(self, queued: list[_Queued]) -> None:
+        """Flush the commands handed over, then wait, idle, for the next ones."""
+        me = self._getcurrent()
+        while True:
+            self._flush(queued)
+            self._idle.append(me)
+            queued = self._hub.switch()
 
     def _flush(self, queued: list[_Queued]) -> None:
         """Send the commands of one turn in one write and hand each caller its reply, or its error."""
@@ -85,8 +108,10 @@ class SharedRoundTrips:
                     if len(pending) == 1:
                         connection.send_command(*pending[0][0])
                     else:
-                        connection.send_packed_command(connection.pack_commands([args for args, _ in pending]))
+                        packed = connection.pack_commands([args for args, _ in pending])
+                        connection.send_packed_command(packed)
                     for _, waiter in pending:
+                        outcome: tuple[Any, BaseException | None]
                         try:
                             outcome = connection.read_response(), None
                         except redis.exceptions.ResponseError as exc:  # an error reply: its caller's alone
@@ -100,3 +125,5 @@ class SharedRoundTrips:
         except BaseException as exc:  # noqa: BLE001 - handed to each caller not answered, which raises it
             for _, waiter in queued[answered:]:
                 answer(waiter.switch, (None, exc))
+            if not isinstance(exc, Exception):  # the flusher itself is stopped (GreenletExit): it ends
+                raise
