@@ -30,10 +30,10 @@ from typing import Any
 
 import redis
 
-from zaqar_lite.storage.redis.pool import BoundedPool, execute
+from zaqar_lite.storage.redis.pool import BoundedPool, execute, execute_after
 
-#: a queued command: its arguments, and the waiter of its caller
-_Queued = tuple[tuple[Any, ...], Any]
+#: a caller's commands (their arguments; the caller waits for the last one's reply), and its waiter
+_Queued = tuple[tuple[tuple[Any, ...], ...], Any]
 
 
 class SharedRoundTrips:
@@ -62,16 +62,28 @@ class SharedRoundTrips:
         hub = self._current_hub()
         if hub is not self._hub:  # another thread's loop (or none): its commands go alone
             return execute(client, *args)
+        return self._queue(hub, client, (args,))
+
+    def execute_after(self, client: Any, first: tuple[Any, ...], *args: Any) -> Any:
+        """Run ``first`` then one command in the same round trip (a pipeline, not a transaction);
+        return the command's reply, or raise the first error reply of the two."""
+        hub = self._current_hub()
+        if hub is not self._hub:
+            return execute_after(client, first, *args)
+        return self._queue(hub, client, (first, args))
+
+    def _queue(self, hub: Any, client: Any, commands: tuple[tuple[Any, ...], ...]) -> Any:
+        """Queue a caller's commands for this turn's flush; wait for the last one's reply."""
         queued = self._queued
         if queued is None:
             queued = self._queued = []
             self._start_flush(queued)
         waiter = self._waiter(hub)
-        queued.append((args, waiter))
+        queued.append((commands, waiter))
         reply, error = waiter.get()
         if error is not None:
             raise error
-        callback = client.response_callbacks.get(args[0])
+        callback = client.response_callbacks.get(commands[-1][0])
         return reply if callback is None else callback(reply)
 
     def _start_flush(self, queued: list[_Queued]) -> None:
@@ -105,19 +117,21 @@ class SharedRoundTrips:
                 def attempt() -> None:
                     nonlocal answered
                     pending = queued[answered:]
-                    if len(pending) == 1:
-                        connection.send_command(*pending[0][0])
+                    if len(pending) == 1 and len(pending[0][0]) == 1:
+                        connection.send_command(*pending[0][0][0])
                     else:
-                        packed = connection.pack_commands([args for args, _ in pending])
-                        connection.send_packed_command(packed)
-                    for _, waiter in pending:
-                        outcome: tuple[Any, BaseException | None]
-                        try:
-                            outcome = connection.read_response(), None
-                        except redis.exceptions.ResponseError as exc:  # an error reply: its caller's alone
-                            outcome = None, exc
+                        flat = [args for commands, _ in pending for args in commands]
+                        connection.send_packed_command(connection.pack_commands(flat))
+                    for commands, waiter in pending:
+                        reply: Any = None
+                        error: BaseException | None = None
+                        for _ in commands:
+                            try:
+                                reply = connection.read_response()
+                            except redis.exceptions.ResponseError as exc:  # an error reply: its caller's
+                                error = error or exc
                         answered += 1
-                        answer(waiter.switch, outcome)
+                        answer(waiter.switch, (reply, error))
 
                 connection.retry.call_with_retry(attempt, lambda error: connection.disconnect())
             finally:
