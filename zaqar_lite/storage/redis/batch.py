@@ -6,7 +6,8 @@ its own: a ``sendall`` (which wakes redis-server inside the syscall), an io
 watcher and two switches through the hub to wait for the reply, a ``recv``,
 and on the server a read and a write of its event loop. :class:`SharedRoundTrips`
 lets the scripts issued in one turn of the loop share them: a caller queues
-its command and waits; the first command of a turn starts a flush on the
+its command (a post that registers its project: the ``SADD`` and the script)
+and waits; the first command of a turn starts a flush on the
 loop's callbacks, which run once the greenlets that the turn's I/O woke have
 run (no timer: a command issued alone goes out alone, in the same turn). The
 flush borrows one connection of the pool, sends every queued command in one
