@@ -375,3 +375,120 @@ def test_a_message_a_script_replies_with_reads_as_its_hash_reads(store):
     assert claimed == read
     assert claimed[1].trace == full.trace and claimed[1].dlq_eligible is False and claimed[1].group == "g"
     assert claimed[0].client_id == "c" and claimed[0].dedup_id is None and claimed[0].failures == []
+
+
+#: scenarios run by a store under gevent, in a process of their own (each prints its figures as JSON)
+_SHARED_ROUND_TRIPS = """
+from gevent import monkey; monkey.patch_all()
+import json, sys, gevent, redis
+from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.storage.redis.driver import RedisStorage
+store = RedisStorage(sys.argv[1])
+admin = redis.Redis.from_url(sys.argv[1], decode_responses=True)
+now = 1_800_000_000.0
+
+def run(*args):
+    return store._execute(store.client, *args)
+
+def counts():
+    info = admin.info("all")
+    return info["total_reads_processed"], info["cmdstat_evalsha"]["calls"] if "cmdstat_evalsha" in info else 0
+
+def outcome(greenlet):
+    error = greenlet.exception
+    return greenlet.value if error is None else f"{type(error).__name__}: {error}"
+
+def claim(i):
+    request = ClaimRequest(f"claim-{i}", now, 60, 60, 10, DeadLetterPolicy())
+    return [m.id for m in store.claim_messages("p", f"q{i}", request).claimed]
+
+scenario = sys.argv[2]
+if scenario == "posts and claims":
+    def post(i):  # to a queue not created: its project is registered in the same round trip
+        message = Message(id=f"m{i}", body={"n": i}, created=now, expires=now + 3600, delay_until=0.0,
+                          client_id="c")
+        return store.post_messages("p", f"q{i}", [message], now)
+    post("-warm"), claim("-warm")  # loads the scripts: the ones below run them by SHA
+    figures = {}
+    for name, action in (("posted", post), ("claimed", claim)):
+        reads, scripts = counts()
+        done = [gevent.spawn(action, i) for i in range(20)]
+        gevent.joinall(done)
+        after_reads, after_scripts = counts()
+        figures[name] = {"replies": [outcome(g) for g in done], "reads": after_reads - reads - 1,
+                         "scripts": after_scripts - scripts}
+    print(json.dumps(figures))
+elif scenario == "error":
+    run("PING")
+    reads, _ = counts()
+    replies = [gevent.spawn(run, "EVAL", "return ARGV[1]", 0, "first"),
+               gevent.spawn(run, "EVAL", "return redis.error_reply('refused')", 0),
+               gevent.spawn(run, "EVAL", "return ARGV[1]", 0, "third")]
+    gevent.joinall(replies)
+    print(json.dumps({"replies": [outcome(g) for g in replies], "reads": counts()[0] - reads - 1,
+                      "next": run("EVAL", "return ARGV[1]", 0, "next")}))
+elif scenario == "killed":
+    run("PING")
+    admin.client_pause(5000, all=False)  # writes wait; a script flagged no-writes runs
+    replies = [gevent.spawn(run, "EVAL", "#!lua flags=no-writes\\nreturn ARGV[1]", 0, "read"),
+               gevent.spawn(run, "EVAL", "return redis.call('INCR', KEYS[1])", 1, "counter")]
+    gevent.sleep(0.3)  # the first is answered, the second waits for the pause to end
+    answered = replies[0].ready()
+    killed = admin.client_kill_filter(_type="normal", skipme=True)
+    gevent.sleep(0.1)
+    admin.client_unpause()
+    gevent.joinall(replies)
+    print(json.dumps({"answered_before_kill": answered, "killed": killed,
+                      "replies": [outcome(g) for g in replies], "counter": admin.get("counter")}))
+elif scenario == "timeout":
+    run("PING")
+    admin.client_pause(300)
+    def impatient():
+        with gevent.Timeout(0.05):
+            return run("EVAL", "return ARGV[1]", 0, "impatient")
+    replies = [gevent.spawn(impatient), gevent.spawn(run, "EVAL", "return ARGV[1]", 0, "patient")]
+    gevent.joinall(replies)
+    connections = len(store._pool._available_connections)
+    print(json.dumps({"replies": [outcome(g) for g in replies], "connections": connections,
+                      "next": [run("EVAL", "return ARGV[1]", 0, "next"), store.client.echo("echo")]}))
+"""
+
+
+def _shared_round_trips(uri: str, scenario: str) -> dict:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _SHARED_ROUND_TRIPS, uri, scenario],
+                          capture_output=True, text=True, timeout=60, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_concurrent_posts_and_claims_under_gevent_get_their_own_replies_over_shared_round_trips(
+        redis_store_uri):
+    figures = _shared_round_trips(redis_store_uri, "posts and claims")
+    for name in ("posted", "claimed"):
+        assert figures[name]["replies"] == [[f"m{i}"] for i in range(20)]
+        assert figures[name]["scripts"] == 20
+        assert figures[name]["reads"] * 4 <= 20  # alone, each script was a read of its own
+
+
+def test_an_error_reply_in_a_shared_round_trip_fails_its_own_caller_only(redis_store_uri):
+    figures = _shared_round_trips(redis_store_uri, "error")
+    assert figures["replies"] == ["first", "ResponseError: refused", "third"]
+    assert figures["reads"] == 1
+    assert figures["next"] == "next"
+
+
+def test_a_connection_killed_mid_round_trip_runs_each_unanswered_script_once_on_a_new_one(redis_store_uri):
+    figures = _shared_round_trips(redis_store_uri, "killed")
+    assert figures["answered_before_kill"] is True
+    assert figures["killed"] >= 1
+    assert figures["replies"] == ["read", 1]
+    assert figures["counter"] == "1"
+
+
+def test_a_caller_that_stops_waiting_leaves_its_reply_to_no_other(redis_store_uri):
+    figures = _shared_round_trips(redis_store_uri, "timeout")
+    assert figures["replies"] == ["Timeout: 0.05 seconds", "patient"]
+    assert figures["connections"] == 1  # read to the end: the one connection is lent again, owing nothing
+    assert figures["next"] == ["next", "echo"]

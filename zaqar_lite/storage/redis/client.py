@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -25,8 +25,9 @@ from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.retry import Retry
 
 from zaqar_lite import errors
+from zaqar_lite.storage.redis.batch import SharedRoundTrips
 from zaqar_lite.storage.redis.layout import Target, parse_uri
-from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, execute, packing
+from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, execute, execute_after, packing
 
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "reject",
@@ -136,6 +137,10 @@ class RedisConnected:
                       supported_errors=(redis.exceptions.ConnectionError,))
         self._pool: redis.ConnectionPool | None = None
         self._shared: Any = None
+        #: how a script's command runs: alone (``execute(client, *args)``), or sharing a round trip
+        self._execute: Callable[..., Any] = execute
+        #: how a command runs after another in one round trip (a registration before a post)
+        self._execute_after: Callable[..., Any] = execute_after
         self._cluster: tuple[int, RedisCluster] | None = None
         if self.target.cluster:
             self._cluster_options = _cluster_options(self.target)
@@ -151,6 +156,9 @@ class RedisConnected:
                 self.target.uri, retry=retry, connection_class=connection_class(self.target.uri),
                 **DEFAULTS, **GREENLET_POOL, **packing())
             self._shared = redis.Redis(connection_pool=self._pool)
+            # the scripts of the loop's greenlets share a round trip per turn (storage/redis/batch.py)
+            shared = SharedRoundTrips(self._pool)
+            self._execute, self._execute_after = shared.execute, shared.execute_after
         else:
             self._pool = redis.ConnectionPool.from_url(self.target.uri, retry=retry, **DEFAULTS, **packing())
         self._local = threading.local()
@@ -228,10 +236,9 @@ class RedisConnected:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
                         if register is None:
-                            return execute(self.client, *command, len(keys), *keys, *args)
-                        with self.client.pipeline(transaction=False) as pipe:
-                            pipe.sadd(*register).execute_command(*command, len(keys), *keys, *args)
-                            return pipe.execute()[1]
+                            return self._execute(self.client, *command, len(keys), *keys, *args)
+                        return self._execute_after(self.client, ("SADD", *register),
+                                                   *command, len(keys), *keys, *args)
                     return self._eval_acknowledged(command, keys, args, register)
                 except redis.exceptions.NoScriptError:
                     if command[0] == "EVAL":

@@ -271,3 +271,11 @@ def execute(client: Any, *args: Any) -> Any:
                 pool.release(connection)
     callback = client.response_callbacks.get(args[0])
     return response if callback is None else callback(response)
+
+
+def execute_after(client: Any, first: tuple[Any, ...], *args: Any) -> Any:
+    """Run ``first`` then one command through ``client`` in one round trip (a pipeline, not a
+    transaction); return the command's reply, or raise the first error reply of the two."""
+    with client.pipeline(transaction=False) as pipe:
+        pipe.execute_command(*first).execute_command(*args)
+        return pipe.execute()[1]
