@@ -82,21 +82,19 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
 
     def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from remembered metadata; post.lua checks it is still what is stored (see the module)."""
-        return self._planned(project, queue, plan,
-                      lambda messages, text: self._post(project, queue, messages, now, text))
+        return self._planned(project, queue, plan, self._post, now)
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Plan from remembered metadata; claim.lua checks it is still what is stored (see the module)."""
-        return self._planned(project, queue, plan,
-                             lambda request, text: self._claim(project, queue, request, text))
+        return self._planned(project, queue, plan, self._claim)
 
     # -- messages -------------------------------------------------------------
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
-        return self._post(project, queue, messages, now, None)
+        return self._post(project, queue, messages, None, now)
 
-    def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
-              metadata_version: str | None) -> list[str]:
+    def _post(self, project: str, queue: str, messages: Sequence[Message], metadata_version: str | None,
+              now: float) -> list[str]:
         """Run post.lua; with ``metadata_version``, only while the stored metadata text is that.
 
         post.lua also wakes the claims waiting on the queue (see :func:`wake_payload`): no round

@@ -109,10 +109,11 @@ class RedisQueues(RedisConnected):
         return text, False
 
     def _planned(self, project: str, queue: str, plan: Callable[[dict[str, Any] | None], T],
-                 write: Callable[[T, str], R]) -> R:
+                 write: Callable[..., R], *after: Any) -> R:
         """Plan from the metadata remembered (else read), then write with its text as the guard.
 
-        ``write`` raises :class:`Stale` when the script found other metadata
+        ``write(project, queue, planned, text, *after)`` (the driver's ``_post`` or ``_claim``,
+        with no closure made per request) raises :class:`Stale` when the script found other metadata
         stored: the plan is made again from a fresh read. A plan refused (a
         domain error) on remembered metadata is made again from a fresh read
         too: only what is stored refuses a request.
@@ -126,7 +127,7 @@ class RedisQueues(RedisConnected):
                     continue
                 raise
             try:
-                return write(planned, text)
+                return write(project, queue, planned, text, *after)
             except Stale:
                 LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
         raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")
