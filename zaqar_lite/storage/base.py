@@ -332,7 +332,7 @@ class PlannedClaimStorage(PlannedStorage):
             while len(claimed) < request.limit:
                 wanted = request.limit - len(claimed)
                 batch = self._visible_candidates(project, queue, request.now, after, wanted)
-                visible = [m for m in batch if policy.is_visible(m, request.now)]
+                visible = policy.visible_only(batch, request.now)
                 read = self._groups_only(project, queue, visible, request.now, claimed)
                 plan = policy.plan_claim(read, request, queue, len(claimed))
                 applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
