@@ -125,6 +125,10 @@ def message_href(queue: str, message_id: str) -> str:
     return f"/v2/queues/{queue}/messages/{message_id}"
 
 
+#: the query parameters that ask a renderer for fields beyond Zaqar's
+INCLUDE_PARAMS = frozenset({"include_dead_letter", "include_fifo", "include_trace", "include_schedule"})
+
+
 class MessageRenderer:
     """Renders messages for one request with Zaqar's fields only, by default.
 
@@ -145,11 +149,14 @@ class MessageRenderer:
 
     def __init__(self, req: falcon.Request, queue: str, default_dead_letter: bool) -> None:
         self.queue = queue
-        self.dead_letter = inputs.boolean(
-            req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
-        self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
-        self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
-        self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
+        if INCLUDE_PARAMS.isdisjoint(req.params):  # most requests name none: the defaults, nothing to read
+            self.dead_letter, self.fifo, self.trace, self.schedule = default_dead_letter, False, False, False
+        else:
+            self.dead_letter = inputs.boolean(
+                req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
+            self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
+            self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
+            self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
         #: whether any field beyond Zaqar's may be shown (most requests ask for none)
         self.extras = self.dead_letter or self.fifo or self.trace or self.schedule
         #: the path of a message of the queue, but its id (:func:`message_href`)
