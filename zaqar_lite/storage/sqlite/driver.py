@@ -158,18 +158,23 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from the metadata read by the post's own transaction: one transaction per post."""
         with self.transaction() as db:
-            return self.post_messages(project, queue, plan(stored_metadata(db, project, queue)), now)
+            return self._post_within(db, project, queue, plan(stored_metadata(db, project, queue)), now)
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Plan from the metadata read by the claim's own transaction: one transaction per claim."""
         with self.transaction() as db:
-            return self.claim_messages(project, queue, plan(stored_metadata(db, project, queue)))
+            return self._claim_atomically(project, queue, plan(stored_metadata(db, project, queue)))
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
         with self.transaction() as db:
-            answered = [self._remembered(db, project, queue, m, now) for m in messages]
-            self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
-                                              if first is None], now)
+            return self._post_within(db, project, queue, messages, now)
+
+    def _post_within(self, db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message],
+                     now: float) -> list[str]:
+        """Store messages in the transaction of ``db`` (their ids, or those their dedup ids remember)."""
+        answered = [self._remembered(db, project, queue, m, now) for m in messages]
+        self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
+                                          if first is None], now)
         return [first or m.id for m, first in zip(messages, answered, strict=True)]
 
     @staticmethod
