@@ -101,13 +101,14 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
         trip of its own.
         """
         args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
-        for m in messages:
+        for m in messages:  # the optional texts written in line (opt's '' for None): a post's messages
             args += [m.id, ascii_text(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
-                     m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
+                     m.client_id, m.claim_id or "",
+                     "" if m.claim_expires is None else stamp(m.claim_expires), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
-                     "\n".join(ascii_text(f) for f in m.failures),
-                     ascii_text(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
-                     opt(m.group), ascii_text(m.trace) if m.trace else "", stamp(m.dedup_until)]
+                     "\n".join(map(ascii_text, m.failures)) if m.failures else "",
+                     ascii_text(m.dead_letter) if m.dead_letter else "", m.dedup_id or "",
+                     m.group or "", ascii_text(m.trace) if m.trace else "", stamp(m.dedup_until)]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
         if answered == STALE:
