@@ -81,8 +81,9 @@ class RedisQueues(RedisConnected):
              dead_letter_queue: str | None = None, register: bool = False, remember: bool = True) -> Any:
         """Run a queue script with the standard KEYS (the DLQ's last if given) and ARGV[1..2]."""
         project_ns, queue_ns, keys = self._queue_names(project, queue, remember)
-        if dead_letter_queue is not None:
-            keys += self._queue_names(project, dead_letter_queue, remember)[2][:-1]
+        if dead_letter_queue is not None:  # the queue itself when it has none (a claim's, a sweep's)
+            keys += (keys if dead_letter_queue == queue else
+                     self._queue_names(project, dead_letter_queue, remember)[2])[:-1]
         return self._eval(script, keys, [project_ns, queue_ns, *args],
                           (PROJECTS, project) if register else None)
 
