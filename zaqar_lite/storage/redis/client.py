@@ -157,7 +157,12 @@ class _ErrorsTranslated:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
-        if exc is not None and (isinstance(exc, _UNAVAILABLE) or _handed_a_closed_socket(exc)):
+        if exc is not None:
+            self.translate(exc)
+
+    def translate(self, exc: BaseException) -> None:
+        """Raise :class:`StorageUnavailable` from an error of an unreachable or refusing Redis; else return."""
+        if isinstance(exc, _UNAVAILABLE) or _handed_a_closed_socket(exc):
             if self.connected._pool is None:  # a primary may have failed over: learn the slots again
                 self.connected._refresh_slots()
             raise errors.StorageUnavailable(f"redis: {exc}") from exc
@@ -266,7 +271,8 @@ class RedisConnected:
         """
         command: tuple[str, str] = ("EVALSHA", self._scripts[script][0])
         moves = 0
-        with self._errors_translated:
+        # the error translation of _translate_errors, without a context entered and left per command
+        try:
             while True:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
@@ -286,6 +292,9 @@ class RedisConnected:
                     if moves == 3:  # not run: the slot is served elsewhere now
                         raise
                     self._refresh_slots()
+        except Exception as exc:
+            self._errors_translated.translate(exc)
+            raise
 
     def _primary(self, key: str) -> Any:
         """Return a client of the primary holding a key (on one server: this thread's client)."""
