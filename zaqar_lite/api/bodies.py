@@ -67,7 +67,9 @@ def read_message_post(req: falcon.Request,
     if document is None:
         raise InvalidBody("The request body must list messages: {\"messages\": [...]}.")
     env = req.env  # the headers' WSGI names, not falcon's get_header, which derives them per call
-    trace = inputs.trace_context(env.get("HTTP_TRACEPARENT"), env.get("HTTP_TRACESTATE"))
+    traceparent, tracestate = env.get("HTTP_TRACEPARENT"), env.get("HTTP_TRACESTATE")
+    trace = (None if traceparent is None and tracestate is None  # most posts carry no trace context
+             else inputs.trace_context(traceparent, tracestate))
     return message_post(document, limits), size, trace
 
 
