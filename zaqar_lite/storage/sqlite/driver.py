@@ -172,7 +172,11 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def _post_within(self, db: sqlite3.Connection, project: str, queue: str, messages: Sequence[Message],
                      now: float) -> list[str]:
         """Store messages in the transaction of ``db`` (their ids, or those their dedup ids remember)."""
-        answered = [self._remembered(db, project, queue, m, now) for m in messages]
+        answered = [None if m.dedup_id is None else self._remembered(db, project, queue, m, now)
+                    for m in messages]
+        if not any(answered):  # every message is new (always so without dedup ids): all stored
+            self._insert(db, project, queue, messages, now)
+            return [m.id for m in messages]
         self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
                                           if first is None], now)
         return [first or m.id for m, first in zip(messages, answered, strict=True)]
