@@ -52,7 +52,7 @@ def is_visible(message: Message, now: float) -> bool:
 
 
 def visible_only(messages: Iterable[Message], now: float) -> list[Message]:
-    """Return those of ``messages`` that may be claimed or popped at ``now`` (:func:`visible_at`), in order."""
+    """Return those of ``messages`` claimable or poppable at ``now`` (:func:`visible_at`), kept in order."""
     return [m for m in messages if visible_at(m.expires, m.claim_expires, m.delay_until, now)]
 
 

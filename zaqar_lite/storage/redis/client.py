@@ -121,7 +121,7 @@ class FirstTryRetry(Retry):
         except self._supported_errors as error:
             if is_retryable and not is_retryable(error):
                 raise
-            self._backoff.reset()
+            self._backoff.reset()  # type: ignore[no-untyped-call]
             failures = 1
             last = error
         while True:  # redis-py's loop, from its first failure
@@ -161,7 +161,7 @@ class _ErrorsTranslated:
             self.translate(exc)
 
     def translate(self, exc: BaseException) -> None:
-        """Raise :class:`StorageUnavailable` from an error of an unreachable or refusing Redis; else return."""
+        """Raise :class:`StorageUnavailable` for an unreachable or refusing Redis's error, else return."""
         if isinstance(exc, _UNAVAILABLE) or _handed_a_closed_socket(exc):
             if self.connected._pool is None:  # a primary may have failed over: learn the slots again
                 self.connected._refresh_slots()
