@@ -261,3 +261,17 @@ def test_a_release_reason_is_sealed_at_rest_and_shown_in_plaintext(keyed, raw):
     assert [f["error_type"] for f in stored.failures] == ["CardError"]
     assert stored.failures[0]["error"].startswith("zaqar_lite:encrypted:v1:k2:")
     assert "4111" not in json.dumps(stored.failures)
+
+
+def test_bodies_near_the_envelope_shape_and_plain_reasons_read_as_posted_on_a_server_without_keys(client):
+    near = [{"zaqar_lite:encrypted": {"kid": "k2"}, "other": 1}, {"other": "zaqar_lite:encrypted"},
+            ["zaqar_lite:encrypted"], "zaqar_lite:encrypted", {}]
+    ids = post(client, "open", *near)
+    claim_id, held = claim(client, "open", limit=10)
+    assert [m["body"] for m in held] == near
+    result = client.simulate_post(f"/v2/queues/open/messages/{ids[0]}/release", params={"claim_id": claim_id},
+                                  json={"error_type": "CardError", "error": "declined"})
+    assert result.status_code == 204, result.text
+    result = client.simulate_get(f"/v2/queues/open/messages/{ids[0]}")
+    assert result.status_code == 200, result.text
+    assert result.json["body"] == near[0]

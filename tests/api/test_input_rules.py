@@ -219,3 +219,12 @@ def test_a_repeated_id_list_with_an_empty_repetition_is_refused(client, query):
     body = assert_error(result, 400, "Invalid API request")
     assert body["description"] == "Each ids parameter must list at least one id."
     assert client.simulate_get(Q + "/stats").json["messages"]["total"] == 1
+
+
+def test_a_bad_queue_name_is_refused_each_time_it_comes_and_a_good_one_stays_good(client):
+    for _ in range(3):
+        body = assert_error(client.simulate_put("/v2/queues/bad!name"), 400, "Invalid API request")
+        assert body["description"] == QUEUE_NAME_RULE
+        assert client.simulate_put("/v2/queues/good").status_code in (201, 204)
+    body = assert_error(client.simulate_get("/v2/topics/bad!name"), 400, "Invalid API request")
+    assert body["description"].startswith("Topic names may not be")

@@ -72,6 +72,8 @@ ODD_REQUESTS = [
     ("POST", Q + "/messages", "", DEEP, {}),
     ("POST", Q + "/messages", "", '{"messages": [{"body": 1}]}', {"Content-Length": "3"}),
     ("POST", Q + "/messages", "", '{"messages": [{"body": 1}]}', {"Content-Length": "99999999999999999999"}),
+    ("POST", Q + "/messages", "", '{"messages": [{"body": 1}]}', {"Content-Length": "0"}),
+    ("POST", Q + "/claims", "", '{"ttl": 60, "grace": 60}', {"Content-Length": "5"}),
     ("POST", Q + "/messages", "", '{"messages": [{"body": 1}]}', {"Content-Type": ";;;"}),
     ("POST", Q + "/messages", "", '{"messages": [{"body": 1}]}', {"Content-Type": "text/plain"}),
     # claim bodies

@@ -281,6 +281,14 @@ def test_the_default_dlq_fills_in_only_a_missing_dead_letter_queue_and_says_so()
     assert metadata.dead_letter_policy({"_max_claim_count": 3}, None) == DeadLetterPolicy(max_claim_count=3)
 
 
+@pytest.mark.parametrize("stored", [None, {}])
+def test_a_queue_of_default_settings_dead_letters_nothing(stored):
+    assert metadata.dead_letter_policy(stored) == DeadLetterPolicy()
+    assert metadata.dead_letter_policy(stored, None) == DeadLetterPolicy()
+    assert metadata.dead_letter_policy(stored, "dead-letters") == DeadLetterPolicy(
+        queue="dead-letters", default_queue=True)
+
+
 @pytest.mark.parametrize(("stored", "default", "holds"), [
     ({"_dead_letter_on_expiry": True}, None, True),
     ({"_dead_letter_on_expiry": True}, "dead-letters", False),

@@ -66,6 +66,15 @@ def test_a_message_is_visible_only_unexpired_unclaimed_and_undelayed(fields, vis
     assert policy.is_visible(message(**fields), NOW) is visible
 
 
+def test_the_visible_ones_of_a_batch_keep_their_order():
+    batch = [message("m1"), message("m2", expires=NOW), message("m3", delay_until=NOW + 1),
+             message("m4", claim_id="c1", claim_expires=NOW + 1),
+             message("m5", claim_id="c1", claim_expires=NOW),
+             message("m6", delay_until=NOW)]
+    assert [m.id for m in policy.visible_only(batch, NOW)] == ["m1", "m5", "m6"]
+    assert policy.visible_only([], NOW) == []
+
+
 # -- claim expiry extension (docs/api.rst, "Claims") ---------------------------------
 
 @pytest.mark.parametrize(("expires", "extended"), [

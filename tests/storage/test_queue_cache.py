@@ -230,3 +230,32 @@ def test_a_sweep_over_every_queue_leaves_the_remembered_queues_alone(worker, sto
     hot = {(P, f"hot{i}") for i in range(BOUND)}
     assert {key for key in hot if key in store._names} == hot
     assert {key for key in hot if key in store._metadata} == hot
+
+
+def test_threads_reading_while_others_fill_and_forget_see_only_stored_values():
+    cache: LRUCache[tuple[str, str], str] = LRUCache(8)
+    failures: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            for n in range(20_000):
+                value = cache.get(("p", f"q{n % 16}"))
+                assert value is None or value == f"q{n % 16}"
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failures.append(exc)
+
+    def writer() -> None:
+        for n in range(20_000):
+            key = ("p", f"q{n % 16}")
+            if n % 3:
+                cache.put(key, key[1])
+            else:
+                cache.pop(key)
+
+    threads = [threading.Thread(target=f) for f in (reader, reader, writer, writer)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(cache) <= 8

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from tests.conftest import missing_server
 from tests.servers.redis import RedisServer
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
-from zaqar_lite.storage.redis.client import library_for
+from zaqar_lite.storage.redis.client import FirstTryRetry, library_for
 from zaqar_lite.storage.redis.driver import RedisStorage
 from zaqar_lite.storage.redis.pool import BoundedPool
 
@@ -306,6 +308,77 @@ def test_a_script_on_a_connection_the_server_closed_runs_once_on_a_new_one(store
         assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # the store's connection
         store.post_messages(P, Q, _messages(1, prefix="after"), NOW)
         assert sorted(_claim(store, 10)) == ["after0", "before0"]
+
+
+class _Attempts:
+    """An operation that fails with the given errors in turn, then answers "done"; what happened, in order."""
+
+    def __init__(self, *failures: Exception) -> None:
+        self.failures = list(failures)
+        self.log: list[str] = []
+
+    def do(self) -> str:
+        self.log.append("do")
+        if self.failures:
+            raise self.failures.pop(0)
+        return "done"
+
+    def fail(self, error: Exception, *count: int) -> None:
+        self.log.append(f"fail {type(error).__name__} {count}")
+
+
+class _Backoff(ExponentialBackoff):
+    """redis-py's backoff, its resets and computations logged (and no wait at all)."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(cap=0.5, base=0.05)
+        self.log = log
+
+    def reset(self) -> None:
+        self.log.append("reset")
+
+    def compute(self, failures: int) -> float:
+        self.log.append(f"backoff {failures}")
+        return 0.0
+
+
+@pytest.mark.parametrize("failures", [
+    (), (redis.ConnectionError("refused"),), (redis.ConnectionError("a"), redis.ConnectionError("b")),
+    (redis.ConnectionError("a"),) * 3, (redis.ConnectionError("a"),) * 4, (redis.TimeoutError("slow"),),
+    (redis.ConnectionError("a"), redis.TimeoutError("slow"))], ids=lambda f: f"{len(f)}-failures")
+@pytest.mark.parametrize("retries", [0, 2, -1])
+@pytest.mark.parametrize("counted", [False, True], ids=["fail(error)", "fail(error, count)"])
+def test_the_first_try_retry_retries_as_redis_py_s_retry(failures, retries, counted):
+    def run(kind: type[Retry]) -> tuple[list[str], str]:
+        attempts = _Attempts(*failures)
+        retry = kind(_Backoff(attempts.log), retries, supported_errors=(redis.ConnectionError,))
+        try:
+            outcome = retry.call_with_retry(attempts.do, attempts.fail, with_failure_count=counted)
+        except redis.RedisError as exc:
+            outcome = f"raised {exc}"
+        return [entry for entry in attempts.log if entry != "reset"], outcome
+
+    # the same attempts, failure handlers, waits and outcome; only the resets before a first try differ
+    assert run(FirstTryRetry) == run(Retry)
+
+
+def test_the_first_try_retry_skips_its_bookkeeping_when_the_first_try_answers():
+    attempts = _Attempts()
+    retry = FirstTryRetry(_Backoff(attempts.log), 2, supported_errors=(redis.ConnectionError,))
+    assert retry.call_with_retry(attempts.do, attempts.fail) == "done"
+    assert attempts.log == ["do"]
+    attempts = _Attempts(redis.ConnectionError("refused"))
+    retry = FirstTryRetry(_Backoff(attempts.log), 2, supported_errors=(redis.ConnectionError,))
+    assert retry.call_with_retry(attempts.do, attempts.fail) == "done"
+    assert attempts.log == ["do", "reset", "fail ConnectionError ()", "backoff 1", "do"]
+
+
+def test_an_error_the_caller_says_is_not_retryable_is_raised_at_once():
+    attempts = _Attempts(redis.ConnectionError("refused"))
+    retry = FirstTryRetry(_Backoff(attempts.log), 2, supported_errors=(redis.ConnectionError,))
+    with pytest.raises(redis.ConnectionError):
+        retry.call_with_retry(attempts.do, attempts.fail, is_retryable=lambda error: False)
+    assert attempts.log == ["do"]
 
 
 _SCRIPT_INTERRUPTED_UNDER_GEVENT = """

@@ -37,15 +37,20 @@ def read_json(req: falcon.Request, max_size: int) -> tuple[Any, int]:
         body of whitespace only is not JSON and is refused, as Zaqar does, and
         so is a body of JSON ``null`` (no request takes it).
     """
-    stream: ReadableIO = req.bounded_stream
     length = req.content_length  # parsed on every read of the property: once here
-    if length is None and req.env.get("wsgi.input_terminated"):
-        stream = req.stream
-    if length is not None and length > max_size:
-        refuse_oversized(stream, max_size)
-    raw = stream.read(max_size + 1)
-    if len(raw) > max_size:
-        refuse_oversized(stream, max_size)
+    if length is not None and length <= max_size:
+        # the declared length, as falcon's bounded stream reads it (min(size, what remains): all of
+        # it), without its two Python layers around the server's input: the path of every post and claim
+        raw = req.env["wsgi.input"].read(length) if length else b""
+    else:
+        stream: ReadableIO = req.bounded_stream
+        if length is None and req.env.get("wsgi.input_terminated"):
+            stream = req.stream
+        if length is not None:  # larger than allowed
+            refuse_oversized(stream, max_size)
+        raw = stream.read(max_size + 1)
+        if len(raw) > max_size:
+            refuse_oversized(stream, max_size)
     if not raw:
         return None, 0
     document = parse_json(raw)
@@ -62,7 +67,9 @@ def read_message_post(req: falcon.Request,
     if document is None:
         raise InvalidBody("The request body must list messages: {\"messages\": [...]}.")
     env = req.env  # the headers' WSGI names, not falcon's get_header, which derives them per call
-    trace = inputs.trace_context(env.get("HTTP_TRACEPARENT"), env.get("HTTP_TRACESTATE"))
+    traceparent, tracestate = env.get("HTTP_TRACEPARENT"), env.get("HTTP_TRACESTATE")
+    trace = (None if traceparent is None and tracestate is None  # most posts carry no trace context
+             else inputs.trace_context(traceparent, tracestate))
     return message_post(document, limits), size, trace
 
 
@@ -125,6 +132,10 @@ def message_href(queue: str, message_id: str) -> str:
     return f"/v2/queues/{queue}/messages/{message_id}"
 
 
+#: the query parameters that ask a renderer for fields beyond Zaqar's
+INCLUDE_PARAMS = frozenset({"include_dead_letter", "include_fifo", "include_trace", "include_schedule"})
+
+
 class MessageRenderer:
     """Renders messages for one request with Zaqar's fields only, by default.
 
@@ -145,11 +156,14 @@ class MessageRenderer:
 
     def __init__(self, req: falcon.Request, queue: str, default_dead_letter: bool) -> None:
         self.queue = queue
-        self.dead_letter = inputs.boolean(
-            req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
-        self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
-        self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
-        self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
+        if INCLUDE_PARAMS.isdisjoint(req.params):  # most requests name none: the defaults, nothing to read
+            self.dead_letter, self.fifo, self.trace, self.schedule = default_dead_letter, False, False, False
+        else:
+            self.dead_letter = inputs.boolean(
+                req.get_param("include_dead_letter"), "include_dead_letter", default_dead_letter)
+            self.fifo = inputs.boolean(req.get_param("include_fifo"), "include_fifo", False)
+            self.trace = inputs.boolean(req.get_param("include_trace"), "include_trace")
+            self.schedule = inputs.boolean(req.get_param("include_schedule"), "include_schedule")
         #: whether any field beyond Zaqar's may be shown (most requests ask for none)
         self.extras = self.dead_letter or self.fifo or self.trace or self.schedule
         #: the path of a message of the queue, but its id (:func:`message_href`)

@@ -315,7 +315,9 @@ class RequestMetrics:
         started = getattr(req.context, "metrics_started", None)
         route = req.uri_template if resource is not None and req.uri_template else counted.UNMATCHED_ROUTE
         status = resp.status_code
-        requests, duration = self.series(req.method, route, status)
+        # found by the request's own method first: a known method is its own label (see series)
+        requests, duration = self._series.get((req.method, route, status)) or self.series(req.method, route,
+                                                                                          status)
         requests.inc()
         if started is not None:
             duration.observe(time.perf_counter() - started)

@@ -5,6 +5,7 @@ docs/api.rst, "Headers" and "Authentication".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -130,13 +131,21 @@ class RequestContext:
         self.clock = clock
         #: the token of an open console session (``Messaging.console_session_token``), else None
         self.session_token = session_token
+        #: resource class -> whether its resources are public, and whether they are console pages
+        self._kinds: dict[type, tuple[bool, bool]] = {}
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          params: dict[str, Any]) -> None:
         """Validate headers, content negotiation and credentials before a resource is called."""
-        if resource is None or is_public(resource):
+        if resource is None:
             return
-        if is_console(resource):
+        kind = self._kinds.get(type(resource))
+        if kind is None:  # found once per resource class
+            kind = self._kinds[type(resource)] = is_public(resource), is_console(resource)
+        public, console = kind
+        if public:
+            return
+        if console:
             self.console_context(req, params)
             return
         env = req.env
@@ -194,6 +203,12 @@ class QueueNameCheck:
         self.limits = limits
         #: resource class -> the methods it has a responder for, found once per class
         self._served: dict[type, frozenset[str]] = {}
+        #: checks a (name, kind): a name found valid is remembered (the 4,096 latest), as clients send
+        #: the same few; an invalid one raises, and is checked again each time
+        self._checked_name = functools.lru_cache(maxsize=4096)(self._check_name)
+
+    def _check_name(self, name: str, kind: str) -> str:
+        return inputs.queue_name(name, self.limits, kind)
 
     def served(self, resource: object) -> frozenset[str]:
         """Return the HTTP methods a resource has a responder (``on_<method>``) for."""
@@ -207,13 +222,13 @@ class QueueNameCheck:
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: object,
                          params: dict[str, Any]) -> None:
         """Check ``params["queue"]`` (or a topic's, ``params["topic"]``) before the responder is called."""
-        if not params or req.method not in self.served(resource):
+        if not params or req.method not in (self._served.get(type(resource)) or self.served(resource)):
             return
         queue, topic = params.get("queue"), params.get("topic")
         if queue is not None:
-            inputs.queue_name(queue, self.limits, "Queue")
+            self._checked_name(queue, "Queue")
         if topic is not None:
-            inputs.queue_name(topic, self.limits, "Topic")
+            self._checked_name(topic, "Topic")
 
 
 def require_admin(req: falcon.Request) -> None:

@@ -16,7 +16,7 @@ from zaqar_lite.claims.names import is_queue_name
 from zaqar_lite.claims.retry_backoff import RETRY_BACKOFF, check_backoff
 from zaqar_lite.config import Limits
 from zaqar_lite.errors import QueueLimitReached, ValidationFailed, sent
-from zaqar_lite.models import DeadLetterPolicy, RetryBackoff
+from zaqar_lite.models import NO_DEAD_LETTER, DeadLetterPolicy, RetryBackoff
 from zaqar_lite.rules.delivery_retry import check_policy
 
 MAX_CLAIM_COUNT = "_max_claim_count"
@@ -275,6 +275,8 @@ def dead_letter_policy(metadata: Mapping[str, Any] | None,
             it (:func:`wanted_default_dead_letter_queue`) and it exists; it
             applies when the queue names no ``_dead_letter_queue``.
     """
+    if not metadata and default_queue is None:  # a queue of default settings: made once, not per claim
+        return NO_DEAD_LETTER
     metadata = metadata or {}
     own = metadata.get(DEAD_LETTER_QUEUE)
     return DeadLetterPolicy(

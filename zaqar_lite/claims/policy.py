@@ -51,6 +51,11 @@ def is_visible(message: Message, now: float) -> bool:
     return visible_at(message.expires, message.claim_expires, message.delay_until, now)
 
 
+def visible_only(messages: Iterable[Message], now: float) -> list[Message]:
+    """Return those of ``messages`` claimable or poppable at ``now`` (:func:`visible_at`), kept in order."""
+    return [m for m in messages if visible_at(m.expires, m.claim_expires, m.delay_until, now)]
+
+
 def claimed_expiry(expires: float, now: float, ttl: int, grace: int) -> float:
     """Return a claimed message's expiry: never before the claim's end plus grace."""
     return max(expires, now + ttl + grace)
@@ -166,10 +171,13 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
     """
     plan = Plan()
     room = request.limit - already_claimed
+    # asked once a claim, not once a message: most queues exhaust nothing and have no backoff
+    exhausts = request.dead_letter.counts_claims
+    waits = request.backoff is not None
     for message in candidates:
         if room <= 0:
             break
-        if is_exhausted(message, request.dead_letter):
+        if exhausts and is_exhausted(message, request.dead_letter):
             if message.dlq_eligible:
                 plan.moved.append(dead_lettered(message, source_queue, REASON_MAX_CLAIMS,
                                                 request.now, request.dead_letter))
@@ -182,7 +190,7 @@ def plan_claim(candidates: Iterable[Message], request: ClaimRequest, source_queu
             claim_expires=claim_expires,
             claim_count=count,
             expires=claimed_expiry(message.expires, request.now, request.ttl, request.grace),
-            delay_until=_claimed_wait(request, claim_expires, count, request.limit - room),
+            delay_until=_claimed_wait(request, claim_expires, count, request.limit - room) if waits else 0.0,
         ))
         room -= 1
     return plan

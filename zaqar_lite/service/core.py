@@ -41,11 +41,13 @@ def new_id() -> str:
 def uuid4_text(random_bytes: bytes) -> str:
     """Return the text of the version 4 UUID made of 16 random bytes, as ``str(uuid.UUID(bytes=...,
     version=4))`` writes it: the version in the high nibble of byte 6, RFC 4122's variant in byte 8."""
-    value = bytearray(random_bytes)
-    value[6] = value[6] & 0x0F | 0x40
-    value[8] = value[8] & 0x3F | 0x80
-    text = value.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    text = random_bytes.hex()
+    # byte 6's high digit is the version, 4; byte 8's is RFC 4122's variant: 10 and its own low two bits
+    return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{_VARIANT_DIGITS[text[16]]}{text[17:20]}-{text[20:]}"
+
+
+#: the hex digit of byte 8's high four bits once the variant is set: 10 followed by their low two bits
+_VARIANT_DIGITS = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 class ServiceBase:

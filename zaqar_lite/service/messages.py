@@ -51,8 +51,11 @@ class Messages(Pauses):
             ValidationFailed: a ``deliver_at`` is too far in the past or ahead.
         """
         now = self.clock()
-        stored_as = dedup.collapse([item.get("dedup_id") for item in messages])
-        unique = [item for index, item in enumerate(messages) if stored_as[index] == index]
+        dedup_ids = [item.get("dedup_id") for item in messages]
+        # most posts carry no dedup_id: each message is then stored as itself, and no window is read
+        stored_as = None if dedup_ids.count(None) == len(dedup_ids) else dedup.collapse(dedup_ids)
+        unique = messages if stored_as is None else [
+            item for index, item in enumerate(messages) if stored_as[index] == index]
         ids = [self.ids() for _ in unique]
 
         def plan(stored: Mapping[str, Any] | None) -> list[Message]:
@@ -65,7 +68,7 @@ class Messages(Pauses):
                 raise post_too_large(size_limit, project, queue)
             default_ttl = queue_meta.get(meta.DEFAULT_TTL, self.limits.default_message_ttl)
             default_delay = queue_meta.get(meta.DEFAULT_DELAY, 0)
-            dedup_until = dedup.window_end(queue_meta, now)
+            dedup_until = 0.0 if stored_as is None else dedup.window_end(queue_meta, now)
             records = []
             for message_id, item in zip(ids, unique, strict=True):
                 if "deliver_at" in item:
@@ -90,10 +93,13 @@ class Messages(Pauses):
             return records
 
         answered = self.storage.post_planned(project, queue, plan, now)
-        stored = sum(1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
+        stored = len(ids) if answered == ids else sum(
+            1 for new, acknowledged in zip(ids, answered, strict=True) if new == acknowledged)
         counted.MESSAGES_POSTED.inc(stored)
         if stored:
             self.wake_up_after_post_or_release(project, queue)
+        if stored_as is None:
+            return answered
         first_of = {index: answered[n] for n, index in enumerate(sorted(set(stored_as)))}
         return [first_of[index] for index in stored_as]
 

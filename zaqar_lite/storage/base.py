@@ -326,32 +326,37 @@ class PlannedClaimStorage(PlannedStorage):
 
     def claim_messages(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
         """Read visible candidates, FIFO, and apply ``policy.plan_claim``, until the limit or none left."""
+        with self._atomic():
+            return self._claim_atomically(project, queue, request)
+
+    def _claim_atomically(self, project: str, queue: str, request: ClaimRequest) -> ClaimResult:
+        """The loop of :meth:`claim_messages`, inside its :meth:`_atomic` context already (a driver
+        whose ``claim_planned`` reads the metadata in that context calls it there)."""
         claimed: list[Message] = []
         moved = deleted = after = 0
-        with self._atomic():
-            while len(claimed) < request.limit:
-                wanted = request.limit - len(claimed)
-                batch = self._visible_candidates(project, queue, request.now, after, wanted)
-                visible = [m for m in batch if policy.is_visible(m, request.now)]
-                read = self._groups_only(project, queue, visible, request.now, claimed)
-                plan = policy.plan_claim(read, request, queue, len(claimed))
-                applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
-                if len(applied.claimed) == len(plan.claimed):
-                    claimed += applied.claimed
-                else:  # another claim won some: a group's messages after one it won are given back at once
-                    kept = groups.kept_in_order(plan.claimed, applied.claimed)
-                    for m in groups.unanswered(applied.claimed, kept):
-                        self._write_released(project, queue, m, policy.claim_undone(m, request.now))
-                    claimed += kept
-                moved, deleted = moved + applied.moved, deleted + applied.deleted
-                if (plan.moved or plan.deleted) and groups.frees_a_group(
-                        read, [*(m.id for m in plan.moved), *plan.deleted]):
-                    continue  # the group's next message may be claimable now: read again from `after`
-                if len(batch) < wanted:
-                    break
-                after = batch[-1].marker
-            if claimed:  # written last: should this fail, the messages come back when their claim lapses
-                self._store_claim(project, queue, request)
+        while len(claimed) < request.limit:
+            wanted = request.limit - len(claimed)
+            batch = self._visible_candidates(project, queue, request.now, after, wanted)
+            visible = policy.visible_only(batch, request.now)
+            read = self._groups_only(project, queue, visible, request.now, claimed)
+            plan = policy.plan_claim(read, request, queue, len(claimed))
+            applied = self._apply_plan(project, queue, plan, read, request.dead_letter, request.now)
+            if len(applied.claimed) == len(plan.claimed):
+                claimed += applied.claimed
+            else:  # another claim won some: a group's messages after one it won are given back at once
+                kept = groups.kept_in_order(plan.claimed, applied.claimed)
+                for m in groups.unanswered(applied.claimed, kept):
+                    self._write_released(project, queue, m, policy.claim_undone(m, request.now))
+                claimed += kept
+            moved, deleted = moved + applied.moved, deleted + applied.deleted
+            if (plan.moved or plan.deleted) and groups.frees_a_group(
+                    read, [*(m.id for m in plan.moved), *plan.deleted]):
+                continue  # the group's next message may be claimable now: read again from `after`
+            if len(batch) < wanted:
+                break
+            after = batch[-1].marker
+        if claimed:  # written last: should this fail, the messages come back when their claim lapses
+            self._store_claim(project, queue, request)
         return ClaimResult(claimed, dead_lettered=moved, discarded=deleted)
 
 

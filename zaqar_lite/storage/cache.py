@@ -21,8 +21,9 @@ V = TypeVar("V")
 class LRUCache(Generic[K, V]):
     """A mapping of at most ``size`` entries that forgets the least recently used first.
 
-    Safe to share between threads: every operation holds one lock for a few
-    dictionary operations. A ``size`` of 0 remembers nothing.
+    Safe to share between threads: every change holds one lock for a few
+    dictionary operations; a read takes none (see :meth:`get`). Keys are tuples
+    of strings. A ``size`` of 0 remembers nothing.
     """
 
     def __init__(self, size: int) -> None:
@@ -39,12 +40,21 @@ class LRUCache(Generic[K, V]):
         return key in self._entries
 
     def get(self, key: K) -> V | None:
-        """Return the entry of ``key`` (now the most recently used), or None."""
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
+        """Return the entry of ``key`` (now the most recently used), or None.
+
+        Without the lock: a read and a move of the ordered dictionary are each
+        one step no other thread interrupts (C code under the interpreter's
+        lock, keys of strings), and an entry forgotten between the two was
+        still the key's value when read. Every post and claim reads here.
+        """
+        entries = self._entries
+        value = entries.get(key)
+        if value is not None:
+            try:
+                entries.move_to_end(key)
+            except KeyError:  # forgotten by another thread meanwhile
+                pass
+        return value
 
     def put(self, key: K, value: V) -> None:
         """Remember ``value`` under ``key``, forgetting the least recently used entry if full."""

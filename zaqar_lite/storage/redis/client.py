@@ -14,9 +14,10 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -29,6 +30,7 @@ from zaqar_lite.storage.redis.batch import SharedRoundTrips
 from zaqar_lite.storage.redis.layout import Target, parse_uri
 from zaqar_lite.storage.redis.pool import BoundedPool, connection_class, execute, execute_after, packing
 
+T = TypeVar("T")
 SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_claim", "release_message",
            "reject",
            "delete", "bulk_delete", "pop", "sweep", "purge", "list", "stats", "redrive", "put_record",
@@ -101,6 +103,47 @@ def _handed_a_closed_socket(exc: BaseException) -> bool:
     return isinstance(exc, (ValueError, TypeError)) and ("file object" in str(exc) or "fileno" in str(exc))
 
 
+class FirstTryRetry(Retry):
+    """redis-py's :class:`~redis.retry.Retry`, whose first attempt runs before any of its bookkeeping.
+
+    ``call_with_retry`` resets the backoff and sets up its loop before every
+    command, though a healthy connection answers at the first attempt. Here the
+    first attempt is tried at once; after its failure the same steps follow as
+    in redis-py's loop (the backoff reset, the failure handler, the retries
+    and their waits), so the errors retried, their number and the waits
+    between them are redis-py's (``tests/storage/test_redis_specific.py``).
+    """
+
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
+                        is_retryable: Callable[[Exception], bool] | None = None,
+                        with_failure_count: bool = False) -> T:
+        try:
+            return do()
+        except self._supported_errors as error:
+            if is_retryable and not is_retryable(error):
+                raise
+            self._backoff.reset()  # type: ignore[no-untyped-call]
+            failures = 1
+            last = error
+        while True:  # redis-py's loop, from its first failure
+            if with_failure_count:
+                fail(last, failures)
+            else:
+                fail(last)
+            if self._retries >= 0 and failures > self._retries:
+                raise last
+            backoff = self._backoff.compute(failures)
+            if backoff > 0:
+                time.sleep(backoff)
+            try:
+                return do()
+            except self._supported_errors as error:
+                if is_retryable and not is_retryable(error):
+                    raise
+                failures += 1
+                last = error
+
+
 class _ErrorsTranslated:
     """The one error translation of a connection, a context built once per connection: no request pays
     for a generator-based context manager (``contextlib``: about 75 instructions a ``with``).
@@ -115,7 +158,12 @@ class _ErrorsTranslated:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
-        if exc is not None and (isinstance(exc, _UNAVAILABLE) or _handed_a_closed_socket(exc)):
+        if exc is not None:
+            self.translate(exc)
+
+    def translate(self, exc: BaseException) -> None:
+        """Raise :class:`StorageUnavailable` for an unreachable or refusing Redis's error, else return."""
+        if isinstance(exc, _UNAVAILABLE) or _handed_a_closed_socket(exc):
             if self.connected._pool is None:  # a primary may have failed over: learn the slots again
                 self.connected._refresh_slots()
             raise errors.StorageUnavailable(f"redis: {exc}") from exc
@@ -133,8 +181,8 @@ class RedisConnected:
         self.target = parse_uri(uri)
         # retry only a refused or broken connection (stale after a restart), never a timeout:
         # the script may have run (post is idempotent by id; a claim's messages come back)
-        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2,
-                      supported_errors=(redis.exceptions.ConnectionError,))
+        retry = FirstTryRetry(ExponentialBackoff(cap=0.5, base=0.05), 2,
+                              supported_errors=(redis.exceptions.ConnectionError,))
         self._pool: redis.ConnectionPool | None = None
         self._shared: Any = None
         #: how a script's command runs: alone (``execute(client, *args)``), or sharing a round trip
@@ -231,7 +279,8 @@ class RedisConnected:
         """
         command: tuple[str, str] = ("EVALSHA", self._scripts[script][0])
         moves = 0
-        with self._translate_errors():
+        # the error translation of _translate_errors, without a context entered and left per command
+        try:
             while True:
                 try:
                     if self._pool is not None and not self.target.wait_replicas:
@@ -250,6 +299,9 @@ class RedisConnected:
                     if moves == 3:  # not run: the slot is served elsewhere now
                         raise
                     self._refresh_slots()
+        except Exception as exc:
+            self._errors_translated.translate(exc)
+            raise
 
     def _primary(self, key: str) -> Any:
         """Return a client of the primary holding a key (on one server: this thread's client)."""

@@ -82,34 +82,33 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
 
     def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from remembered metadata; post.lua checks it is still what is stored (see the module)."""
-        return self._planned(project, queue, plan,
-                      lambda messages, text: self._post(project, queue, messages, now, text))
+        return self._planned(project, queue, plan, self._post, now)
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Plan from remembered metadata; claim.lua checks it is still what is stored (see the module)."""
-        return self._planned(project, queue, plan,
-                             lambda request, text: self._claim(project, queue, request, text))
+        return self._planned(project, queue, plan, self._claim)
 
     # -- messages -------------------------------------------------------------
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
-        return self._post(project, queue, messages, now, None)
+        return self._post(project, queue, messages, None, now)
 
-    def _post(self, project: str, queue: str, messages: Sequence[Message], now: float,
-              metadata_version: str | None) -> list[str]:
+    def _post(self, project: str, queue: str, messages: Sequence[Message], metadata_version: str | None,
+              now: float) -> list[str]:
         """Run post.lua; with ``metadata_version``, only while the stored metadata text is that.
 
         post.lua also wakes the claims waiting on the queue (see :func:`wake_payload`): no round
         trip of its own.
         """
         args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
-        for m in messages:
+        for m in messages:  # the optional texts written in line (opt's '' for None): a post's messages
             args += [m.id, ascii_text(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
-                     m.client_id, opt(m.claim_id), opt(m.claim_expires, stamp), str(m.claim_count),
+                     m.client_id, m.claim_id or "",
+                     "" if m.claim_expires is None else stamp(m.claim_expires), str(m.claim_count),
                      "1" if m.dlq_eligible else "0",
-                     "\n".join(ascii_text(f) for f in m.failures),
-                     ascii_text(m.dead_letter) if m.dead_letter else "", opt(m.dedup_id),
-                     opt(m.group), ascii_text(m.trace) if m.trace else "", stamp(m.dedup_until)]
+                     "\n".join(map(ascii_text, m.failures)) if m.failures else "",
+                     ascii_text(m.dead_letter) if m.dead_letter else "", m.dedup_id or "",
+                     m.group or "", ascii_text(m.trace) if m.trace else "", stamp(m.dedup_until)]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
         if answered == STALE:

@@ -200,7 +200,8 @@ def from_reply(reply: Sequence[str | None]) -> Message:
         "claim_expires": float(claim_expires) if claim_expires is not None else None,
         "claim_count": int(claim_count) if claim_count else 0,
         "dlq_eligible": dlq_eligible is None or dlq_eligible == "1",
-        "failures": failures_from(failures), "dead_letter": stored_json(dead_letter) if dead_letter else None,
+        "failures": failures_from(failures) if failures else [],
+        "dead_letter": stored_json(dead_letter) if dead_letter else None,
         "marker": int(marker), "dedup_id": dedup_id, "dedup_until": 0.0,  # type: ignore[arg-type]
         "group": group, "trace": stored_json(trace) if trace else None})
 

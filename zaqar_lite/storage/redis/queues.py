@@ -81,8 +81,9 @@ class RedisQueues(RedisConnected):
              dead_letter_queue: str | None = None, register: bool = False, remember: bool = True) -> Any:
         """Run a queue script with the standard KEYS (the DLQ's last if given) and ARGV[1..2]."""
         project_ns, queue_ns, keys = self._queue_names(project, queue, remember)
-        if dead_letter_queue is not None:
-            keys += self._queue_names(project, dead_letter_queue, remember)[2][:-1]
+        if dead_letter_queue is not None:  # the queue itself when it has none (a claim's, a sweep's)
+            keys += (keys if dead_letter_queue == queue else
+                     self._queue_names(project, dead_letter_queue, remember)[2])[:-1]
         return self._eval(script, keys, [project_ns, queue_ns, *args],
                           (PROJECTS, project) if register else None)
 
@@ -109,10 +110,11 @@ class RedisQueues(RedisConnected):
         return text, False
 
     def _planned(self, project: str, queue: str, plan: Callable[[dict[str, Any] | None], T],
-                 write: Callable[[T, str], R]) -> R:
+                 write: Callable[..., R], *after: Any) -> R:
         """Plan from the metadata remembered (else read), then write with its text as the guard.
 
-        ``write`` raises :class:`Stale` when the script found other metadata
+        ``write(project, queue, planned, text, *after)`` (the driver's ``_post`` or ``_claim``,
+        with no closure made per request) raises :class:`Stale` when the script found other metadata
         stored: the plan is made again from a fresh read. A plan refused (a
         domain error) on remembered metadata is made again from a fresh read
         too: only what is stored refuses a request.
@@ -126,7 +128,7 @@ class RedisQueues(RedisConnected):
                     continue
                 raise
             try:
-                return write(planned, text)
+                return write(project, queue, planned, text, *after)
             except Stale:
                 LOG.debug("metadata of %s/%s changed while planning; planning again", project, queue)
         raise errors.StorageUnavailable(f"the metadata of queue {queue} kept changing")

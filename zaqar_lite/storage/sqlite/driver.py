@@ -158,26 +158,25 @@ class SqliteStorage(SqliteRecords, PlannedClaimStorage):
     def post_planned(self, project: str, queue: str, plan: PostPlan, now: float) -> list[str]:
         """Plan from the metadata read by the post's own transaction: one transaction per post."""
         with self.transaction() as db:
-            return self.post_messages(project, queue, plan(stored_metadata(db, project, queue)), now)
+            messages = plan(stored_metadata(db, project, queue))
+            # the ids their dedup ids remember; without dedup ids every message is new, stored as planned
+            answered = [m.dedup_id and self._remembered(db, project, queue, m, now) for m in messages]
+            self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
+                                              if not first] if any(answered) else messages, now)
+        return [first or m.id for m, first in zip(messages, answered, strict=True)]
 
     def claim_planned(self, project: str, queue: str, plan: ClaimPlan) -> ClaimResult:
         """Plan from the metadata read by the claim's own transaction: one transaction per claim."""
         with self.transaction() as db:
-            return self.claim_messages(project, queue, plan(stored_metadata(db, project, queue)))
+            return self._claim_atomically(project, queue, plan(stored_metadata(db, project, queue)))
 
     def post_messages(self, project: str, queue: str, messages: Sequence[Message], now: float) -> list[str]:
-        with self.transaction() as db:
-            answered = [self._remembered(db, project, queue, m, now) for m in messages]
-            self._insert(db, project, queue, [m for m, first in zip(messages, answered, strict=True)
-                                              if first is None], now)
-        return [first or m.id for m, first in zip(messages, answered, strict=True)]
+        return self.post_planned(project, queue, lambda metadata: messages, now)
 
     @staticmethod
     def _remembered(db: sqlite3.Connection, project: str, queue: str, message: Message,
                     now: float) -> str | None:
         """Return the id a live entry of ``message.dedup_id`` names, or remember it with ``message.id``."""
-        if message.dedup_id is None:
-            return None
         key = (project, queue, message.dedup_id)
         row = db.execute("SELECT message_id FROM dedup WHERE project=? AND queue=? AND dedup_id=?"
                          " AND expires > ?", (*key, now)).fetchone()

@@ -10,10 +10,10 @@ number of ids asked for) are made once per shape.
 from __future__ import annotations
 
 import functools
-import json
 import sqlite3
 from typing import Any
 
+from zaqar_lite.jsontext import stored_json
 from zaqar_lite.storage.sqlite.layout import MESSAGE_COLUMNS, MESSAGE_FIELDS
 
 # Candidates for claim and pop come from two index ranges merged by marker:
@@ -66,4 +66,4 @@ def ids_where(count: int) -> str:
 def stored_metadata(db: sqlite3.Connection, project: str, queue: str) -> dict[str, Any] | None:
     """Return a queue's stored metadata, None for a missing queue."""
     row = db.execute(QUEUE_METADATA, (project, queue)).fetchone()
-    return json.loads(row[0]) if row else None
+    return stored_json(row[0]) if row else None
