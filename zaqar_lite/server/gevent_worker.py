@@ -26,6 +26,16 @@ gunicorn's gevent worker:
   ``balance.ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
   and a busy or stuck one is only passed over, never waited for. A worker holds
   at most ``[server] worker_connections`` connections, and raises its open-file limit to match.
+* **turns between connections**: a greenlet runs until it waits, and a
+  kept-alive connection whose next request is already in its buffer, served
+  by a store whose replies arrive as fast as they are asked for, may never
+  wait: it would serve request after request while the connections whose
+  store replies or requests arrived meanwhile wait for the event loop's next
+  look at the sockets (measured: a request waiting behind 30 to 100 others of
+  its worker, 20 to 80 ms). After each answer on a connection kept open, the
+  worker lets every connection that is ready go first (``gevent.idle``: it
+  resumes once the loop has no event pending), so a request waits at most for
+  one request of each other connection of its worker.
 * **prompt stop**: a stopping worker closes its idle kept-alive connections at
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
@@ -320,7 +330,7 @@ class Worker(GeventWorker):  # type: ignore[misc]
         if body is not None:
             req.body = DeadlineBody(body, self.body_timeout)
         try:
-            return bool(super().handle_request(listener_name, req, sock, addr))
+            kept_open = bool(super().handle_request(listener_name, req, sock, addr))
         except BodyTimeout:
             self.log.info("closing a connection from %s: its request body did not arrive within "
                           "%g s", addr, self.body_timeout)
@@ -331,3 +341,5 @@ class Worker(GeventWorker):  # type: ignore[misc]
             raise StopIteration from None
         finally:
             req.body = body  # draining what is left counts against the next request's header deadline
+        gevent.idle()  # the connections that are ready go first (module docstring: turns)
+        return kept_open
