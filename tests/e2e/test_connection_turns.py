@@ -46,7 +46,7 @@ def connect(server: RunningServer) -> socket.socket:
 
 
 def read_answers(sock: socket.socket, count: int, first: threading.Event | None = None) -> list[int]:
-    """Read ``count`` answers (each with a Content-Length); set ``first`` at the first; return their statuses."""
+    """Read ``count`` answers (each with a Content-Length), set ``first`` at the first; return statuses."""
     buffer, statuses = b"", []
     while len(statuses) < count:
         end = buffer.find(b"\r\n\r\n")
@@ -81,7 +81,8 @@ def test_a_connection_with_requests_queued_up_leaves_its_worker_to_another_betwe
         assert read_answers(other, 1) == [200]  # its greenlet waits for its next request from now on
         started = threading.Event()
         answered: list[list[int]] = []
-        reader = threading.Thread(  # reads the busy connection's answers as they come, so its sends never wait
+        # the busy connection's answers are read as they come, so that its sends never wait
+        reader = threading.Thread(
             target=lambda: answered.append(read_answers(busy, PIPELINED, started)), daemon=True)
         reader.start()
         busy.sendall(b"".join(home_request(f"busy-{n}") for n in range(PIPELINED)))
