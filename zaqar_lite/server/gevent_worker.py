@@ -24,7 +24,9 @@ gunicorn's gevent worker:
   that one's, ``balance.ACCEPT_SLACK``, so that a burst is accepted at full speed) accepts only
   ``n * balance.ACCEPT_DELAY_STEP`` seconds after it was woken (at most
   ``balance.ACCEPT_DELAY_MAX``): the least loaded worker takes the connection at once,
-  and a busy or stuck one is only passed over, never waited for. A worker holds
+  and a busy or stuck one is only passed over, never waited for. A delaying worker
+  looks at the counts again every ``balance.ACCEPT_RELOOK`` seconds and accepts as
+  soon as they no longer put it off (short connections close while it waits). A worker holds
   at most ``[server] worker_connections`` connections, and raises its open-file limit to match.
 * **one write an answer**: gunicorn writes a response's head and its body
   with two ``sendall`` calls; over TCP each is a segment the client's side
@@ -67,7 +69,7 @@ from gevent.server import StreamServer
 from gevent.socket import socket as GeventSocket  # noqa: N812 - gevent's class, named as its module does
 from gunicorn.workers.ggevent import GeventWorker
 
-from zaqar_lite.server.balance import AcceptBalance
+from zaqar_lite.server.balance import ACCEPT_RELOOK, AcceptBalance
 
 #: seconds between a running worker's looks at whether it was told to stop (SIGTERM only
 #: clears ``alive``): a stop waits this long at most before the drain begins
@@ -231,6 +233,8 @@ class BalancedStreamServer(StreamServer):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         self.balance = balance
         self.slot = slot
+        #: when the accept now delayed was first put off
+        self._delayed_since = 0.0
 
     def _do_read(self) -> None:
         delay = self.balance.delay(self.slot)
@@ -238,7 +242,12 @@ class BalancedStreamServer(StreamServer):  # type: ignore[misc]
             super()._do_read()
             return
         self.stop_accepting()
-        self._timer = self.loop.timer(delay)
+        self._delayed_since = time.monotonic()
+        self._accept_after(delay)
+
+    def _accept_after(self, delay: float) -> None:
+        """Look again after ``delay`` seconds, or sooner (``balance.ACCEPT_RELOOK``): the counts change."""
+        self._timer = self.loop.timer(min(delay, ACCEPT_RELOOK))
         self._timer.start(self._accept_late)
 
     def do_handle(self, *args: Any) -> None:
@@ -254,6 +263,11 @@ class BalancedStreamServer(StreamServer):  # type: ignore[misc]
         if self._timer is not None:
             self._timer.close()
             self._timer = None
+        # the delay the counts give now, less the time waited already
+        remaining = self.balance.delay(self.slot) - (time.monotonic() - self._delayed_since)
+        if remaining > 0:
+            self._accept_after(remaining)
+            return
         super()._do_read()  # a connection another worker took meanwhile is EAGAIN, ignored
         self._start_accepting_if_started()
 
