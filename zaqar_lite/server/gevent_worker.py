@@ -42,12 +42,12 @@ gunicorn's gevent worker:
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import resource
 import select
 import time
 from collections.abc import Callable, Iterator
+from email.utils import formatdate
+from socket import SO_SNDBUF, SOL_SOCKET
 from typing import Any
 
 import gevent
@@ -55,6 +55,7 @@ from gevent import monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gevent.socket import socket as GeventSocket  # noqa: N812 - gevent's class, named as its module does
+from gunicorn import util as gunicorn_util
 from gunicorn.workers.ggevent import GeventWorker
 
 from zaqar_lite.server.balance import AcceptBalance
@@ -86,6 +87,31 @@ def allow_open_files(wanted: int) -> None:
         return
     resource.setrlimit(resource.RLIMIT_NOFILE,
                        (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+class HttpDate:
+    """gunicorn's ``util.http_date``, whose text for the current time is made once a second.
+
+    Every answer's ``Date`` header asks it (``Response.default_headers``), and
+    formatting the date (``email.utils.formatdate``) is most of its cost; the
+    header shows whole seconds, so the text of the current second is kept.
+    A given timestamp is formatted as gunicorn does.
+    """
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, timestamp: float | None = None) -> str:
+        if timestamp is not None:
+            return formatdate(timestamp, localtime=False, usegmt=True)
+        second = int(time.time())
+        if second != self._second:
+            self._text = formatdate(second, localtime=False, usegmt=True)
+            self._second = second
+        return self._text
 
 
 class BodyTimeout(BaseException):
@@ -136,11 +162,32 @@ class DeadlineBody:
 
 
 class CountingSocket(GeventSocket):  # type: ignore[misc]
-    """A connection's socket that counts the bytes read from it (how a stopping worker tells an idle one)."""
+    """A connection's socket that counts the bytes read from it (how a stopping worker tells an idle one).
+
+    gevent's ``sendall`` asks the socket's send buffer size (``SO_SNDBUF``, a
+    ``getsockopt`` system call) on every call, only to cut a large write into
+    chunks of at least 1 MiB; here the size is asked once per connection (and
+    again after any ``setsockopt``).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.bytes_read = 0
+        self._send_buffer: int | None = None
+
+    def getsockopt(self, level: int, option: int, *args: Any) -> Any:
+        """Answer as the socket does; the send buffer's size is asked of the kernel once."""
+        if option == SO_SNDBUF and level == SOL_SOCKET and not args:
+            size = self._send_buffer
+            if size is None:
+                size = self._send_buffer = super().getsockopt(level, option)
+            return size
+        return super().getsockopt(level, option, *args)
+
+    def setsockopt(self, *args: Any) -> None:
+        """Set an option as the socket does (the send buffer's size is asked again)."""
+        self._send_buffer = None
+        super().setsockopt(*args)
 
     def recv(self, *args: Any) -> bytes:
         """Receive as a gevent socket does, and count what came."""
@@ -198,14 +245,43 @@ def has_input(connection: Any) -> bool:
     return bool(poller.poll(0))
 
 
-@dataclasses.dataclass
 class HeadWait:
-    """A connection's wait for its next request head."""
+    """A connection's waits for its request heads, one after another, under one reusable deadline.
 
-    deadline: gevent.Timeout
-    connection: CountingSocket | None
-    #: the connection's ``bytes_read`` when the wait began
-    bytes_before: int
+    gunicorn enters the worker's ``timeout_ctx()`` before each request head;
+    the :class:`gevent.Timeout` (a timer of the event loop) is made once per
+    connection and started and cancelled around each wait, instead of a new one
+    (object and timer) per request. When it passes, or a stopping worker ends
+    the wait, the wait ends quietly (gunicorn reads no request and closes the
+    connection).
+    """
+
+    __slots__ = ("deadline", "connection", "bytes_before", "_greenlet", "_waiting")
+
+    def __init__(self, seconds: float, connection: CountingSocket | None,
+                 greenlet: Any, waiting: dict[Any, HeadWait]) -> None:
+        self.deadline = gevent.Timeout(seconds, False)
+        self.connection = connection
+        #: the connection's ``bytes_read`` when the current wait began
+        self.bytes_before = 0
+        self._greenlet = greenlet
+        self._waiting = waiting
+
+    def __enter__(self) -> HeadWait:
+        connection = self.connection
+        self.bytes_before = connection.bytes_read if connection is not None else 0
+        self._waiting[self._greenlet] = self
+        self.deadline.start()
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
+        self.deadline.cancel()
+        del self._waiting[self._greenlet]
+        return error is self.deadline  # the deadline passed, or a stopping worker ended the wait
+
+    def close(self) -> None:
+        """Free the deadline's timer (the connection is done)."""
+        self.deadline.close()
 
     def idle(self) -> bool:
         """Return whether nothing of a request has come: no byte read since the wait began, none unread."""
@@ -262,6 +338,9 @@ class Worker(GeventWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         """Raise the open-file limit to the connections this worker may hold, then run as gunicorn's."""
         allow_open_files(self.worker_connections + RESERVED_FILES)
+        # gunicorn's responses read the Date header's text from its util module: in this
+        # worker's process it is made once a second
+        gunicorn_util.http_date = HttpDate()
         super().init_process()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -272,27 +351,20 @@ class Worker(GeventWorker):  # type: ignore[misc]
         self.body_timeout: float = settings.body_timeout
         #: connection greenlet -> its socket
         self.connections: dict[Any, CountingSocket] = {}
-        #: connection greenlet -> its wait for a request head
+        #: connection greenlet -> its waits for request heads
+        self.head_waits: dict[Any, HeadWait] = {}
+        #: connection greenlet -> its wait for a request head, while it waits
         self.waiting_for_head: dict[Any, HeadWait] = {}
         #: set by SIGINT or SIGQUIT: exit at once instead of draining the connections
         self.quick_stop = False
 
-    @contextlib.contextmanager
-    def timeout_ctx(self) -> Iterator[None]:
-        """Bound the wait for, and the reading of, each request's head.
+    def timeout_ctx(self) -> HeadWait:
+        """Bound the wait for, and the reading of, each request's head (the connection's :class:`HeadWait`).
 
         When the deadline passes the connection is closed quietly (gunicorn
         reads no request); a stopping worker ends the waits of idle connections early.
         """
-        current = gevent.getcurrent()
-        connection = self.connections.get(current)
-        with gevent.Timeout(self.header_timeout, False) as deadline:
-            self.waiting_for_head[current] = HeadWait(deadline, connection,
-                                                      connection.bytes_read if connection else 0)
-            try:
-                yield
-            finally:
-                del self.waiting_for_head[current]
+        return self.head_waits[gevent.getcurrent()]
 
     def _close_idle_connections(self) -> None:
         # A connection with part of a head read, or bytes the kernel holds, has a request
@@ -351,11 +423,16 @@ class Worker(GeventWorker):  # type: ignore[misc]
 
         def handle(client: Any, addr: Any) -> None:
             current = gevent.getcurrent()
-            if isinstance(client, CountingSocket):  # else never taken for idle: its head deadline ends it
-                self.connections[current] = client
+            counted = client if isinstance(client, CountingSocket) else None  # else never taken for idle
+            if counted is not None:
+                self.connections[current] = counted
+            wait = self.head_waits[current] = HeadWait(self.header_timeout, counted, current,
+                                                       self.waiting_for_head)
             try:
                 self.handle(listener, client, addr)
             finally:
+                del self.head_waits[current]
+                wait.close()
                 self.connections.pop(current, None)
                 counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
         return handle
