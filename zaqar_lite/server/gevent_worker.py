@@ -114,6 +114,22 @@ class HttpDate:
         return self._text
 
 
+def settle(config: Any) -> None:
+    """Make each of gunicorn's settings a plain attribute of its ``Config`` (in a worker's process).
+
+    gunicorn's ``Config`` answers every read of a setting (tens a request:
+    the parser, the response, the hooks, the logger) through ``__getattr__``
+    and a look-up of the setting. A worker never changes its settings (a
+    reload starts new workers from the master's), so each is read once and
+    kept as an attribute, which Python finds before ``__getattr__``. A setting
+    the class defines as a property stays the property.
+    """
+    kind = type(config)
+    for name, setting in config.settings.items():
+        if not hasattr(kind, name):
+            object.__setattr__(config, name, setting.get())  # Config refuses a plain set
+
+
 class BodyTimeout(BaseException):
     """The request body did not arrive in time.
 
@@ -341,6 +357,7 @@ class Worker(GeventWorker):  # type: ignore[misc]
         # gunicorn's responses read the Date header's text from its util module: in this
         # worker's process it is made once a second
         gunicorn_util.http_date = HttpDate()
+        settle(self.cfg)  # the master's Config as this process inherited it: the master's is untouched
         super().init_process()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
