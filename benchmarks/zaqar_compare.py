@@ -79,6 +79,12 @@ DLQ = "bench-mixed-dlq"
 DLQ_METADATA = {"_max_claim_count": 1, "_dead_letter_queue": DLQ}
 CLAIM_LIMIT = 10
 GOALS = {"post": 3.0, "claim": 10.0, "held": 10.0}
+#: the latency goal: zaqar-lite's p99 at wrk's connections, as the requests were timed one by one
+#: (``seen_p99_ms``: wrk's own p99 is corrected for coordinated omission, see benchmarks/README.rst)
+P99_GOAL_MS = 10.0
+#: how far apart zaqar-lite's rates may be over the rounds of a load: the largest at most this much above
+#: the smallest
+ROUNDS_SPREAD_GOAL = 0.15
 HELD_TTL = 3600  # seconds the claims holding the head of the queue in the "held" load last
 ZAQAR_SPEC = "zaqar[redis]"
 # gunicorn serves Zaqar; the others are what zaqar-bench imports without the package declaring them.
@@ -257,7 +263,7 @@ def wrk_turn(args: argparse.Namespace, url: str, mode: str, queue: str, seconds:
     figures = run_wrk(args.wrk, url, mode, options, seconds, extra)
     figures["claims_per_s"] = figures["claims"] / figures["seconds"]
     if not figures["requests"]:  # nothing answered: wrk's percentiles say 0, which would read as fast
-        figures["p50_ms"] = figures["p99_ms"] = None
+        figures["p50_ms"] = figures["p99_ms"] = figures["seen_p50_ms"] = figures["seen_p99_ms"] = None
     return figures
 
 
@@ -304,7 +310,10 @@ def median(rounds: list[dict[str, Any]], key: str) -> float | None:
 
 SUMMED = ("seconds", "requests", "posted", "claimed", "deleted", "released", "claims", "empty_claims",
           "failures", "socket_errors", "settle_s", "cpu_s", "store_cpu_s")
-MEDIANS = ("messages_per_s", "claims_per_s", "p50_ms", "p99_ms", "claim_p50_ms", "claim_p99_ms")
+#: ``p50_ms``/``p99_ms`` are wrk's (corrected for coordinated omission), ``seen_*`` every request as the
+#: script timed it, ``claim_*`` the claims alone (see wrk/queue_load.lua)
+MEDIANS = ("messages_per_s", "claims_per_s", "p50_ms", "p99_ms", "seen_p50_ms", "seen_p99_ms",
+           "claim_p50_ms", "claim_p99_ms")
 
 
 def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -641,7 +650,8 @@ def render(results: dict[str, Any], settings: dict[str, Any]) -> str:
         f"keep-alive {settings['gunicorn']['keepalive']}), wrk {settings['concurrency']} connections, "
         f"{settings['duration']} s per load and server in {settings['rounds']} rounds",
         f"{'load':<16}{'server':<15}{'msgs/s':>9}{'x zaqar':>8}{'p50 ms':>8}{'p99 ms':>8}"
-        f"{'p99 x zq':>9}{'claim p50':>10}{'claim p99':>10}{'requests':>9}{'non-2xx':>8}{'sockerr':>8}",
+        f"{'p99 x zq':>9}{'seen p50':>9}{'seen p99':>9}{'seen x zq':>10}{'claim p50':>10}{'claim p99':>10}"
+        f"{'requests':>9}{'non-2xx':>8}{'sockerr':>8}",
     ]
     notes: list[str] = []
     loads = results.get("loads", {})
@@ -681,7 +691,9 @@ def load_lines(loads: dict[str, Any], settings: dict[str, Any], notes: list[str]
             lines.append(
                 f"{title if i == 0 else '':<16}{LABELS[server]:<15}{num(f['messages_per_s']):>9}"
                 f"{num(vs.get('messages_per_s'), 2):>8}{num(f['p50_ms'], 2):>8}{num(f['p99_ms'], 1):>8}"
-                f"{num(vs.get('p99_ms'), 2):>9}{num(f['claim_p50_ms'], 2):>10}{num(f['claim_p99_ms'], 1):>10}"
+                f"{num(vs.get('p99_ms'), 2):>9}{num(f.get('seen_p50_ms'), 2):>9}"
+                f"{num(f.get('seen_p99_ms'), 1):>9}{num(vs.get('seen_p99_ms'), 2):>10}"
+                f"{num(f['claim_p50_ms'], 2):>10}{num(f['claim_p99_ms'], 1):>10}"
                 f"{f['requests']:>9}{f['failures']:>8}{f['socket_errors']:>8}")
             notes += turn_notes(f"{title} on {server}", f)
     return lines
@@ -719,12 +731,15 @@ def goal_lines(loads: dict[str, Any]) -> list[str]:
         judged = rate if rate is not None else pooled
         verdict = "" if goal is None or judged is None else f", goal >= {goal:.0f}x: " + (
             "met" if judged >= goal else "NOT met")
-        p99 = f["vs_zaqar"]["p99_ms"]
-        p99_verdict = "" if p99 is None else (", lower: met" if p99 < 1 else ", lower: NOT met")
         name = "claim, held" if load == "held" else LOADS[load]
-        lines.append(f"  {name:<12} msgs/s {num(rate, 2)}x (pooled {num(pooled, 2)}x{spread}){verdict}; "
-                     f"p99 {num(f['p99_ms'])} vs {num(loads[load][REFERENCE]['p99_ms'])} ms "
-                     f"({num(p99, 2)}x){p99_verdict}")
+        lines.append(f"  {name:<12} msgs/s {num(rate, 2)}x (pooled {num(pooled, 2)}x{spread}){verdict}")
+        lines.append(f"  {'':<12} {p99_line(f, loads[load][REFERENCE])}")
+        rates = [r["messages_per_s"] for r in f["rounds"] if r.get("messages_per_s")]
+        if len(rates) > 1:
+            apart = max(rates) / min(rates) - 1
+            lines.append(f"  {'':<12} rounds' msgs/s {min(rates):.0f}-{max(rates):.0f}, the largest "
+                         f"{100 * apart:.0f}% above the smallest, goal <= {100 * ROUNDS_SPREAD_GOAL:.0f}%: "
+                         + ("met" if apart <= ROUNDS_SPREAD_GOAL else "NOT met"))
         cpu = f["vs_zaqar"].get("cpu_ms_per_msg")
         if cpu:
             ref = loads[load][REFERENCE]
@@ -734,6 +749,25 @@ def goal_lines(loads: dict[str, Any]) -> list[str]:
                          f"{num(ref['store_cpu_ms_per_msg'], 3)}): "
                          f"Zaqar uses {1 / cpu:.2f}x as much")
     return lines
+
+
+def p99_line(f: dict[str, Any], ref: dict[str, Any]) -> str:
+    """zaqar-lite's p99 against Zaqar's and the 10 ms goal, judged on the requests' own timing.
+
+    wrk's p99 is shown too, not judged: wrk corrects its histogram for coordinated
+    omission, so a few scheduler stalls of the shared cores make its whole tail
+    (benchmarks/README.rst, "wrk's p99 is not the requests' p99").
+    """
+    seen, seen_ref = f.get("seen_p99_ms"), ref.get("seen_p99_ms")
+    if seen is None:
+        judged = "p99 as timed: - (not timed: wrk's LuaJIT without ffi, or figures saved before)"
+    else:
+        vs = ratio(seen, seen_ref)
+        judged = (f"p99 as timed {num(seen)} vs {num(seen_ref)} ms ({num(vs, 2)}x)"
+                  + ("" if vs is None else (", lower: met" if vs < 1 else ", lower: NOT met"))
+                  + f", goal <= {P99_GOAL_MS:g} ms: " + ("met" if seen <= P99_GOAL_MS else "NOT met"))
+    return (f"{judged}; wrk's p99 (not judged) {num(f['p99_ms'])} vs {num(ref['p99_ms'])} ms "
+            f"({num(f['vs_zaqar']['p99_ms'], 2)}x)")
 
 
 def growth_lines(growth: dict[str, Any], settings: dict[str, Any], notes: list[str]) -> list[str]:

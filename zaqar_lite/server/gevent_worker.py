@@ -30,6 +30,16 @@ gunicorn's gevent worker:
   with two ``sendall`` calls; over TCP each is a segment the client's side
   wakes up for. The head is held (:class:`HeldHead`) and goes out with the
   body's first bytes, or alone when the request ends without a body.
+* **turns between connections**: a greenlet runs until it waits, and a
+  kept-alive connection whose next request is already in its buffer, served
+  by a store whose replies arrive as fast as they are asked for, may never
+  wait: it would serve request after request while the connections whose
+  store replies or requests arrived meanwhile wait for the event loop's next
+  look at the sockets (measured: a request waiting behind 30 to 100 others of
+  its worker, 20 to 80 ms). After each answer on a connection kept open, the
+  worker lets every connection that is ready go first (``gevent.idle``: it
+  resumes once the loop has no event pending), so a request waits at most for
+  one request of each other connection of its worker.
 * **prompt stop**: a stopping worker closes its idle kept-alive connections at
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
@@ -461,7 +471,7 @@ class Worker(GeventWorker):  # type: ignore[misc]
             req.body = DeadlineBody(body, self.body_timeout)
         answer = HeldHead(sock)
         try:
-            return bool(super().handle_request(listener_name, req, answer, addr))
+            kept_open = bool(super().handle_request(listener_name, req, answer, addr))
         except BodyTimeout:
             self.log.info("closing a connection from %s: its request body did not arrive within "
                           "%g s", addr, self.body_timeout)
@@ -473,3 +483,5 @@ class Worker(GeventWorker):  # type: ignore[misc]
         finally:
             answer.flush()
             req.body = body  # draining what is left counts against the next request's header deadline
+        gevent.idle()  # the connections that are ready go first (module docstring: turns)
+        return kept_open

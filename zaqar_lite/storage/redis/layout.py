@@ -160,24 +160,6 @@ def failures_from(text: str | None) -> list[dict[str, Any]]:
     return [stored_json(line) for line in text.split("\n")] if text else []
 
 
-def to_message(message_id: str, f: Mapping[str, str]) -> Message:
-    """Return the message a ``zl:{P}:m:<id>`` hash holds (its fields as strings)."""
-    get = f.get
-    failures = get("failures")
-    dead_letter = get("dead_letter")
-    trace = get("trace")
-    return stored_message({
-        "id": message_id, "body": stored_json(f["body"]), "created": float(f["created"]),
-        "expires": float(f["expires"]), "delay_until": float(get("delay_until", 0)),
-        "client_id": get("client_id", ""), "claim_id": get("claim_id"),
-        "claim_expires": float(f["claim_expires"]) if "claim_expires" in f else None,
-        "claim_count": int(get("claim_count", 0)), "dlq_eligible": get("dlq_eligible", "1") == "1",
-        "failures": failures_from(failures) if failures else [],
-        "dead_letter": stored_json(dead_letter) if dead_letter else None,
-        "marker": int(f["marker"]), "dedup_id": get("dedup_id"), "dedup_until": 0.0, "group": get("group"),
-        "trace": stored_json(trace) if trace else None})
-
-
 #: the fields of a message a script replies with, in this order after its id (``dump`` in lua/_lib.lua)
 REPLY_FIELDS = ("body", "created", "expires", "delay_until", "client_id", "claim_id", "claim_expires",
                 "claim_count", "dlq_eligible", "failures", "dead_letter", "marker", "dedup_id", "group",
@@ -187,8 +169,8 @@ REPLY_FIELDS = ("body", "created", "expires", "delay_until", "client_id", "claim
 def from_reply(reply: Sequence[str | None]) -> Message:
     """Parse a script's message: its id, then the values of :data:`REPLY_FIELDS` (None when unset).
 
-    Read by position, as :func:`to_message` reads a hash by name, to the same message: a
-    claim parses every message it takes.
+    Read by position (a claim parses every message it takes); :func:`to_message` reads a
+    hash through it.
     """
     (message_id, body, created, expires, delay_until, client_id, claim_id, claim_expires, claim_count,
      dlq_eligible, failures, dead_letter, marker, dedup_id, group, trace) = reply
@@ -204,6 +186,11 @@ def from_reply(reply: Sequence[str | None]) -> Message:
         "dead_letter": stored_json(dead_letter) if dead_letter else None,
         "marker": int(marker), "dedup_id": dedup_id, "dedup_until": 0.0,  # type: ignore[arg-type]
         "group": group, "trace": stored_json(trace) if trace else None})
+
+
+def to_message(message_id: str, f: Mapping[str, str]) -> Message:
+    """Return the message a ``zl:{P}:m:<id>`` hash holds (its fields as strings), read as a reply."""
+    return from_reply([message_id, *map(f.get, REPLY_FIELDS)])
 
 
 def backoff_args(backoff: RetryBackoff | None) -> list[str]:
