@@ -272,21 +272,24 @@ def has_input(connection: Any) -> bool:
 
 
 class HeadWait:
-    """A connection's waits for its request heads, one after another, under one reusable deadline.
+    """A connection's waits for its request heads, one after another, each under its own deadline.
 
     gunicorn enters the worker's ``timeout_ctx()`` before each request head;
-    the :class:`gevent.Timeout` (a timer of the event loop) is made once per
-    connection and started and cancelled around each wait, instead of a new one
-    (object and timer) per request. When it passes, or a stopping worker ends
-    the wait, the wait ends quietly (gunicorn reads no request and closes the
-    connection).
+    this object is made once per connection and is that context itself (no
+    generator-based context manager and no record per request). Each wait makes
+    a fresh :class:`gevent.Timeout`: gevent's timers are not restarted, since a
+    restarted one can fire before its time. When the deadline passes, or a
+    stopping worker ends the wait with it, the wait ends quietly (gunicorn
+    reads no request and closes the connection).
     """
 
-    __slots__ = ("deadline", "connection", "bytes_before", "_greenlet", "_waiting")
+    __slots__ = ("seconds", "deadline", "connection", "bytes_before", "_greenlet", "_waiting")
 
     def __init__(self, seconds: float, connection: CountingSocket | None,
                  greenlet: Any, waiting: dict[Any, HeadWait]) -> None:
-        self.deadline = gevent.Timeout(seconds, False)
+        self.seconds = seconds
+        #: the current wait's deadline
+        self.deadline: Any = None
         self.connection = connection
         #: the connection's ``bytes_read`` when the current wait began
         self.bytes_before = 0
@@ -296,18 +299,16 @@ class HeadWait:
     def __enter__(self) -> HeadWait:
         connection = self.connection
         self.bytes_before = connection.bytes_read if connection is not None else 0
+        deadline = self.deadline = gevent.Timeout(self.seconds, False)
         self._waiting[self._greenlet] = self
-        self.deadline.start()
+        deadline.start()
         return self
 
     def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
-        self.deadline.cancel()
+        deadline = self.deadline
+        deadline.close()
         del self._waiting[self._greenlet]
-        return error is self.deadline  # the deadline passed, or a stopping worker ended the wait
-
-    def close(self) -> None:
-        """Free the deadline's timer (the connection is done)."""
-        self.deadline.close()
+        return error is deadline  # the deadline passed, or a stopping worker ended the wait
 
     def idle(self) -> bool:
         """Return whether nothing of a request has come: no byte read since the wait began, none unread."""
@@ -453,13 +454,12 @@ class Worker(GeventWorker):  # type: ignore[misc]
             counted = client if isinstance(client, CountingSocket) else None  # else never taken for idle
             if counted is not None:
                 self.connections[current] = counted
-            wait = self.head_waits[current] = HeadWait(self.header_timeout, counted, current,
-                                                       self.waiting_for_head)
+            self.head_waits[current] = HeadWait(self.header_timeout, counted, current,
+                                                self.waiting_for_head)
             try:
                 self.handle(listener, client, addr)
             finally:
                 del self.head_waits[current]
-                wait.close()
                 self.connections.pop(current, None)
                 counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
         return handle
