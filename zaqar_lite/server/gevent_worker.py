@@ -40,6 +40,13 @@ gunicorn's gevent worker:
   worker lets every connection that is ready go first (``gevent.idle``: it
   resumes once the loop has no event pending), so a request waits at most for
   one request of each other connection of its worker.
+* **less work a request**: what gunicorn would redo for every request is done
+  once per process, connection or second: its settings are read as plain
+  attributes (:func:`settle`), the ``Date`` header's text is made once a
+  second (:class:`HttpDate`), a connection's head waits share one context
+  (:class:`HeadWait`), the socket's send buffer size is asked once
+  (:class:`CountingSocket`), and the access log line goes straight to the
+  stream of the handler gunicorn set up (``server/gunicorn.py``'s ``AccessLogger``).
 * **prompt stop**: a stopping worker closes its idle kept-alive connections at
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
