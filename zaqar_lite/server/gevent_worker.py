@@ -399,7 +399,11 @@ class Worker(GeventWorker):  # type: ignore[misc]
         When the deadline passes the connection is closed quietly (gunicorn
         reads no request); a stopping worker ends the waits of idle connections early.
         """
-        return self.head_waits[gevent.getcurrent()]
+        current = gevent.getcurrent()
+        wait = self.head_waits.get(current)
+        if wait is None:  # a connection not served through this worker's handler
+            wait = HeadWait(self.header_timeout, None, current, self.waiting_for_head)
+        return wait
 
     def _close_idle_connections(self) -> None:
         # A connection with part of a head read, or bytes the kernel holds, has a request
