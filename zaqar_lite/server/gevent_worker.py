@@ -42,6 +42,13 @@ gunicorn's gevent worker:
   worker lets every connection that is ready go first (``gevent.idle``: it
   resumes once the loop has no event pending), so a request waits at most for
   one request of each other connection of its worker.
+* **less work a request**: what gunicorn would redo for every request is done
+  once per process, connection or second: its settings are read as plain
+  attributes (:func:`settle`), the ``Date`` header's text is made once a
+  second (:class:`HttpDate`), a connection's head waits share one context
+  (:class:`HeadWait`), the socket's send buffer size is asked once
+  (:class:`CountingSocket`), and the access log line goes straight to the
+  stream of the handler gunicorn set up (``server/gunicorn.py``'s ``AccessLogger``).
 * **prompt stop**: a stopping worker closes its idle kept-alive connections at
   once (nothing of a request read, nothing unread in the kernel) and answers
   every request under way, a head half read included, with ``Connection:
@@ -54,12 +61,12 @@ gunicorn's gevent worker:
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import resource
 import select
 import time
 from collections.abc import Callable, Iterator
+from email.utils import formatdate
+from socket import SO_SNDBUF, SOL_SOCKET
 from typing import Any
 
 import gevent
@@ -67,6 +74,7 @@ from gevent import monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gevent.socket import socket as GeventSocket  # noqa: N812 - gevent's class, named as its module does
+from gunicorn import util as gunicorn_util
 from gunicorn.workers.ggevent import GeventWorker
 
 from zaqar_lite.server.balance import ACCEPT_RELOOK, AcceptBalance
@@ -98,6 +106,47 @@ def allow_open_files(wanted: int) -> None:
         return
     resource.setrlimit(resource.RLIMIT_NOFILE,
                        (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+class HttpDate:
+    """gunicorn's ``util.http_date``, whose text for the current time is made once a second.
+
+    Every answer's ``Date`` header asks it (``Response.default_headers``), and
+    formatting the date (``email.utils.formatdate``) is most of its cost; the
+    header shows whole seconds, so the text of the current second is kept.
+    A given timestamp is formatted as gunicorn does.
+    """
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, timestamp: float | None = None) -> str:
+        if timestamp is not None:
+            return formatdate(timestamp, localtime=False, usegmt=True)
+        second = int(time.time())
+        if second != self._second:
+            self._text = formatdate(second, localtime=False, usegmt=True)
+            self._second = second
+        return self._text
+
+
+def settle(config: Any) -> None:
+    """Make each of gunicorn's settings a plain attribute of its ``Config`` (in a worker's process).
+
+    gunicorn's ``Config`` answers every read of a setting (tens a request:
+    the parser, the response, the hooks, the logger) through ``__getattr__``
+    and a look-up of the setting. A worker never changes its settings (a
+    reload starts new workers from the master's), so each is read once and
+    kept as an attribute, which Python finds before ``__getattr__``. A setting
+    the class defines as a property stays the property.
+    """
+    kind = type(config)
+    for name, setting in config.settings.items():
+        if not hasattr(kind, name):
+            object.__setattr__(config, name, setting.get())  # Config refuses a plain set
 
 
 class BodyTimeout(BaseException):
@@ -148,11 +197,32 @@ class DeadlineBody:
 
 
 class CountingSocket(GeventSocket):  # type: ignore[misc]
-    """A connection's socket that counts the bytes read from it (how a stopping worker tells an idle one)."""
+    """A connection's socket that counts the bytes read from it (how a stopping worker tells an idle one).
+
+    gevent's ``sendall`` asks the socket's send buffer size (``SO_SNDBUF``, a
+    ``getsockopt`` system call) on every call, only to cut a large write into
+    chunks of at least 1 MiB; here the size is asked once per connection (and
+    again after any ``setsockopt``).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.bytes_read = 0
+        self._send_buffer: int | None = None
+
+    def getsockopt(self, level: int, option: int, *args: Any) -> Any:
+        """Answer as the socket does; the send buffer's size is asked of the kernel once."""
+        if option == SO_SNDBUF and level == SOL_SOCKET and not args:
+            size = self._send_buffer
+            if size is None:
+                size = self._send_buffer = super().getsockopt(level, option)
+            return size
+        return super().getsockopt(level, option, *args)
+
+    def setsockopt(self, *args: Any) -> None:
+        """Set an option as the socket does (the send buffer's size is asked again)."""
+        self._send_buffer = None
+        super().setsockopt(*args)
 
     def recv(self, *args: Any) -> bytes:
         """Receive as a gevent socket does, and count what came."""
@@ -210,14 +280,44 @@ def has_input(connection: Any) -> bool:
     return bool(poller.poll(0))
 
 
-@dataclasses.dataclass
 class HeadWait:
-    """A connection's wait for its next request head."""
+    """A connection's waits for its request heads, one after another, each under its own deadline.
 
-    deadline: gevent.Timeout
-    connection: CountingSocket | None
-    #: the connection's ``bytes_read`` when the wait began
-    bytes_before: int
+    gunicorn enters the worker's ``timeout_ctx()`` before each request head;
+    this object is made once per connection and is that context itself (no
+    generator-based context manager and no record per request). Each wait makes
+    a fresh :class:`gevent.Timeout`: gevent's timers are not restarted, since a
+    restarted one can fire before its time. When the deadline passes, or a
+    stopping worker ends the wait with it, the wait ends quietly (gunicorn
+    reads no request and closes the connection).
+    """
+
+    __slots__ = ("seconds", "deadline", "connection", "bytes_before", "_greenlet", "_waiting")
+
+    def __init__(self, seconds: float, connection: CountingSocket | None,
+                 greenlet: Any, waiting: dict[Any, HeadWait]) -> None:
+        self.seconds = seconds
+        #: the current wait's deadline
+        self.deadline: Any = None
+        self.connection = connection
+        #: the connection's ``bytes_read`` when the current wait began
+        self.bytes_before = 0
+        self._greenlet = greenlet
+        self._waiting = waiting
+
+    def __enter__(self) -> HeadWait:
+        connection = self.connection
+        self.bytes_before = connection.bytes_read if connection is not None else 0
+        deadline = self.deadline = gevent.Timeout(self.seconds, False)
+        self._waiting[self._greenlet] = self
+        deadline.start()
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
+        deadline = self.deadline
+        deadline.close()
+        del self._waiting[self._greenlet]
+        return error is deadline  # the deadline passed, or a stopping worker ended the wait
 
     def idle(self) -> bool:
         """Return whether nothing of a request has come: no byte read since the wait began, none unread."""
@@ -286,6 +386,10 @@ class Worker(GeventWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         """Raise the open-file limit to the connections this worker may hold, then run as gunicorn's."""
         allow_open_files(self.worker_connections + RESERVED_FILES)
+        # gunicorn's responses read the Date header's text from its util module: in this
+        # worker's process it is made once a second
+        gunicorn_util.http_date = HttpDate()
+        settle(self.cfg)  # the master's Config as this process inherited it: the master's is untouched
         super().init_process()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -296,27 +400,24 @@ class Worker(GeventWorker):  # type: ignore[misc]
         self.body_timeout: float = settings.body_timeout
         #: connection greenlet -> its socket
         self.connections: dict[Any, CountingSocket] = {}
-        #: connection greenlet -> its wait for a request head
+        #: connection greenlet -> its waits for request heads
+        self.head_waits: dict[Any, HeadWait] = {}
+        #: connection greenlet -> its wait for a request head, while it waits
         self.waiting_for_head: dict[Any, HeadWait] = {}
         #: set by SIGINT or SIGQUIT: exit at once instead of draining the connections
         self.quick_stop = False
 
-    @contextlib.contextmanager
-    def timeout_ctx(self) -> Iterator[None]:
-        """Bound the wait for, and the reading of, each request's head.
+    def timeout_ctx(self) -> HeadWait:
+        """Bound the wait for, and the reading of, each request's head (the connection's :class:`HeadWait`).
 
         When the deadline passes the connection is closed quietly (gunicorn
         reads no request); a stopping worker ends the waits of idle connections early.
         """
         current = gevent.getcurrent()
-        connection = self.connections.get(current)
-        with gevent.Timeout(self.header_timeout, False) as deadline:
-            self.waiting_for_head[current] = HeadWait(deadline, connection,
-                                                      connection.bytes_read if connection else 0)
-            try:
-                yield
-            finally:
-                del self.waiting_for_head[current]
+        wait = self.head_waits.get(current)
+        if wait is None:  # a connection not served through this worker's handler
+            wait = HeadWait(self.header_timeout, None, current, self.waiting_for_head)
+        return wait
 
     def _close_idle_connections(self) -> None:
         # A connection with part of a head read, or bytes the kernel holds, has a request
@@ -375,11 +476,15 @@ class Worker(GeventWorker):  # type: ignore[misc]
 
         def handle(client: Any, addr: Any) -> None:
             current = gevent.getcurrent()
-            if isinstance(client, CountingSocket):  # else never taken for idle: its head deadline ends it
-                self.connections[current] = client
+            counted = client if isinstance(client, CountingSocket) else None  # else never taken for idle
+            if counted is not None:
+                self.connections[current] = counted
+            self.head_waits[current] = HeadWait(self.header_timeout, counted, current,
+                                                self.waiting_for_head)
             try:
                 self.handle(listener, client, addr)
             finally:
+                del self.head_waits[current]
                 self.connections.pop(current, None)
                 counts[slot] -= 1  # counted by BalancedStreamServer.do_handle
         return handle

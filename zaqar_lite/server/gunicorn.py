@@ -59,6 +59,26 @@ class AccessLogger(Logger):  # type: ignore[misc]
     is the same made from its own values. Any other format is gunicorn's.
     """
 
+    #: the access log's one handler when it is a plain one gunicorn set up (a stream or file
+    #: handler writing the message as it is, no filter, no level above INFO): the line is
+    #: written to its stream and flushed, as its ``emit`` would, without a LogRecord
+    _plain_handler: logging.StreamHandler[Any] | None = None
+
+    def setup(self, cfg: Any) -> None:
+        """Set up as gunicorn's, then note whether the access log's handler is a plain one."""
+        super().setup(cfg)
+        self._plain_handler = None
+        handlers = self.access_log.handlers
+        if len(handlers) != 1:
+            return
+        handler = handlers[0]
+        formatter = handler.formatter
+        if (getattr(handler, "_gunicorn", False)
+                and type(handler) in (logging.StreamHandler, logging.FileHandler)
+                and not handler.filters and handler.level <= logging.INFO
+                and type(formatter) is logging.Formatter and formatter._fmt == self.access_fmt):
+            self._plain_handler = handler
+
     def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
         """Log one request's line (nothing when the access log is off)."""
         if not self.access_log_enabled:
@@ -78,6 +98,17 @@ class AccessLogger(Logger):  # type: ignore[misc]
         log = self.access_log
         if not log.isEnabledFor(logging.INFO):
             return
+        handler = self._plain_handler
+        if handler is not None and log.handlers == [handler] and not log.filters:
+            stream = handler.stream
+            if stream is not None:
+                try:
+                    with handler.lock:  # type: ignore[union-attr]
+                        stream.write(line + handler.terminator)
+                        stream.flush()
+                except Exception:  # noqa: BLE001 - as below
+                    self.exception("access log line not written")
+                return
         try:
             # the record info() would make, less the look up the stack for the caller's line,
             # which no access format shows
