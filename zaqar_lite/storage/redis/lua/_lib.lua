@@ -62,11 +62,13 @@ end
 
 -- Publish payload on the queue's wake-up channel qp .. 'wake' while a long-polling claim
 -- waits on the queue: its waiting set qp .. 'waiting' (written by the wake-up channel,
--- service/waiting/channels.py) holds an entry scored at or after the server's time in ms.
+-- service/waiting/channels.py) holds an entry scored at or after the server's time in ms,
+-- that is, its highest score is; the server's time is asked only when the set has one.
 local function wake_waiting(qp, payload)
+  local last = redis.call('ZRANGE', qp .. 'waiting', -1, -1, 'WITHSCORES')[2]
+  if not last then return end
   local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if redis.call('ZCOUNT', qp .. 'waiting', now_ms, '+inf') > 0 then
+  if tonumber(last) >= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
     redis.call('PUBLISH', qp .. 'wake', payload)
   end
 end
@@ -101,15 +103,13 @@ local function due_key_and_name(meta_key)
 end
 
 -- Make the queue whose metadata key is meta_key due for the sweep at `when` at
--- the latest (a time string, or 0 for at once): a due time is only lowered here,
+-- the latest (a time string, or 0 for at once): a due time is only lowered here
+-- (ZADD LT adds a missing one, and changes a present one only to a lower score),
 -- in the script of the write that may give the sweep something to do; the
 -- sweep of the queue sets the next one (record_next_due).
 local function due_by(meta_key, when)
   local due, name = due_key_and_name(meta_key)
-  local current = redis.call('ZSCORE', due, name)
-  if not current or tonumber(current) > tonumber(when) then
-    redis.call('ZADD', due, when, name)
-  end
+  redis.call('ZADD', due, 'LT', when, name)
 end
 
 -- Record when the sweep next has something to do in Q: its first message
@@ -127,9 +127,9 @@ local function record_next_due(Q)
   end
 end
 
--- Create a queue with empty metadata unless it exists.
-local function ensure_queue(Q, name, index)
-  if redis.call('SET', Q.meta, '{}', 'NX') then
+-- Create a queue (its metadata key meta) with empty metadata unless it exists.
+local function ensure_queue(meta, name, index)
+  if redis.call('SET', meta, '{}', 'NX') then
     redis.call('ZADD', index, 0, name)
   end
 end
@@ -241,7 +241,7 @@ end
 local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
   local key = message_key(ns, id)
   unindex(qp, Q, id, claim_id)
-  ensure_queue(T, name, index)
+  ensure_queue(T.meta, name, index)
   local marker = redis.call('INCR', T.marker)
   redis.call('HDEL', key, 'claim_id', 'claim_expires', 'group')
   redis.call('HSET', key, 'q', name, 'marker', marker, 'delay_until', '0', 'expires', expires,
