@@ -434,9 +434,9 @@ def test_a_message_a_script_replies_with_reads_as_its_hash_reads(store):
     from zaqar_lite.storage.redis.layout import REPLY_FIELDS
 
     library = (Path(__file__).resolve().parents[2] / "zaqar_lite/storage/redis/lua/_lib.lua").read_text()
-    dump = library[library.index("local function dump"):]
-    dump = dump[:dump.index("end")]
-    assert tuple(re.findall(r"'(\w+)'", dump[dump.index("message_key"):])) == REPLY_FIELDS
+    fields = library[library.index("local function message_fields"):]
+    fields = fields[:fields.index("end")]
+    assert tuple(re.findall(r"'(\w+)'", fields[fields.index("HMGET"):])) == REPLY_FIELDS
     plain, *_ = _messages(1, prefix="plain")
     full = Message(id="full", body=["é", {"n": None}], created=NOW, expires=NOW + 600, delay_until=0.0,
                    client_id="c", dlq_eligible=False, dedup_id="d-1", dedup_until=NOW + 60, group="g",

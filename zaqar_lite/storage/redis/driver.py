@@ -223,7 +223,7 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter), head, *guard(metadata_version),
             *backoff_args(request.backoff), *map(stamp, request.draws)],
-            dead_letter_queue=dead_letter.queue or queue)
+            dead_letter_queue=dead_letter.queue if head else None)  # its keys only for a move
         if reply == STALE:
             raise Stale(queue)
         moved, deleted, claimed = reply

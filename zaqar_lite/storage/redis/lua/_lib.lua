@@ -78,12 +78,19 @@ local function after(t, now)
   return t ~= false and t ~= nil and tonumber(t) > now
 end
 
--- A message as the reply to Python: {id, then the values of its fields in the order of
--- layout.REPLY_FIELDS (nil for a field it does not have)}, read by position.
+-- The fields of the message hash at key in the order of layout.REPLY_FIELDS (false for a
+-- field it does not have): body, created, expires, delay_until, client_id, claim_id,
+-- claim_expires, claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id, group,
+-- trace.
+local function message_fields(key)
+  return redis.call('HMGET', key, 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
+                    'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'marker',
+                    'dedup_id', 'group', 'trace')
+end
+
+-- A message as the reply to Python: {id, then its message_fields}, read by position.
 local function dump(ns, id)
-  local fields = redis.call('HMGET', message_key(ns, id), 'body', 'created', 'expires', 'delay_until',
-                            'client_id', 'claim_id', 'claim_expires', 'claim_count', 'dlq_eligible',
-                            'failures', 'dead_letter', 'marker', 'dedup_id', 'group', 'trace')
+  local fields = message_fields(message_key(ns, id))
   table.insert(fields, 1, id)
   return fields
 end

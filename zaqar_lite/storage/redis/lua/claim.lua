@@ -2,7 +2,7 @@
 --
 -- KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- KEYS[10]     zl:{P}:queues
--- KEYS[11..19] the dead-letter queue's keys, same order (the queue's own when it has none)
+-- KEYS[11..19] the dead-letter queue's keys, same order (only when claims are counted: ARGV[10])
 -- ARGV[1] "zl:{P}:"           ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3] now                 ARGV[4] claim id        ARGV[5] limit
 -- ARGV[6] claim expiry (now + ttl)                    ARGV[7] expiry floor (now + ttl + grace)
@@ -16,8 +16,9 @@
 -- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (absent for none)
 -- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
 -- Returns: {moved, deleted, claimed}: how many exhausted messages it moved to the DLQ and
---          deleted, and the claimed messages, FIFO, each {id, values...} (dump in _lib.lua) after
---          the claim; 'stale' when the metadata is not ARGV[15] (nothing changed).
+--          deleted, and the claimed messages, FIFO, each {id, values...} as dump (_lib.lua) would
+--          read it after the claim (made from the one read of its fields before); 'stale' when
+--          the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
 -- <= now) messages go back to ready; then ready is popped from its head (lowest
 -- marker, ZPOPMIN). Of the popped messages an expired one is left to the
@@ -35,16 +36,17 @@
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
 -- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
-local Q, D = queue_keys(1), queue_keys(11)
+local Q, D = queue_keys(1), nil  -- D, the dead-letter queue's keys, made once a message moves
 local ns, qp, now_s, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local now = tonumber(now_s)
 if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 local base = ARGV[16]
--- backoff.claimed_delay_until of the count-th claim of the slot-th message claimed;
--- made only for a queue with a _retry_backoff (a function is made on each run
--- that reaches it), so without one the claim stores '0'
+-- backoff.claimed_delay_until of the count-th claim of the slot-th message claimed, as the
+-- text stored (17 digits, which keep every bit of it); made only for a queue with a
+-- _retry_backoff (a function is made on each run that reaches it), so without one the
+-- claim stores '0'
 local delay_until = false
 if base then
   -- backoff.retry_wait, step by step as Python computes it
@@ -58,49 +60,55 @@ if base then
   end
   delay_until = function(count, slot)
     if max_count ~= '' and count >= tonumber(max_count) then return '0' end
-    return tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0'))
+    return string.format('%.17g', tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0')))
   end
 end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
-local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
+-- the claimed messages' replies, ids, (claim expiry, id) and (count, id) pairs, and the
+-- (expiry, id) pairs of those whose expiry the claim raised: one call per index at the end
+local claimed, ids, by_expiry, by_count, raised = {}, {}, {}, {}, {}
 local moved, deleted = 0, 0
 local freed = false  -- a group's head left: its next message may be in delayed, due
 
--- Take message id (key its hash, f its fields expires, claim_count, claim_id,
--- dlq_eligible): an expired one is left to the sweep, an exhausted one is
--- moved to the DLQ (or deleted), any other is claimed.
+-- Take message id (key its hash, f its message_fields, read once): an expired one is left
+-- to the sweep, an exhausted one is moved to the DLQ (or deleted), any other is claimed.
 local function take(id, key, f)
-  if not after(f[1], now) then return end
-  local count = tonumber(f[2])
+  local expires = f[3]
+  if not after(expires, now) then return end
+  local count = tonumber(f[8])
   if max_count ~= '' and count >= tonumber(max_count) then
-    if f[4] == '1' then
+    if f[9] == '1' then
+      D = D or queue_keys(11)
       dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
       moved = moved + 1
     else
-      drop(ns, qp, Q, id)
+      drop_read(ns, qp, Q, id, f[6], f[14])
       deleted = deleted + 1
     end
     freed = true
     return
   end
-  local expires = f[1]
   if tonumber(expires) < tonumber(floor) then
     expires = floor
-    redis.call('ZADD', Q.expires, expires, id)
+    raised[#raised + 1] = floor
+    raised[#raised + 1] = id
   end
-  redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
-             'claim_count', count + 1, 'expires', expires,
-             'delay_until', delay_until and delay_until(count + 1, #claimed + 1) or '0')
-  if f[3] and f[3] ~= claim_id then
-    redis.call('SREM', qp .. 'cm:' .. f[3], id)
+  count = count + 1
+  local held_until = delay_until and delay_until(count, #claimed + 1) or '0'
+  count = tostring(count)
+  redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires, 'claim_count', count,
+             'expires', expires, 'delay_until', held_until)
+  if f[6] and f[6] ~= claim_id then
+    redis.call('SREM', qp .. 'cm:' .. f[6], id)
   end
   ids[#ids + 1] = id
   by_expiry[#by_expiry + 1] = claim_expires
   by_expiry[#by_expiry + 1] = id
-  by_count[#by_count + 1] = count + 1
+  by_count[#by_count + 1] = count
   by_count[#by_count + 1] = id
-  claimed[#claimed + 1] = dump(ns, id)
+  claimed[#claimed + 1] = {id, f[1], f[2], expires, held_until, f[5], claim_id, claim_expires, count, f[9],
+                           f[10], f[11], f[12], f[13], f[14], f[15]}
 end
 
 -- After a group's head, take the group's next messages in marker order while
@@ -113,11 +121,10 @@ local function take_run(group)
     local id = redis.call('ZRANGE', members, rank, rank)[1]
     if not id then return end
     local key = message_key(ns, id)
-    local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible',
-                         'claim_expires', 'delay_until')
-    if f[3] == claim_id and after(f[5], now) then
+    local f = message_fields(key)
+    if f[6] == claim_id and after(f[7], now) then
       rank = rank + 1
-    elseif not after(f[1], now) or after(f[5], now) or after(f[6], now) then
+    elseif not after(f[3], now) or after(f[7], now) or after(f[4], now) then
       return
     else
       redis.call('ZREM', Q.ready, id)
@@ -129,9 +136,16 @@ local function take_run(group)
   end
 end
 
--- since when a head (fields f as read below) is available: posted, due, or back from a claim
+-- since when a head (its message_fields f) is available: posted, due, or back from a claim
 local function since(f)
-  return math.max(tonumber(f[6]), tonumber(f[7] or '0'), tonumber(f[8] or '0'))
+  return math.max(tonumber(f[2]), tonumber(f[4] or '0'), tonumber(f[7] or '0'))
+end
+
+-- the order of the grouped heads (claims/groups.py in_group_order)
+local function sooner(a, b)
+  local sa, sb = since(a.f), since(b.f)
+  if sa ~= sb then return sa < sb end
+  return tonumber(a.marker) < tonumber(b.marker)
 end
 
 local skipped = {}  -- heads of held groups, back to ready at the end
@@ -147,26 +161,22 @@ while #claimed < limit do
   local entries, slots, grouped = {}, {}, {}
   for i = 1, #heads, 2 do
     local key = message_key(ns, heads[i])
-    local e = {id = heads[i], marker = heads[i + 1], key = key,
-               f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible', 'group',
-                              'created', 'delay_until', 'claim_expires')}
+    local e = {id = heads[i], marker = heads[i + 1], key = key, f = message_fields(key)}
     entries[#entries + 1] = e
-    if e.f[5] and e.f[6] then
+    if e.f[14] and e.f[2] then
       slots[#slots + 1] = #entries
       grouped[#grouped + 1] = e
     end
   end
-  table.sort(grouped, function(a, b)
-    local sa, sb = since(a.f), since(b.f)
-    if sa ~= sb then return sa < sb end
-    return tonumber(a.marker) < tonumber(b.marker)
-  end)
-  for j, slot in ipairs(slots) do entries[slot] = grouped[j] end
+  if #grouped > 1 then
+    table.sort(grouped, sooner)
+    for j, slot in ipairs(slots) do entries[slot] = grouped[j] end
+  end
   for _, e in ipairs(entries) do
-    local group = e.f[5]
+    local group = e.f[14]
     if #claimed >= limit then
       redis.call('ZADD', Q.ready, e.marker, e.id)  -- a group's run filled the claim
-    elseif group and tonumber(e.f[2] or '0') == 0 and group_is_held(qp, Q, group) then
+    elseif group and tonumber(e.f[8] or '0') == 0 and group_is_held(qp, Q, group) then
       skipped[#skipped + 1] = e.marker  -- a head back from a claim makes its group available again
       skipped[#skipped + 1] = e.id
     else
@@ -177,6 +187,7 @@ while #claimed < limit do
 end
 if #skipped > 0 then redis.call('ZADD', Q.ready, unpack(skipped)) end
 if #claimed > 0 then
+  if #raised > 0 then redis.call('ZADD', Q.expires, unpack(raised)) end
   redis.call('ZADD', Q.claimed, unpack(by_expiry))
   redis.call('ZADD', Q.counted, unpack(by_count))
   redis.call('SADD', qp .. 'cm:' .. claim_id, unpack(ids))
