@@ -138,6 +138,8 @@ def test_a_script_carries_the_library_functions_it_calls_and_theirs_only():
         "-- first\nlocal function first(x)\n  return x\nend\n"
         "-- second, which calls first\nlocal function second(x)\n  return first(x) + 1\nend\n")
     assert library_for("return 1", library) == ""
+    assert library_for("-- not second(1)\nreturn first('unused')  -- nor unused()", library) == (
+        "-- first\nlocal function first(x)\n  return x\nend\n")
 
 
 def test_scripts_are_loaded_again_after_the_server_forgets_them(store, redis_server):

@@ -61,7 +61,7 @@ while b <= #ARGV do
   answered[#answered + 1] = first or id
   -- a retried post (same ids) must not store a message twice
   if not first and redis.call('EXISTS', key) == 0 then
-    local marker = redis.call('INCR', KEYS[2])
+    local marker = string.format('%d', redis.call('INCR', KEYS[2]))  -- text once, not per command
     redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', ARGV[b + 2],
                'expires', expires, 'delay_until', delay_until, 'claim_count', count,
                'dlq_eligible', ARGV[b + 6], unpack(ARGV, b + 12, last))
