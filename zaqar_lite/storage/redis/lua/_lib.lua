@@ -65,7 +65,7 @@ end
 -- service/waiting/channels.py) holds an entry scored at or after the server's time in ms,
 -- that is, its highest score is; the server's time is asked only when the set has one.
 local function wake_waiting(qp, payload)
-  local last = redis.call('ZRANGE', qp .. 'waiting', -1, -1, 'WITHSCORES')[2]
+  local last = redis.call('ZRANGE', qp .. 'waiting', '-1', '-1', 'WITHSCORES')[2]
   if not last then return end
   local t = redis.call('TIME')
   if tonumber(last) >= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then

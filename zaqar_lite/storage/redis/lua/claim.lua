@@ -107,8 +107,10 @@ local function take(id, key, f)
   by_expiry[#by_expiry + 1] = id
   by_count[#by_count + 1] = count
   by_count[#by_count + 1] = id
-  claimed[#claimed + 1] = {id, f[1], f[2], expires, held_until, f[5], claim_id, claim_expires, count, f[9],
-                           f[10], f[11], f[12], f[13], f[14], f[15]}
+  -- the reply: what it read, with what it wrote, after the id (dump)
+  f[3], f[4], f[6], f[7], f[8] = expires, held_until, claim_id, claim_expires, count
+  table.insert(f, 1, id)
+  claimed[#claimed + 1] = f
 end
 
 -- After a group's head, take the group's next messages in marker order while
@@ -141,14 +143,29 @@ local function since(f)
   return math.max(tonumber(f[2]), tonumber(f[4] or '0'), tonumber(f[7] or '0'))
 end
 
--- the order of the grouped heads (claims/groups.py in_group_order)
-local function sooner(a, b)
-  local sa, sb = since(a.f), since(b.f)
-  if sa ~= sb then return sa < sb end
-  return tonumber(a.marker) < tonumber(b.marker)
+-- The order in which to take the heads popped (heads, ZPOPMIN's reply) whose fields are
+-- read[j], as positions j: the grouped heads take the grouped places in the order since
+-- when each is available (claims/groups.py in_group_order); a head without a group keeps
+-- its place.
+local function in_group_order(heads, read)
+  local order, slots, grouped = {}, {}, {}
+  for j, f in ipairs(read) do
+    order[j] = j
+    if f[14] and f[2] then
+      slots[#slots + 1] = j
+      grouped[#grouped + 1] = j
+    end
+  end
+  table.sort(grouped, function(a, b)
+    local sa, sb = since(read[a]), since(read[b])
+    if sa ~= sb then return sa < sb end
+    return tonumber(heads[2 * a]) < tonumber(heads[2 * b])
+  end)
+  for i, slot in ipairs(slots) do order[slot] = grouped[i] end
+  return order
 end
 
-local skipped = {}  -- heads of held groups, back to ready at the end
+local skipped = false  -- heads of held groups, back to ready at the end
 while #claimed < limit do
   if freed then
     promote(ns, Q, Q.delayed, now_s)
@@ -156,36 +173,30 @@ while #claimed < limit do
   end
   local heads = redis.call('ZPOPMIN', Q.ready, limit - #claimed)
   if #heads == 0 then break end
-  -- the grouped heads take the grouped places in the order since when each is available
-  -- (claims/groups.py in_group_order); a head without a group keeps its place
-  local entries, slots, grouped = {}, {}, {}
+  local read, grouped = {}, 0
   for i = 1, #heads, 2 do
-    local key = message_key(ns, heads[i])
-    local e = {id = heads[i], marker = heads[i + 1], key = key, f = message_fields(key)}
-    entries[#entries + 1] = e
-    if e.f[14] and e.f[2] then
-      slots[#slots + 1] = #entries
-      grouped[#grouped + 1] = e
-    end
+    local f = message_fields(ns .. 'm:' .. heads[i])
+    read[#read + 1] = f
+    if f[14] and f[2] then grouped = grouped + 1 end
   end
-  if #grouped > 1 then
-    table.sort(grouped, sooner)
-    for j, slot in ipairs(slots) do entries[slot] = grouped[j] end
-  end
-  for _, e in ipairs(entries) do
-    local group = e.f[14]
+  local order = grouped > 1 and in_group_order(heads, read)
+  for j = 1, #read do
+    local k = order and order[j] or j
+    local id, marker, f = heads[2 * k - 1], heads[2 * k], read[k]
+    local group = f[14]
     if #claimed >= limit then
-      redis.call('ZADD', Q.ready, e.marker, e.id)  -- a group's run filled the claim
-    elseif group and tonumber(e.f[8] or '0') == 0 and group_is_held(qp, Q, group) then
-      skipped[#skipped + 1] = e.marker  -- a head back from a claim makes its group available again
-      skipped[#skipped + 1] = e.id
+      redis.call('ZADD', Q.ready, marker, id)  -- a group's run filled the claim
+    elseif group and tonumber(f[8] or '0') == 0 and group_is_held(qp, Q, group) then
+      skipped = skipped or {}
+      skipped[#skipped + 1] = marker  -- a head back from a claim makes its group available again
+      skipped[#skipped + 1] = id
     else
-      take(e.id, e.key, e.f)
+      take(id, ns .. 'm:' .. id, f)
       if group then take_run(group) end
     end
   end
 end
-if #skipped > 0 then redis.call('ZADD', Q.ready, unpack(skipped)) end
+if skipped then redis.call('ZADD', Q.ready, unpack(skipped)) end
 if #claimed > 0 then
   if #raised > 0 then redis.call('ZADD', Q.expires, unpack(raised)) end
   redis.call('ZADD', Q.claimed, unpack(by_expiry))

@@ -26,8 +26,12 @@
 --             is held (not ready) unless it is the first of its group.
 -- Reads zl:{P}:q:Q:waiting and publishes on zl:{P}:q:Q:wake (one round trip: the post's own).
 -- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
-local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
-local dedup, dedup_expires = ARGV[2] .. 'dedup', ARGV[2] .. 'dedup_expires'
+local ns, name = ARGV[1], ARGV[3]
+local now = false  -- ARGV[4] as a number, made once a message needs it (clock)
+local function clock()
+  now = tonumber(ARGV[4])
+  return now
+end
 if ARGV[5] == '1' then
   -- the metadata planned with is stored: the queue exists, unless planned without one
   if (redis.call('GET', KEYS[1]) or '') ~= ARGV[6] then return 'stale' end
@@ -38,9 +42,10 @@ end
 
 -- The id a live entry of dedup_id names, or false after remembering it for message_id.
 local function remembered(dedup_id, message_id, dedup_until)
+  local dedup, dedup_expires = ARGV[2] .. 'dedup', ARGV[2] .. 'dedup_expires'
   local lapses = redis.call('ZSCORE', dedup_expires, dedup_id)
-  if lapses and tonumber(lapses) > now then return redis.call('HGET', dedup, dedup_id) end
-  for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', dedup_expires, '-inf', now, 'LIMIT', 0, 8)) do
+  if lapses and tonumber(lapses) > (now or clock()) then return redis.call('HGET', dedup, dedup_id) end
+  for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', dedup_expires, '-inf', ARGV[4], 'LIMIT', 0, 8)) do
     redis.call('HDEL', dedup, lapsed)
     redis.call('ZREM', dedup_expires, lapsed)
   end
@@ -75,14 +80,15 @@ while b <= #ARGV do
       redis.call('SADD', ARGV[2] .. 'groups', group)
       held = redis.call('ZCARD', members) > 1
     end
-    if claim_expires ~= '' and tonumber(claim_expires) > now then
+    -- (a text compared first spares converting a number: '0.0' is no delay, '0' no claim)
+    if claim_expires ~= '' and tonumber(claim_expires) > (now or clock()) then
       redis.call('ZADD', KEYS[5], claim_expires, id)
-    elseif tonumber(delay_until) > now then
+    elseif delay_until ~= '0.0' and tonumber(delay_until) > (now or clock()) then
       redis.call('ZADD', KEYS[4], delay_until, id)
     elseif not held then
       redis.call('ZADD', KEYS[3], marker, id)
     end
-    if tonumber(count) > 0 then
+    if count ~= '0' and tonumber(count) > 0 then
       redis.call('ZADD', KEYS[8], count, id)
     end
   end
