@@ -53,6 +53,7 @@ from zaqar_lite.storage.redis.layout import (
     guard,
     message_key,
     opt,
+    optional_pairs,
     record_head,
     stamp,
     to_message,
@@ -102,26 +103,10 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
         """
         args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
         for m in messages:  # what every message stores, what post.lua reads, then the other fields set
-            others: list[str] = []
-            if m.client_id:
-                others += ("client_id", m.client_id)
-            if m.claim_id:
-                others += ("claim_id", m.claim_id)
-            claim_expires = "" if m.claim_expires is None else stamp(m.claim_expires)
-            if claim_expires:
-                others += ("claim_expires", claim_expires)
-            if m.failures:
-                others += ("failures", "\n".join(map(ascii_text, m.failures)))
-            if m.dead_letter:
-                others += ("dead_letter", ascii_text(m.dead_letter))
-            if m.dedup_id:
-                others += ("dedup_id", m.dedup_id)
-            if m.group:
-                others += ("group", m.group)
-            if m.trace:
-                others += ("trace", ascii_text(m.trace))
+            others = optional_pairs(m)
             args += [m.id, ascii_text(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
-                     str(m.claim_count), "1" if m.dlq_eligible else "0", claim_expires, m.dedup_id or "",
+                     str(m.claim_count), "1" if m.dlq_eligible else "0", opt(m.claim_expires, stamp),
+                     m.dedup_id or "",
                      stamp(m.dedup_until) if m.dedup_id else "", m.group or "", str(len(others)), *others]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
