@@ -41,7 +41,7 @@
 --   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,
 --                counted, claims (in that order)
 --   KEYS[10]     zl:{P}:queues
---   KEYS[11..19] the dead-letter queue's keys, same order (claim and sweep), or the
+--   KEYS[11..19] the dead-letter queue's keys, same order (sweep, and claim when it counts claims), or the
 --                target queue's (redrive)
 -- Message and claim keys are built here from the prefixes ARGV[1] = "zl:{P}:"
 -- and ARGV[2] = "zl:{P}:q:Q:"; they carry the same hash tag.
