@@ -567,3 +567,40 @@ def test_a_caller_that_stops_waiting_leaves_its_reply_to_no_other(redis_store_ur
     assert figures["replies"] == ["Timeout: 0.05 seconds", "patient"]
     assert figures["connections"] == 1  # read to the end: the one connection is lent again, owing nothing
     assert figures["next"] == ["next", "echo"]
+
+
+def _commands_by_name(server: RedisServer, action) -> dict[str, int]:
+    """Run ``action`` and return how many times Redis ran each data command for it."""
+    with server.client() as admin:
+        admin.config_resetstat()
+        action()
+        stats = admin.info("commandstats")
+    return {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()
+            if k not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_config|resetstat", "cmdstat_info",
+                         "cmdstat_script|load", "cmdstat_ping")}
+
+
+def test_a_planned_post_runs_only_the_commands_its_message_needs(store, redis_server):
+    store.create_queue(P, Q, {}, NOW)
+    store.post_messages(P, Q, _messages(1, prefix="first"), NOW)
+
+    commands = _commands_by_name(redis_server, lambda: store._post(P, Q, _messages(1), "{}", NOW))
+    # the guard's GET (the queue exists: no SET NX), the retry test, the marker, the message,
+    # its three indexes, the due time lowered in one ZADD LT, and the waiting set's last score
+    # (no TIME, no ZCOUNT: no claim waits)
+    assert commands == {"get": 1, "exists": 1, "incr": 1, "hset": 1, "zadd": 4, "zrange": 1}
+    assert [m.id for m in store.get_messages(P, Q, ["m0"], NOW)] == ["m0"]
+
+
+def test_a_claim_reads_each_message_once_and_raises_their_expiries_in_one_command(store, redis_server):
+    store.post_messages(P, Q, _messages(10, ttl=30), NOW)
+
+    commands = _commands_by_name(redis_server, lambda: _claim(store, 10, claim_id="c10"))
+    assert commands["hmget"] == 10  # one read a message, its reply made from it
+    assert commands["hset"] == 11  # each message, and the claim record
+    # the raised expiries, the claimed and counted indexes, the claims, the due time
+    assert commands["zadd"] == 5
+    assert sum(commands.values()) == 30
+    claimed = store.claim_messages(P, Q, ClaimRequest("again", NOW + 200, 60, 60, 10, DeadLetterPolicy()))
+    assert claimed.claimed == []
+    assert [m.expires for m in store.get_messages(P, Q, ["m0", "m9"], NOW)] == [NOW + 120] * 2
