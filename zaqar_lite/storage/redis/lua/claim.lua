@@ -40,7 +40,8 @@ local Q, D = queue_keys(1), nil  -- D, the dead-letter queue's keys, made once a
 local ns, qp, now_s, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
-local now = tonumber(now_s)
+local now, floor_at = tonumber(now_s), tonumber(floor)
+local max_at = max_count ~= '' and tonumber(max_count)  -- false when claims are not counted
 if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 local base = ARGV[16]
 -- backoff.claimed_delay_until of the count-th claim of the slot-th message claimed, as the
@@ -75,9 +76,10 @@ local freed = false  -- a group's head left: its next message may be in delayed,
 -- to the sweep, an exhausted one is moved to the DLQ (or deleted), any other is claimed.
 local function take(id, key, f)
   local expires = f[3]
-  if not after(expires, now) then return end
+  local expires_at = expires and tonumber(expires)  -- converted once (after() would again)
+  if not expires_at or expires_at <= now then return end
   local count = tonumber(f[8])
-  if max_count ~= '' and count >= tonumber(max_count) then
+  if max_at and count >= max_at then
     if f[9] == '1' then
       D = D or queue_keys(11)
       dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
@@ -89,7 +91,7 @@ local function take(id, key, f)
     freed = true
     return
   end
-  if tonumber(expires) < tonumber(floor) then
+  if expires_at < floor_at then
     expires = floor
     raised[#raised + 1] = floor
     raised[#raised + 1] = id
