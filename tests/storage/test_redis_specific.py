@@ -138,6 +138,8 @@ def test_a_script_carries_the_library_functions_it_calls_and_theirs_only():
         "-- first\nlocal function first(x)\n  return x\nend\n"
         "-- second, which calls first\nlocal function second(x)\n  return first(x) + 1\nend\n")
     assert library_for("return 1", library) == ""
+    assert library_for("-- not second(1)\nreturn first('unused')  -- nor unused()", library) == (
+        "-- first\nlocal function first(x)\n  return x\nend\n")
 
 
 def test_scripts_are_loaded_again_after_the_server_forgets_them(store, redis_server):
@@ -434,9 +436,9 @@ def test_a_message_a_script_replies_with_reads_as_its_hash_reads(store):
     from zaqar_lite.storage.redis.layout import REPLY_FIELDS
 
     library = (Path(__file__).resolve().parents[2] / "zaqar_lite/storage/redis/lua/_lib.lua").read_text()
-    dump = library[library.index("local function dump"):]
-    dump = dump[:dump.index("end")]
-    assert tuple(re.findall(r"'(\w+)'", dump[dump.index("message_key"):])) == REPLY_FIELDS
+    fields = library[library.index("local function message_fields"):]
+    fields = fields[:fields.index("end")]
+    assert tuple(re.findall(r"'(\w+)'", fields[fields.index("HMGET"):])) == REPLY_FIELDS
     plain, *_ = _messages(1, prefix="plain")
     full = Message(id="full", body=["é", {"n": None}], created=NOW, expires=NOW + 600, delay_until=0.0,
                    client_id="c", dlq_eligible=False, dedup_id="d-1", dedup_until=NOW + 60, group="g",
@@ -565,3 +567,40 @@ def test_a_caller_that_stops_waiting_leaves_its_reply_to_no_other(redis_store_ur
     assert figures["replies"] == ["Timeout: 0.05 seconds", "patient"]
     assert figures["connections"] == 1  # read to the end: the one connection is lent again, owing nothing
     assert figures["next"] == ["next", "echo"]
+
+
+def _commands_by_name(server: RedisServer, action) -> dict[str, int]:
+    """Run ``action`` and return how many times Redis ran each data command for it."""
+    with server.client() as admin:
+        admin.config_resetstat()
+        action()
+        stats = admin.info("commandstats")
+    return {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()
+            if k not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_config|resetstat", "cmdstat_info",
+                         "cmdstat_script|load", "cmdstat_ping")}
+
+
+def test_a_planned_post_runs_only_the_commands_its_message_needs(store, redis_server):
+    store.create_queue(P, Q, {}, NOW)
+    store.post_messages(P, Q, _messages(1, prefix="first"), NOW)
+
+    commands = _commands_by_name(redis_server, lambda: store._post(P, Q, _messages(1), "{}", NOW))
+    # the guard's GET (the queue exists: no SET NX), the retry test, the marker, the message,
+    # its three indexes, the due time lowered in one ZADD LT, and the waiting set's last score
+    # (no TIME, no ZCOUNT: no claim waits)
+    assert commands == {"get": 1, "exists": 1, "incr": 1, "hset": 1, "zadd": 4, "zrange": 1}
+    assert [m.id for m in store.get_messages(P, Q, ["m0"], NOW)] == ["m0"]
+
+
+def test_a_claim_reads_each_message_once_and_raises_their_expiries_in_one_command(store, redis_server):
+    store.post_messages(P, Q, _messages(10, ttl=30), NOW)
+
+    commands = _commands_by_name(redis_server, lambda: _claim(store, 10, claim_id="c10"))
+    assert commands["hmget"] == 10  # one read a message, its reply made from it
+    assert commands["hset"] == 11  # each message, and the claim record
+    # the raised expiries, the claimed and counted indexes, the claims, the due time
+    assert commands["zadd"] == 5
+    assert sum(commands.values()) == 30
+    claimed = store.claim_messages(P, Q, ClaimRequest("again", NOW + 200, 60, 60, 10, DeadLetterPolicy()))
+    assert claimed.claimed == []
+    assert [m.expires for m in store.get_messages(P, Q, ["m0", "m9"], NOW)] == [NOW + 120] * 2

@@ -37,6 +37,8 @@ SCRIPTS = ("create_queue", "set_metadata", "post", "claim", "renew", "release_cl
            "delete_record", "edit")
 #: a function of ``lua/_lib.lua``: the comments above it, its name, and its text up to its closing ``end``
 _LUA_FUNCTION = re.compile(r"(?:^--[^\n]*\n)*^local function (\w+)\(.*?^end\n", re.MULTILINE | re.DOTALL)
+#: a Lua comment to the end of its line, or a string on one line (a field named as a function)
+_LUA_NOT_CODE = re.compile(r"--[^\n]*|'[^'\n]*'|\"[^\"\n]*\"")
 DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 3.0, "health_check_interval": 5,
             "decode_responses": True}
 #: under gevent: connections of a worker's pool, and seconds a command waits for one of them
@@ -76,13 +78,14 @@ def library_for(script: str, library: str) -> str:
 
     Each ``local function`` of a script is made anew (a closure, later collected)
     every time the script runs: a script that carried the whole library would
-    pay on every call for the functions it never calls.
+    pay on every call for the functions it never calls. A name in a comment or
+    a string calls nothing: calls are looked for in the code only.
     """
     functions = {match.group(1): match.group(0) for match in _LUA_FUNCTION.finditer(library)}
     needed: set[str] = set()
     pending = [script]
     while pending:
-        text = pending.pop()
+        text = _LUA_NOT_CODE.sub("", pending.pop())
         for name, definition in functions.items():
             if name not in needed and re.search(rf"\b{name}\b", text):
                 needed.add(name)

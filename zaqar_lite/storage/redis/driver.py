@@ -53,6 +53,7 @@ from zaqar_lite.storage.redis.layout import (
     guard,
     message_key,
     opt,
+    optional_pairs,
     record_head,
     stamp,
     to_message,
@@ -101,14 +102,12 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
         trip of its own.
         """
         args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
-        for m in messages:  # the optional texts written in line (opt's '' for None): a post's messages
+        for m in messages:  # what every message stores, what post.lua reads, then the other fields set
+            others = optional_pairs(m)
             args += [m.id, ascii_text(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
-                     m.client_id, m.claim_id or "",
-                     "" if m.claim_expires is None else stamp(m.claim_expires), str(m.claim_count),
-                     "1" if m.dlq_eligible else "0",
-                     "\n".join(map(ascii_text, m.failures)) if m.failures else "",
-                     ascii_text(m.dead_letter) if m.dead_letter else "", m.dedup_id or "",
-                     m.group or "", ascii_text(m.trace) if m.trace else "", stamp(m.dedup_until)]
+                     str(m.claim_count), "1" if m.dlq_eligible else "0", opt(m.claim_expires, stamp),
+                     m.dedup_id or "",
+                     stamp(m.dedup_until) if m.dedup_id else "", m.group or "", str(len(others)), *others]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
         if answered == STALE:
@@ -209,7 +208,7 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
             *self._dead_letter_args(now, dead_letter), head, *guard(metadata_version),
             *backoff_args(request.backoff), *map(stamp, request.draws)],
-            dead_letter_queue=dead_letter.queue or queue)
+            dead_letter_queue=dead_letter.queue if head else None)  # its keys only for a move
         if reply == STALE:
             raise Stale(queue)
         moved, deleted, claimed = reply

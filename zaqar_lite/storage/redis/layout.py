@@ -57,7 +57,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_lite.claims import policy
-from zaqar_lite.jsontext import stored_json
+from zaqar_lite.jsontext import ascii_text, stored_json
 from zaqar_lite.models import DeadLetterPolicy, Message, RetryBackoff, stored_message
 from zaqar_lite.rules.pools import masked_uri
 
@@ -153,6 +153,29 @@ def guard(metadata_version: str | None) -> list[str]:
 def opt(value: Any, fmt: Any = str) -> str:
     """Return ``fmt(value)``, or '' (unset) for None."""
     return "" if value is None else fmt(value)
+
+
+def optional_pairs(m: Message) -> list[str]:
+    """Return the (field, value) pairs of a message's optional fields that are set, flat, as post.lua
+    stores them: client_id, claim_id, claim_expires, failures, dead_letter, dedup_id, group, trace."""
+    pairs: list[str] = []
+    if m.client_id:
+        pairs += ("client_id", m.client_id)
+    if m.claim_id:
+        pairs += ("claim_id", m.claim_id)
+    if m.claim_expires is not None:
+        pairs += ("claim_expires", stamp(m.claim_expires))
+    if m.failures:
+        pairs += ("failures", "\n".join(map(ascii_text, m.failures)))
+    if m.dead_letter:
+        pairs += ("dead_letter", ascii_text(m.dead_letter))
+    if m.dedup_id:
+        pairs += ("dedup_id", m.dedup_id)
+    if m.group:
+        pairs += ("group", m.group)
+    if m.trace:
+        pairs += ("trace", ascii_text(m.trace))
+    return pairs
 
 
 def failures_from(text: str | None) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@
 --   KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires,
 --                counted, claims (in that order)
 --   KEYS[10]     zl:{P}:queues
---   KEYS[11..19] the dead-letter queue's keys, same order (claim and sweep), or the
+--   KEYS[11..19] the dead-letter queue's keys, same order (sweep, and claim when it counts claims), or the
 --                target queue's (redrive)
 -- Message and claim keys are built here from the prefixes ARGV[1] = "zl:{P}:"
 -- and ARGV[2] = "zl:{P}:q:Q:"; they carry the same hash tag.
@@ -62,11 +62,13 @@ end
 
 -- Publish payload on the queue's wake-up channel qp .. 'wake' while a long-polling claim
 -- waits on the queue: its waiting set qp .. 'waiting' (written by the wake-up channel,
--- service/waiting/channels.py) holds an entry scored at or after the server's time in ms.
+-- service/waiting/channels.py) holds an entry scored at or after the server's time in ms,
+-- that is, its highest score is; the server's time is asked only when the set has one.
 local function wake_waiting(qp, payload)
+  local last = redis.call('ZRANGE', qp .. 'waiting', '-1', '-1', 'WITHSCORES')[2]
+  if not last then return end
   local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if redis.call('ZCOUNT', qp .. 'waiting', now_ms, '+inf') > 0 then
+  if tonumber(last) >= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
     redis.call('PUBLISH', qp .. 'wake', payload)
   end
 end
@@ -76,12 +78,19 @@ local function after(t, now)
   return t ~= false and t ~= nil and tonumber(t) > now
 end
 
--- A message as the reply to Python: {id, then the values of its fields in the order of
--- layout.REPLY_FIELDS (nil for a field it does not have)}, read by position.
+-- The fields of the message hash at key in the order of layout.REPLY_FIELDS (false for a
+-- field it does not have): body, created, expires, delay_until, client_id, claim_id,
+-- claim_expires, claim_count, dlq_eligible, failures, dead_letter, marker, dedup_id, group,
+-- trace.
+local function message_fields(key)
+  return redis.call('HMGET', key, 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
+                    'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'marker',
+                    'dedup_id', 'group', 'trace')
+end
+
+-- A message as the reply to Python: {id, then its message_fields}, read by position.
 local function dump(ns, id)
-  local fields = redis.call('HMGET', message_key(ns, id), 'body', 'created', 'expires', 'delay_until',
-                            'client_id', 'claim_id', 'claim_expires', 'claim_count', 'dlq_eligible',
-                            'failures', 'dead_letter', 'marker', 'dedup_id', 'group', 'trace')
+  local fields = message_fields(message_key(ns, id))
   table.insert(fields, 1, id)
   return fields
 end
@@ -101,15 +110,13 @@ local function due_key_and_name(meta_key)
 end
 
 -- Make the queue whose metadata key is meta_key due for the sweep at `when` at
--- the latest (a time string, or 0 for at once): a due time is only lowered here,
+-- the latest (a time string, or 0 for at once): a due time is only lowered here
+-- (ZADD LT adds a missing one, and changes a present one only to a lower score),
 -- in the script of the write that may give the sweep something to do; the
 -- sweep of the queue sets the next one (record_next_due).
 local function due_by(meta_key, when)
   local due, name = due_key_and_name(meta_key)
-  local current = redis.call('ZSCORE', due, name)
-  if not current or tonumber(current) > tonumber(when) then
-    redis.call('ZADD', due, when, name)
-  end
+  redis.call('ZADD', due, 'LT', when, name)
 end
 
 -- Record when the sweep next has something to do in Q: its first message
@@ -127,9 +134,9 @@ local function record_next_due(Q)
   end
 end
 
--- Create a queue with empty metadata unless it exists.
-local function ensure_queue(Q, name, index)
-  if redis.call('SET', Q.meta, '{}', 'NX') then
+-- Create a queue (its metadata key meta) with empty metadata unless it exists.
+local function ensure_queue(meta, name, index)
+  if redis.call('SET', meta, '{}', 'NX') then
     redis.call('ZADD', index, 0, name)
   end
 end
@@ -241,7 +248,7 @@ end
 local function rehome(ns, qp, Q, T, index, name, id, claim_id, expires, count)
   local key = message_key(ns, id)
   unindex(qp, Q, id, claim_id)
-  ensure_queue(T, name, index)
+  ensure_queue(T.meta, name, index)
   local marker = redis.call('INCR', T.marker)
   redis.call('HDEL', key, 'claim_id', 'claim_expires', 'group')
   redis.call('HSET', key, 'q', name, 'marker', marker, 'delay_until', '0', 'expires', expires,

@@ -2,7 +2,7 @@
 --
 -- KEYS[1..9]   the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- KEYS[10]     zl:{P}:queues
--- KEYS[11..19] the dead-letter queue's keys, same order (the queue's own when it has none)
+-- KEYS[11..19] the dead-letter queue's keys, same order (only when claims are counted: ARGV[10])
 -- ARGV[1] "zl:{P}:"           ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3] now                 ARGV[4] claim id        ARGV[5] limit
 -- ARGV[6] claim expiry (now + ttl)                    ARGV[7] expiry floor (now + ttl + grace)
@@ -16,8 +16,9 @@
 -- ARGV[16..19] the queue's _retry_backoff base, factor, max, jitter (absent for none)
 -- ARGV[20..]   random draws: the i-th message claimed uses ARGV[19 + i] (none: 0)
 -- Returns: {moved, deleted, claimed}: how many exhausted messages it moved to the DLQ and
---          deleted, and the claimed messages, FIFO, each {id, values...} (dump in _lib.lua) after
---          the claim; 'stale' when the metadata is not ARGV[15] (nothing changed).
+--          deleted, and the claimed messages, FIFO, each {id, values...} as dump (_lib.lua) would
+--          read it after the claim (made from the one read of its fields before); 'stale' when
+--          the metadata is not ARGV[15] (nothing changed).
 -- Steps: matured delayed (delay_until <= now) and lapsed claimed (claim_expires
 -- <= now) messages go back to ready; then ready is popped from its head (lowest
 -- marker, ZPOPMIN). Of the popped messages an expired one is left to the
@@ -35,16 +36,18 @@
 -- Keys written: the queue's and the DLQ's indexes, zl:{P}:q:Q:c:<claim>,
 -- zl:{P}:q:Q:cm:<claim> (and the previous claim's cm set), zl:{P}:m:<id>.
 -- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
-local Q, D = queue_keys(1), queue_keys(11)
+local Q, D = queue_keys(1), nil  -- D, the dead-letter queue's keys, made once a message moves
 local ns, qp, now_s, claim_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, claim_expires, floor = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local max_count, dlq, dlq_expires, record_head = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
-local now = tonumber(now_s)
+local now, floor_at = tonumber(now_s), tonumber(floor)
+local max_at = max_count ~= '' and tonumber(max_count)  -- false when claims are not counted
 if not metadata_is(Q.meta, ARGV[14], ARGV[15]) then return 'stale' end
 local base = ARGV[16]
--- backoff.claimed_delay_until of the count-th claim of the slot-th message claimed;
--- made only for a queue with a _retry_backoff (a function is made on each run
--- that reaches it), so without one the claim stores '0'
+-- backoff.claimed_delay_until of the count-th claim of the slot-th message claimed, as the
+-- text stored (17 digits, which keep every bit of it); made only for a queue with a
+-- _retry_backoff (a function is made on each run that reaches it), so without one the
+-- claim stores '0'
 local delay_until = false
 if base then
   -- backoff.retry_wait, step by step as Python computes it
@@ -58,49 +61,58 @@ if base then
   end
   delay_until = function(count, slot)
     if max_count ~= '' and count >= tonumber(max_count) then return '0' end
-    return tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0'))
+    return string.format('%.17g', tonumber(claim_expires) + retry_wait(count, tonumber(ARGV[19 + slot] or '0')))
   end
 end
 promote(ns, Q, Q.delayed, now_s)
 promote(ns, Q, Q.claimed, now_s)
-local claimed, ids, by_expiry, by_count = {}, {}, {}, {}
+-- the claimed messages' replies, ids, (claim expiry, id) and (count, id) pairs, and the
+-- (expiry, id) pairs of those whose expiry the claim raised: one call per index at the end
+local claimed, ids, by_expiry, by_count, raised = {}, {}, {}, {}, {}
 local moved, deleted = 0, 0
 local freed = false  -- a group's head left: its next message may be in delayed, due
 
--- Take message id (key its hash, f its fields expires, claim_count, claim_id,
--- dlq_eligible): an expired one is left to the sweep, an exhausted one is
--- moved to the DLQ (or deleted), any other is claimed.
+-- Take message id (key its hash, f its message_fields, read once): an expired one is left
+-- to the sweep, an exhausted one is moved to the DLQ (or deleted), any other is claimed.
 local function take(id, key, f)
-  if not after(f[1], now) then return end
-  local count = tonumber(f[2])
-  if max_count ~= '' and count >= tonumber(max_count) then
-    if f[4] == '1' then
+  local expires = f[3]
+  local expires_at = expires and tonumber(expires)  -- converted once (after() would again)
+  if not expires_at or expires_at <= now then return end
+  local count = tonumber(f[8])
+  if max_at and count >= max_at then
+    if f[9] == '1' then
+      D = D or queue_keys(11)
       dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, dlq_expires, record_head, now, false)
       moved = moved + 1
     else
-      drop(ns, qp, Q, id)
+      drop_read(ns, qp, Q, id, f[6], f[14])
       deleted = deleted + 1
     end
     freed = true
     return
   end
-  local expires = f[1]
-  if tonumber(expires) < tonumber(floor) then
+  if expires_at < floor_at then
     expires = floor
-    redis.call('ZADD', Q.expires, expires, id)
+    raised[#raised + 1] = floor
+    raised[#raised + 1] = id
   end
-  redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires,
-             'claim_count', count + 1, 'expires', expires,
-             'delay_until', delay_until and delay_until(count + 1, #claimed + 1) or '0')
-  if f[3] and f[3] ~= claim_id then
-    redis.call('SREM', qp .. 'cm:' .. f[3], id)
+  count = count + 1
+  local held_until = delay_until and delay_until(count, #claimed + 1) or '0'
+  count = tostring(count)
+  redis.call('HSET', key, 'claim_id', claim_id, 'claim_expires', claim_expires, 'claim_count', count,
+             'expires', expires, 'delay_until', held_until)
+  if f[6] and f[6] ~= claim_id then
+    redis.call('SREM', qp .. 'cm:' .. f[6], id)
   end
   ids[#ids + 1] = id
   by_expiry[#by_expiry + 1] = claim_expires
   by_expiry[#by_expiry + 1] = id
-  by_count[#by_count + 1] = count + 1
+  by_count[#by_count + 1] = count
   by_count[#by_count + 1] = id
-  claimed[#claimed + 1] = dump(ns, id)
+  -- the reply: what it read, with what it wrote, after the id (dump)
+  f[3], f[4], f[6], f[7], f[8] = expires, held_until, claim_id, claim_expires, count
+  table.insert(f, 1, id)
+  claimed[#claimed + 1] = f
 end
 
 -- After a group's head, take the group's next messages in marker order while
@@ -113,11 +125,10 @@ local function take_run(group)
     local id = redis.call('ZRANGE', members, rank, rank)[1]
     if not id then return end
     local key = message_key(ns, id)
-    local f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible',
-                         'claim_expires', 'delay_until')
-    if f[3] == claim_id and after(f[5], now) then
+    local f = message_fields(key)
+    if f[6] == claim_id and after(f[7], now) then
       rank = rank + 1
-    elseif not after(f[1], now) or after(f[5], now) or after(f[6], now) then
+    elseif not after(f[3], now) or after(f[7], now) or after(f[4], now) then
       return
     else
       redis.call('ZREM', Q.ready, id)
@@ -129,12 +140,34 @@ local function take_run(group)
   end
 end
 
--- since when a head (fields f as read below) is available: posted, due, or back from a claim
+-- since when a head (its message_fields f) is available: posted, due, or back from a claim
 local function since(f)
-  return math.max(tonumber(f[6]), tonumber(f[7] or '0'), tonumber(f[8] or '0'))
+  return math.max(tonumber(f[2]), tonumber(f[4] or '0'), tonumber(f[7] or '0'))
 end
 
-local skipped = {}  -- heads of held groups, back to ready at the end
+-- The order in which to take the heads popped (heads, ZPOPMIN's reply) whose fields are
+-- read[j], as positions j: the grouped heads take the grouped places in the order since
+-- when each is available (claims/groups.py in_group_order); a head without a group keeps
+-- its place.
+local function in_group_order(heads, read)
+  local order, slots, grouped = {}, {}, {}
+  for j, f in ipairs(read) do
+    order[j] = j
+    if f[14] and f[2] then
+      slots[#slots + 1] = j
+      grouped[#grouped + 1] = j
+    end
+  end
+  table.sort(grouped, function(a, b)
+    local sa, sb = since(read[a]), since(read[b])
+    if sa ~= sb then return sa < sb end
+    return tonumber(heads[2 * a]) < tonumber(heads[2 * b])
+  end)
+  for i, slot in ipairs(slots) do order[slot] = grouped[i] end
+  return order
+end
+
+local skipped = false  -- heads of held groups, back to ready at the end
 while #claimed < limit do
   if freed then
     promote(ns, Q, Q.delayed, now_s)
@@ -142,41 +175,32 @@ while #claimed < limit do
   end
   local heads = redis.call('ZPOPMIN', Q.ready, limit - #claimed)
   if #heads == 0 then break end
-  -- the grouped heads take the grouped places in the order since when each is available
-  -- (claims/groups.py in_group_order); a head without a group keeps its place
-  local entries, slots, grouped = {}, {}, {}
+  local read, grouped = {}, 0
   for i = 1, #heads, 2 do
-    local key = message_key(ns, heads[i])
-    local e = {id = heads[i], marker = heads[i + 1], key = key,
-               f = redis.call('HMGET', key, 'expires', 'claim_count', 'claim_id', 'dlq_eligible', 'group',
-                              'created', 'delay_until', 'claim_expires')}
-    entries[#entries + 1] = e
-    if e.f[5] and e.f[6] then
-      slots[#slots + 1] = #entries
-      grouped[#grouped + 1] = e
-    end
+    local f = message_fields(ns .. 'm:' .. heads[i])
+    read[#read + 1] = f
+    if f[14] and f[2] then grouped = grouped + 1 end
   end
-  table.sort(grouped, function(a, b)
-    local sa, sb = since(a.f), since(b.f)
-    if sa ~= sb then return sa < sb end
-    return tonumber(a.marker) < tonumber(b.marker)
-  end)
-  for j, slot in ipairs(slots) do entries[slot] = grouped[j] end
-  for _, e in ipairs(entries) do
-    local group = e.f[5]
+  local order = grouped > 1 and in_group_order(heads, read)
+  for j = 1, #read do
+    local k = order and order[j] or j
+    local id, marker, f = heads[2 * k - 1], heads[2 * k], read[k]
+    local group = f[14]
     if #claimed >= limit then
-      redis.call('ZADD', Q.ready, e.marker, e.id)  -- a group's run filled the claim
-    elseif group and tonumber(e.f[2] or '0') == 0 and group_is_held(qp, Q, group) then
-      skipped[#skipped + 1] = e.marker  -- a head back from a claim makes its group available again
-      skipped[#skipped + 1] = e.id
+      redis.call('ZADD', Q.ready, marker, id)  -- a group's run filled the claim
+    elseif group and tonumber(f[8] or '0') == 0 and group_is_held(qp, Q, group) then
+      skipped = skipped or {}
+      skipped[#skipped + 1] = marker  -- a head back from a claim makes its group available again
+      skipped[#skipped + 1] = id
     else
-      take(e.id, e.key, e.f)
+      take(id, ns .. 'm:' .. id, f)
       if group then take_run(group) end
     end
   end
 end
-if #skipped > 0 then redis.call('ZADD', Q.ready, unpack(skipped)) end
+if skipped then redis.call('ZADD', Q.ready, unpack(skipped)) end
 if #claimed > 0 then
+  if #raised > 0 then redis.call('ZADD', Q.expires, unpack(raised)) end
   redis.call('ZADD', Q.claimed, unpack(by_expiry))
   redis.call('ZADD', Q.counted, unpack(by_count))
   redis.call('SADD', qp .. 'cm:' .. claim_id, unpack(ids))

@@ -7,11 +7,13 @@
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
 -- ARGV[7]     the wake-up payload ("project\nqueue"), published on zl:{P}:q:Q:wake when
 --             a message is stored while a claim waits on the queue (_lib.lua: wake_waiting)
--- ARGV[8..]   16 values per message, '' where unset (and then not stored):
---             id, body (JSON), created, expires, delay_until, client_id, claim_id,
---             claim_expires, claim_count, dlq_eligible ('1'/'0'), failures, dead_letter,
---             dedup_id, group, trace (JSON), and (not stored in the message)
---             dedup_until, when the queue may forget the dedup_id
+-- ARGV[8..]   per message: id, body (JSON), created, expires, delay_until, claim_count,
+--             dlq_eligible ('1'/'0'), which every message stores; claim_expires, dedup_id,
+--             dedup_until (when the queue may forget the dedup_id; not stored in the
+--             message) and group, '' where unset; then n and n strings: the pairs
+--             (field, value) of its other fields set, among client_id, claim_id,
+--             claim_expires, failures, dead_letter, dedup_id, group and trace (JSON)
+--             (the driver's _post: one HSET stores a message, as sent)
 -- Returns:    for each message, the id it is acknowledged with: its own (an id already
 --             stored is not stored again), or, when zl:{P}:q:Q:dedup_expires holds its
 --             dedup_id with a score above now, the id zl:{P}:q:Q:dedup names (nothing
@@ -24,20 +26,26 @@
 --             is held (not ready) unless it is the first of its group.
 -- Reads zl:{P}:q:Q:waiting and publishes on zl:{P}:q:Q:wake (one round trip: the post's own).
 -- Also zl:{P}:due, the project's due set (_lib.lua: due_by, record_next_due).
-local Q = queue_keys(1)
-local ns, name, now = ARGV[1], ARGV[3], tonumber(ARGV[4])
-local fields = {'id', 'body', 'created', 'expires', 'delay_until', 'client_id', 'claim_id',
-                'claim_expires', 'claim_count', 'dlq_eligible', 'failures', 'dead_letter', 'dedup_id', 'group',
-                'trace'}
-local dedup, dedup_expires = ARGV[2] .. 'dedup', ARGV[2] .. 'dedup_expires'
-if not metadata_is(Q.meta, ARGV[5], ARGV[6]) then return 'stale' end
-ensure_queue(Q, name, KEYS[10])
+local ns, name = ARGV[1], ARGV[3]
+local now = false  -- ARGV[4] as a number, made once a message needs it (clock)
+local function clock()
+  now = tonumber(ARGV[4])
+  return now
+end
+if ARGV[5] == '1' then
+  -- the metadata planned with is stored: the queue exists, unless planned without one
+  if (redis.call('GET', KEYS[1]) or '') ~= ARGV[6] then return 'stale' end
+  if ARGV[6] == '' then ensure_queue(KEYS[1], name, KEYS[10]) end
+else
+  ensure_queue(KEYS[1], name, KEYS[10])
+end
 
 -- The id a live entry of dedup_id names, or false after remembering it for message_id.
 local function remembered(dedup_id, message_id, dedup_until)
+  local dedup, dedup_expires = ARGV[2] .. 'dedup', ARGV[2] .. 'dedup_expires'
   local lapses = redis.call('ZSCORE', dedup_expires, dedup_id)
-  if lapses and tonumber(lapses) > now then return redis.call('HGET', dedup, dedup_id) end
-  for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', dedup_expires, '-inf', now, 'LIMIT', 0, 8)) do
+  if lapses and tonumber(lapses) > (now or clock()) then return redis.call('HGET', dedup, dedup_id) end
+  for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', dedup_expires, '-inf', ARGV[4], 'LIMIT', 0, 8)) do
     redis.call('HDEL', dedup, lapsed)
     redis.call('ZREM', dedup_expires, lapsed)
   end
@@ -47,46 +55,47 @@ local function remembered(dedup_id, message_id, dedup_until)
 end
 
 local answered = {}
-local stored = false
-for base = 8, #ARGV, #fields + 1 do
-  local m = {}
-  for i, field in ipairs(fields) do m[field] = ARGV[base + i - 1] end
-  local key = message_key(ns, m.id)
-  local first = m.dedup_id ~= '' and remembered(m.dedup_id, m.id, ARGV[base + #fields])
-  answered[#answered + 1] = first or m.id
+local earliest = false  -- the earliest expiry of the messages stored: the queue is due then
+local b = 8
+while b <= #ARGV do
+  local id, expires, delay_until, count = ARGV[b], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
+  local claim_expires, dedup_id, group = ARGV[b + 7], ARGV[b + 8], ARGV[b + 10]
+  local last = b + 11 + tonumber(ARGV[b + 11])  -- the last of its other fields' pairs
+  local key = ns .. 'm:' .. id
+  local first = dedup_id ~= '' and remembered(dedup_id, id, ARGV[b + 9])
+  answered[#answered + 1] = first or id
   -- a retried post (same ids) must not store a message twice
   if not first and redis.call('EXISTS', key) == 0 then
-    local marker = redis.call('INCR', Q.marker)
-    local values = {'q', name, 'marker', marker}
-    for i = 2, #fields do
-      if m[fields[i]] ~= '' then
-        values[#values + 1] = fields[i]
-        values[#values + 1] = m[fields[i]]
-      end
-    end
-    redis.call('HSET', key, unpack(values))
-    stored = true
-    redis.call('ZADD', Q.all, marker, m.id)
-    redis.call('ZADD', Q.expires, m.expires, m.id)
-    due_by(Q.meta, m.expires)
+    local marker = string.format('%d', redis.call('INCR', KEYS[2]))  -- text once, not per command
+    redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', ARGV[b + 2],
+               'expires', expires, 'delay_until', delay_until, 'claim_count', count,
+               'dlq_eligible', ARGV[b + 6], unpack(ARGV, b + 12, last))
+    redis.call('ZADD', KEYS[6], marker, id)
+    redis.call('ZADD', KEYS[7], expires, id)
+    if not earliest or tonumber(expires) < tonumber(earliest) then earliest = expires end
     local held = false
-    if m.group ~= '' then
-      local members = ARGV[2] .. 'g:' .. m.group
-      redis.call('ZADD', members, marker, m.id)
-      redis.call('SADD', ARGV[2] .. 'groups', m.group)
+    if group ~= '' then
+      local members = ARGV[2] .. 'g:' .. group
+      redis.call('ZADD', members, marker, id)
+      redis.call('SADD', ARGV[2] .. 'groups', group)
       held = redis.call('ZCARD', members) > 1
     end
-    if m.claim_expires ~= '' and tonumber(m.claim_expires) > now then
-      redis.call('ZADD', Q.claimed, m.claim_expires, m.id)
-    elseif m.delay_until ~= '' and tonumber(m.delay_until) > now then
-      redis.call('ZADD', Q.delayed, m.delay_until, m.id)
+    -- (a text compared first spares converting a number: '0.0' is no delay, '0' no claim)
+    if claim_expires ~= '' and tonumber(claim_expires) > (now or clock()) then
+      redis.call('ZADD', KEYS[5], claim_expires, id)
+    elseif delay_until ~= '0.0' and tonumber(delay_until) > (now or clock()) then
+      redis.call('ZADD', KEYS[4], delay_until, id)
     elseif not held then
-      redis.call('ZADD', Q.ready, marker, m.id)
+      redis.call('ZADD', KEYS[3], marker, id)
     end
-    if m.claim_count ~= '' and tonumber(m.claim_count) > 0 then
-      redis.call('ZADD', Q.counted, m.claim_count, m.id)
+    if count ~= '0' and tonumber(count) > 0 then
+      redis.call('ZADD', KEYS[8], count, id)
     end
   end
+  b = last + 1
 end
-if stored then wake_waiting(ARGV[2], ARGV[7]) end
+if earliest then
+  due_by(KEYS[1], earliest)
+  wake_waiting(ARGV[2], ARGV[7])
+end
 return answered
