@@ -7,7 +7,11 @@ commits it for all (:mod:`zaqar_lite.storage.sqlite.client`).
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,6 +19,7 @@ import pytest
 
 from zaqar_lite import errors
 from zaqar_lite.models import ClaimRequest, DeadLetterPolicy, Message
+from zaqar_lite.storage.sqlite.client import SqliteConnected
 from zaqar_lite.storage.sqlite.driver import SqliteStorage
 
 P, Q = "p", "q"
@@ -208,3 +213,90 @@ def test_a_plan_refused_changes_nothing(tmp_path):
     assert store.get_queue_metadata(P, Q) is None
     store.post_messages(P, Q, [_message("b")], NOW)
     assert _stored_ids(path) == {"b"}
+
+
+# -- processes take turns writing one file -------------------------------------------------------
+
+#: another process: opens the file, holds a write open until told on stdin, then commits it
+_HOLDER = """
+import sys
+from zaqar_lite.models import Message
+from zaqar_lite.storage.sqlite.driver import SqliteStorage
+store = SqliteStorage(sys.argv[1])
+with store.transaction() as db:
+    store._insert(db, "p", "q", [Message(id="held", body="held", created=1e6, expires=1e6 + 3600)], 1e6)
+    print("writing", flush=True)
+    sys.stdin.readline()
+print("committed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _holding_a_write(path: str) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, f"sqlite:///{path}"], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == "writing\n"
+    return holder
+
+
+def _impatient_store(path: str, monkeypatch) -> SqliteStorage:
+    """A store whose SQLite connections never wait for a lock: a write meeting another process's
+    write lock fails at once ("database is locked") instead of sleeping in SQLite's busy wait."""
+    opened = SqliteConnected._open
+
+    def impatient(self):
+        conn = opened(self)
+        conn.execute("PRAGMA busy_timeout=0")
+        return conn
+
+    monkeypatch.setattr(SqliteConnected, "_open", impatient)
+    return SqliteStorage(f"sqlite:///{path}")
+
+
+def test_a_process_waits_for_its_turn_to_write_not_in_sqlites_busy_wait(tmp_path, monkeypatch):
+    path = str(tmp_path / "z.db")
+    store = _impatient_store(path, monkeypatch)
+    holder = _holding_a_write(path)
+    try:
+        threads, outcomes = _in_threads(lambda: store.post_messages(P, Q, [_message("mine")], NOW))
+        threads[0].join(0.3)
+        assert threads[0].is_alive(), f"the write did not wait for the other process's: {outcomes}"
+        assert _stored_ids(path) == set()
+        holder.communicate("\n\n", timeout=10)
+        threads[0].join(10)
+        assert outcomes == [None]  # it never met the other's SQLite lock: busy_timeout=0 would fail it
+        assert _stored_ids(path) == {"held", "mine"}
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_process_killed_in_its_turn_lets_the_next_write(tmp_path, monkeypatch):
+    path = str(tmp_path / "z.db")
+    store = SqliteStorage(f"sqlite:///{path}")
+    holder = _holding_a_write(path)
+    threads, outcomes = _in_threads(lambda: store.post_messages(P, Q, [_message("mine")], NOW))
+    threads[0].join(0.3)
+    assert threads[0].is_alive()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    threads[0].join(10)
+    assert outcomes == [None]
+    assert _stored_ids(path) == {"mine"}  # the killed process's write was never committed
+
+
+def test_each_process_takes_its_own_turn_after_a_fork(tmp_path):
+    path = str(tmp_path / "z.db")
+    store = SqliteStorage(f"sqlite:///{path}")
+    store.post_messages(P, Q, [_message("parent")], NOW)  # the parent's write side is open
+    parent_turns = store._writer[2]  # noqa: SLF001 - the parent's descriptor, which the child inherits
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit status is the assertion
+        try:
+            store.post_messages(P, Q, [_message("child")], NOW)
+            os._exit(0 if store._writer[2] != parent_turns else 1)  # noqa: SLF001
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _stored_ids(path) == {"parent", "child"}
