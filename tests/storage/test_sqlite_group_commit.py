@@ -289,12 +289,12 @@ def test_each_process_takes_its_own_turn_after_a_fork(tmp_path):
     path = str(tmp_path / "z.db")
     store = SqliteStorage(f"sqlite:///{path}")
     store.post_messages(P, Q, [_message("parent")], NOW)  # the parent's write side is open
-    parent_turns = store._writer[2]  # noqa: SLF001 - the parent's descriptor, which the child inherits
+    parent_turns = store._writer[2].fileno()  # noqa: SLF001 - the parent's descriptor, which the child inherits
     child = os.fork()
     if child == 0:  # pragma: no cover - the child's exit status is the assertion
         try:
             store.post_messages(P, Q, [_message("child")], NOW)
-            os._exit(0 if store._writer[2] != parent_turns else 1)  # noqa: SLF001
+            os._exit(0 if store._writer[2].fileno() != parent_turns else 1)  # noqa: SLF001
         finally:
             os._exit(2)
     _, status = os.waitpid(child, 0)

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from zaqar_lite import errors
 from zaqar_lite.storage.contexts import lean_contextmanager
@@ -112,7 +112,7 @@ class SqliteConnected:
         self._waiting = 0
         #: (pid, connection, lock file): the one connection of this process that writes, and its
         #: descriptor of the file the processes of this database take turns writing on
-        self._writer: tuple[int, sqlite3.Connection, int | None] | None = None
+        self._writer: tuple[int, sqlite3.Connection, IO[bytes] | None] | None = None
         #: whether this process holds the write turn (from its batch's BEGIN to its COMMIT)
         self._turn_held = False
         #: the open transaction on the write connection, whose COMMIT is still to come
@@ -158,13 +158,13 @@ class SqliteConnected:
             self._writer = os.getpid(), self._open(), self._open_write_turns()
         return self._writer[1]
 
-    def _open_write_turns(self) -> int | None:
-        """Open the file the writing processes take turns on; None for a database in memory, or where
-        the file cannot be made (SQLite's own wait then serves)."""
+    def _open_write_turns(self) -> IO[bytes] | None:
+        """Open the file the writing processes take turns on (closed with this object); None for a
+        database in memory, or where the file cannot be made (SQLite's own wait then serves)."""
         if self.path == ":memory:":
             return None
         try:
-            return os.open(f"{self.path}{WRITE_TURN_SUFFIX}", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            return open(f"{self.path}{WRITE_TURN_SUFFIX}", "ab")  # noqa: SIM115 - kept with the connection
         except OSError:
             return None
 
