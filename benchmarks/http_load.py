@@ -12,7 +12,7 @@ latency (wrk's, corrected for coordinated omission, and ``seen p99``: each reque
 counted once, as the script timed it; see ``wrk/queue_load.lua``), plus
 zaqar-lite/minimal ratios, and the CPU a request costs: ``cpu us/req`` of the server's
 processes (gunicorn's master and workers), ``store us/req`` of the store server
-``--server`` started (zaqar-lite's only; the minimal app has no store). Each load runs
+``--server`` started (zaqar-lite's and the floor's; the minimal app has none). Each load runs
 in ``--rounds`` rounds in which the two servers take turns (in alternating order); rates and latencies are
 medians over rounds, so that a burst of load from neighbours on a shared machine
 hits both sides of a ratio alike and moves a median little.
