@@ -12,10 +12,19 @@ latency (wrk's, corrected for coordinated omission, and ``seen p99``: each reque
 counted once, as the script timed it; see ``wrk/queue_load.lua``), plus
 zaqar-lite/minimal ratios, and the CPU a request costs: ``cpu us/req`` of the server's
 processes (gunicorn's master and workers), ``store us/req`` of the store server
-``--server`` started (zaqar-lite's only; the minimal app has no store). Each load runs
+``--server`` started (zaqar-lite's and the floor's; the minimal app has none). Each load runs
 in ``--rounds`` rounds in which the two servers take turns (in alternating order); rates and latencies are
 medians over rounds, so that a burst of load from neighbours on a shared machine
 hits both sides of a ratio alike and moves a median little.
+
+``--floor`` adds a third server to the post load, the floor (``floor_app.py``):
+the minimal app whose post also decodes the body, makes an id and stores the
+message in one round trip to a store, through zaqar-lite's own connection code
+(zaqar-lite's Redis, its own keys; or a SQLite file of its own), so that its row
+and its ratio to the minimal app say how close a server that stores each
+message before answering can come to the storage-free app; ``zl/floor`` gives
+zaqar-lite's share of it. Its claims and deletes would be the minimal app's
+fixed answers, so it takes no part in those loads.
 
 ``--server redis|mongodb|swift`` runs zaqar-lite on a throwaway server of that
 kind, started and stopped with the suites' harness in ``tests/servers/``. A
@@ -23,7 +32,8 @@ claim on Swift waits the driver's settle time (0.5 s), one on SecantusDB can
 take seconds: give those turns of 10 s (``--duration 20 --rounds 2``), since a
 claim still in flight when a turn ends is not counted.
 
-Usage: ``python benchmarks/http_load.py [--workers 2] [-c 8] [--duration 10] [--server KIND] [--json]``
+Usage: ``python benchmarks/http_load.py [--workers 2] [-c 8] [--duration 10] [--server KIND] [--floor]
+[--json]``
 """
 
 from __future__ import annotations
@@ -54,6 +64,13 @@ REPO = HERE.parent
 LUA_SCRIPT = HERE / "wrk" / "queue_load.lua"
 LOADS = {"post": "post", "claim": "claim+delete", "mixed": "mixed"}
 SERVERS = ("zaqar-lite", "minimal")
+#: the server ``--floor`` adds, and the loads it takes part in (its claims and deletes store nothing)
+FLOOR = "floor"
+FLOOR_LOADS = ("post",)
+#: the stores the floor writes to
+FLOOR_SCHEMES = ("redis://", "sqlite://")
+#: a load's ratios besides zaqar-lite/minimal (``ratio``) when the floor ran: (numerator, denominator)
+FLOOR_RATIOS = {"floor_ratio": (FLOOR, "minimal"), "ratio_to_floor": ("zaqar-lite", FLOOR)}
 STORE_SERVERS = ("redis", "mongodb", "swift")
 MEDIAN_KEYS = ("messages_per_s", "p50_ms", "p99_ms")
 #: the latency percentiles of the requests as the script timed them, each counted once (wrk's own,
@@ -283,33 +300,41 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return figures
 
 
-def ratio(a: float, b: float) -> float | None:
-    """Return a / b, or None when b is zero."""
-    return a / b if b else None
+def ratio(a: float | None, b: float | None) -> float | None:
+    """Return a / b, or None when either is missing or b is zero."""
+    return a / b if a is not None and b else None
+
+
+def load_servers(urls: Mapping[str, str], mode: str) -> tuple[str, ...]:
+    """The servers that take part in a load: zaqar-lite and the minimal app, and the floor in its loads."""
+    return (*SERVERS, FLOOR) if FLOOR in urls and mode in FLOOR_LOADS else SERVERS
 
 
 def run_load(urls: dict[str, str], mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one load in rounds, the servers taking turns, and return the merged figures and ratios."""
     seconds = args.duration // args.rounds
-    rounds: dict[str, list[dict[str, Any]]] = {server: [] for server in SERVERS}
+    servers = load_servers(urls, mode)
+    rounds: dict[str, list[dict[str, Any]]] = {server: [] for server in servers}
     for turn in range(args.rounds):
-        for server in SERVERS if turn % 2 == 0 else reversed(SERVERS):
+        for server in servers if turn % 2 == 0 else reversed(servers):
             before, store_before = server_cpu(urls[server]), store_cpu()
             extra = [str(args.claim_limit)] if mode != "post" and args.claim_limit != 1 else []
             figures = run_wrk(args.wrk, urls[server], mode, args, seconds, extra)
             after, store_after = server_cpu(urls[server]), store_cpu()
             figures["cpu_s"] = after - before if before is not None and after is not None else None
-            if server == "zaqar-lite" and store_before is not None and store_after is not None:
+            if server != "minimal" and store_before is not None and store_after is not None:
                 figures["store_cpu_s"] = store_after - store_before
             rounds[server].append(figures)
-    row = {server: combine(rounds[server]) for server in SERVERS}
-    row["ratio"] = {key: ratio(row["zaqar-lite"][key], row["minimal"][key])
-                    for key in (*MEDIAN_KEYS, *SEEN_KEYS, "cpu_us_per_request")}
+    row = {server: combine(rounds[server]) for server in servers}
+    keys = (*MEDIAN_KEYS, *SEEN_KEYS, "cpu_us_per_request")
+    pairs = {"ratio": ("zaqar-lite", "minimal"), **(FLOOR_RATIOS if FLOOR in servers else {})}
+    for name, (top, bottom) in pairs.items():
+        row[name] = {key: ratio(row[top][key], row[bottom][key]) for key in keys}
     return row
 
 
 def run_loads(urls: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
-    """Warm both servers up, then run every load, stocking zaqar-lite's queue before it is consumed."""
+    """Warm the servers up, then run every load, stocking zaqar-lite's queue before it is consumed."""
     for url in urls.values():
         run_wrk(args.wrk, url, "post", args, args.warmup)
     results: dict[str, Any] = {}
@@ -347,7 +372,8 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
     lines = [
         "zaqar-lite vs minimal falcon app: {workers} workers, {concurrency} connections, "
         "{duration} s per load in {rounds} rounds, storage {storage}".format(**settings)
-        + (f", claims of {settings['claim_limit']}" if settings.get("claim_limit", 1) != 1 else ""),
+        + (f", claims of {settings['claim_limit']}" if settings.get("claim_limit", 1) != 1 else "")
+        + (f", floor on {settings['floor']}" if settings.get("floor") else ""),
         f"{'load':<14}{'server':<12}{'msgs/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
         f"{'requests':>10}{'non-2xx':>9}{'sock err':>9}{'cpu us/req':>11}{'seen p99':>10}"
         f"{'store us/req':>13}",
@@ -355,7 +381,9 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
     notes = []
     for mode, title in LOADS.items():
         row = results[mode]
-        for server in SERVERS:
+        for server in (*SERVERS, FLOOR):
+            if server not in row:
+                continue
             f = row[server]
             lines.append(f"{title if server == SERVERS[0] else '':<14}{server:<12}"
                          f"{f['messages_per_s']:>10.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
@@ -369,11 +397,14 @@ def table(results: dict[str, Any], settings: dict[str, Any]) -> str:
                 notes.append(f"{title} on {server}: {f['empty_claims']} claims found the queue empty")
             if not f["messages_per_s"]:
                 notes.append(f"{title} on {server}: no message delivered in {f['seconds']:.0f} s")
-        r = row["ratio"]
-        lines.append(f"{'':<14}{'ratio':<12}{number(r['messages_per_s'], 3):>10}"
-                     f"{number(r['p50_ms'], 2):>9}{number(r['p99_ms'], 2):>9}{'':>37}"
-                     f"{number(r.get('cpu_us_per_request'), 2):>11}"
-                     f"{number(r.get('seen_p99_ms'), 2):>10}")
+        for name, label in (("ratio", "ratio"), ("floor_ratio", "floor/min"), ("ratio_to_floor", "zl/floor")):
+            if name not in row:
+                continue
+            r = row[name]
+            lines.append(f"{'':<14}{label:<12}{number(r['messages_per_s'], 3):>10}"
+                         f"{number(r['p50_ms'], 2):>9}{number(r['p99_ms'], 2):>9}{'':>37}"
+                         f"{number(r.get('cpu_us_per_request'), 2):>11}"
+                         f"{number(r.get('seen_p99_ms'), 2):>10}")
     return "\n".join(lines + notes)
 
 
@@ -402,6 +433,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "its own request (1)")
     parser.add_argument("--queue", default="bench-http-load", help="queue name (bench-http-load)")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk", help="wrk executable")
+    parser.add_argument("--floor", action="store_true",
+                        help="add the floor app (floor_app.py) to the post load: the minimal app storing "
+                             "each post in one round trip to zaqar-lite's Redis, or to a SQLite file")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if min(args.workers, args.concurrency, args.rounds, args.warmup) < 1:
@@ -412,8 +446,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--post-ratio must be between 0 and 1")
     if args.server and (args.storage or args.url):
         parser.error("--server starts the store of the started zaqar-lite: not with --storage or --url")
+    if args.floor and (args.server not in (None, "redis")
+                       or (args.storage and not args.storage.startswith(FLOOR_SCHEMES))):
+        parser.error("--floor stores on Redis (redis://) or SQLite: not with another store")
     args.client_id = str(uuid.uuid4())
     return args
+
+
+def floor_storage(storage: str, directory: str) -> str:
+    """The floor's store: zaqar-lite's Redis (keys of its own), else a SQLite file of its own in
+    ``directory``, with the options of zaqar-lite's SQLite URI (``synchronous``)."""
+    if storage.startswith("redis://"):
+        return storage
+    query = storage.partition("?")[2] if storage.startswith("sqlite://") else ""
+    return f"sqlite:///{directory}/floor.db" + (f"?{query}" if query else "")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -432,12 +478,17 @@ def main(argv: list[str] | None = None) -> None:
         minimal_command = [sys.executable, str(HERE / "minimal_app.py"), *workers]
         zaqar_url = args.url or stack.enter_context(serving(zaqar_command, Path(tmp, "zaqar")))
         minimal_url = stack.enter_context(serving(minimal_command, Path(tmp, "minimal")))
+        urls = {"zaqar-lite": zaqar_url, "minimal": minimal_url}
+        floor = floor_storage(storage, tmp) if args.floor else None
+        if floor:
+            floor_command = [sys.executable, str(HERE / "floor_app.py"), "--storage", floor, *workers]
+            urls[FLOOR] = stack.enter_context(serving(floor_command, Path(tmp, FLOOR)))
         if args.url:
             wait_until_ready(args.url, None, None)
-        results = run_loads({"zaqar-lite": zaqar_url, "minimal": minimal_url}, args)
+        results = run_loads(urls, args)
     settings = {"workers": args.workers, "concurrency": args.concurrency, "duration": args.duration,
                 "rounds": args.rounds, "post_ratio": args.post_ratio, "claim_limit": args.claim_limit,
-                "storage": args.url or storage,
+                "storage": args.url or storage, "floor": floor,
                 "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if args.json:
         print(json.dumps({"settings": settings, "loads": results}, indent=2))

@@ -67,12 +67,13 @@ class ClaimCollection:
         resp.media = {"messages": messages}
 
 
-def create_app() -> falcon.App:
-    """Build the app with the same URI templates as zaqar-lite."""
+def create_app(messages: object | None = None) -> falcon.App:
+    """Build the app with the same URI templates as zaqar-lite; ``messages`` serves the messages'
+    collection in place of :class:`MessageCollection` (``floor_app.py``)."""
     app = falcon.App()
     q = "/v2/queues/{queue}"
     app.add_route("/v2/ping", Ping())
-    app.add_route(q + "/messages", MessageCollection())
+    app.add_route(q + "/messages", messages or MessageCollection())
     app.add_route(q + "/messages/{message_id}", MessageItem())
     app.add_route(q + "/claims", ClaimCollection())
     return app
