@@ -5,15 +5,16 @@
 -- ARGV[1]     "zl:{P}:"        ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3]     the queue name   ARGV[4] now
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
--- ARGV[7]     the wake-up payload ("project\nqueue"), published on zl:{P}:q:Q:wake when
---             a message is stored while a claim waits on the queue (_lib.lua: wake_waiting)
--- ARGV[8..]   per message: id, body (JSON), created, expires, delay_until, claim_count,
---             dlq_eligible ('1'/'0'), which every message stores; claim_expires, dedup_id,
---             dedup_until (when the queue may forget the dedup_id; not stored in the
---             message) and group, '' where unset; then n and n strings: the pairs
---             (field, value) of its other fields set, among client_id, claim_id,
---             claim_expires, failures, dead_letter, dedup_id, group and trace (JSON)
---             (the driver's _post: one HSET stores a message, as sent)
+-- ARGV[7]     the project, whose wake-up payload ("project\nqueue") is published on
+--             zl:{P}:q:Q:wake when a message is stored while a claim waits on the queue
+--             (_lib.lua: wake_waiting)
+-- ARGV[8..]   per message: id, body (JSON), created ('' when it is now, ARGV[4]), expires,
+--             delay_until, claim_count, dlq_eligible ('1'/'0'), which every message stores;
+--             claim_expires, dedup_id, dedup_until (when the queue may forget the dedup_id;
+--             not stored in the message) and group, '' where unset, each stored when set;
+--             then n and n strings: the pairs (field, value) of its other fields set, among
+--             client_id, claim_id, failures, dead_letter and trace (JSON) (the driver's _post;
+--             layout.optional_pairs). One HSET stores a message; each value is sent once.
 -- Returns:    for each message, the id it is acknowledged with: its own (an id already
 --             stored is not stored again), or, when zl:{P}:q:Q:dedup_expires holds its
 --             dedup_id with a score above now, the id zl:{P}:q:Q:dedup names (nothing
@@ -54,6 +55,14 @@ local function remembered(dedup_id, message_id, dedup_until)
   return false
 end
 
+-- Store the message at key (its values at ARGV[b..]) with its marker and creation time, then
+-- the pairs (field, value) given after them.
+local function store(key, b, marker, created, ...)
+  redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', created,
+             'expires', ARGV[b + 3], 'delay_until', ARGV[b + 4], 'claim_count', ARGV[b + 5],
+             'dlq_eligible', ARGV[b + 6], ...)
+end
+
 local answered = {}
 local earliest = false  -- the earliest expiry of the messages stored: the queue is due then
 local b = 8
@@ -67,9 +76,26 @@ while b <= #ARGV do
   -- a retried post (same ids) must not store a message twice
   if not first and redis.call('EXISTS', key) == 0 then
     local marker = string.format('%d', redis.call('INCR', KEYS[2]))  -- text once, not per command
-    redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', ARGV[b + 2],
-               'expires', expires, 'delay_until', delay_until, 'claim_count', count,
-               'dlq_eligible', ARGV[b + 6], unpack(ARGV, b + 12, last))
+    local created = ARGV[b + 2]
+    if created == '' then created = ARGV[4] end
+    if claim_expires == '' and dedup_id == '' and group == '' then
+      store(key, b, marker, created, unpack(ARGV, b + 12, last))
+    else  -- its other fields' pairs, then those of claim_expires, dedup_id and group set
+      local stored = {unpack(ARGV, b + 12, last)}
+      if claim_expires ~= '' then
+        stored[#stored + 1] = 'claim_expires'
+        stored[#stored + 1] = claim_expires
+      end
+      if dedup_id ~= '' then
+        stored[#stored + 1] = 'dedup_id'
+        stored[#stored + 1] = dedup_id
+      end
+      if group ~= '' then
+        stored[#stored + 1] = 'group'
+        stored[#stored + 1] = group
+      end
+      store(key, b, marker, created, unpack(stored))
+    end
     redis.call('ZADD', KEYS[6], marker, id)
     redis.call('ZADD', KEYS[7], expires, id)
     if not earliest or tonumber(expires) < tonumber(earliest) then earliest = expires end
@@ -96,6 +122,6 @@ while b <= #ARGV do
 end
 if earliest then
   due_by(KEYS[1], earliest)
-  wake_waiting(ARGV[2], ARGV[7])
+  wake_waiting(ARGV[2], ARGV[7], name)
 end
 return answered
