@@ -55,14 +55,6 @@ local function remembered(dedup_id, message_id, dedup_until)
   return false
 end
 
--- Store the message at key (its values at ARGV[b..]) with its marker and creation time, then
--- the pairs (field, value) given after them.
-local function store(key, b, marker, created, ...)
-  redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', created,
-             'expires', ARGV[b + 3], 'delay_until', ARGV[b + 4], 'claim_count', ARGV[b + 5],
-             'dlq_eligible', ARGV[b + 6], ...)
-end
-
 local answered = {}
 local earliest = false  -- the earliest expiry of the messages stored: the queue is due then
 local b = 8
@@ -78,24 +70,28 @@ while b <= #ARGV do
     local marker = string.format('%d', redis.call('INCR', KEYS[2]))  -- text once, not per command
     local created = ARGV[b + 2]
     if created == '' then created = ARGV[4] end
-    if claim_expires == '' and dedup_id == '' and group == '' then
-      store(key, b, marker, created, unpack(ARGV, b + 12, last))
-    else  -- its other fields' pairs, then those of claim_expires, dedup_id and group set
-      local stored = {unpack(ARGV, b + 12, last)}
+    -- its other fields' pairs as sent; with claim_expires, dedup_id or group set, a copy of them
+    -- with theirs after them (no table, no closure for a message without)
+    local set, first_pair, last_pair = ARGV, b + 12, last
+    if claim_expires ~= '' or dedup_id ~= '' or group ~= '' then
+      set = {unpack(ARGV, b + 12, last)}
       if claim_expires ~= '' then
-        stored[#stored + 1] = 'claim_expires'
-        stored[#stored + 1] = claim_expires
+        set[#set + 1] = 'claim_expires'
+        set[#set + 1] = claim_expires
       end
       if dedup_id ~= '' then
-        stored[#stored + 1] = 'dedup_id'
-        stored[#stored + 1] = dedup_id
+        set[#set + 1] = 'dedup_id'
+        set[#set + 1] = dedup_id
       end
       if group ~= '' then
-        stored[#stored + 1] = 'group'
-        stored[#stored + 1] = group
+        set[#set + 1] = 'group'
+        set[#set + 1] = group
       end
-      store(key, b, marker, created, unpack(stored))
+      first_pair, last_pair = 1, #set
     end
+    redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', created,
+               'expires', expires, 'delay_until', delay_until, 'claim_count', count,
+               'dlq_eligible', ARGV[b + 6], unpack(set, first_pair, last_pair))
     redis.call('ZADD', KEYS[6], marker, id)
     redis.call('ZADD', KEYS[7], expires, id)
     if not earliest or tonumber(expires) < tonumber(earliest) then earliest = expires end
