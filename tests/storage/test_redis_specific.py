@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -604,3 +605,87 @@ def test_a_claim_reads_each_message_once_and_raises_their_expiries_in_one_comman
     claimed = store.claim_messages(P, Q, ClaimRequest("again", NOW + 200, 60, 60, 10, DeadLetterPolicy()))
     assert claimed.claimed == []
     assert [m.expires for m in store.get_messages(P, Q, ["m0", "m9"], NOW)] == [NOW + 120] * 2
+
+
+def test_a_posted_message_s_hash_holds_each_of_its_fields_set_and_no_other(store, redis_server):
+    """What post.lua stores, read back field by field with a raw client: a plain message, one with a
+    dedup_id, one with a group, a delayed one and one posted with its claim (as a copy keeps it)."""
+    messages = [
+        Message(id="plain", body={"n": 1, "text": "é"}, created=NOW, expires=NOW + 600, delay_until=0.0,
+                client_id="c"),
+        Message(id="dedup", body=[1], created=NOW, expires=NOW + 600, delay_until=0.0, client_id="c",
+                dedup_id="d-1", dedup_until=NOW + 30),
+        Message(id="grouped", body="x", created=NOW, expires=NOW + 600, delay_until=0.0, group="g-1",
+                trace={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+        Message(id="delayed", body=None, created=NOW, expires=NOW + 600, delay_until=NOW + 30, client_id="c",
+                dlq_eligible=False),
+        Message(id="claimed", body={}, created=NOW - 60, expires=NOW + 600, delay_until=0.0, client_id="c",
+                claim_id="claim-1", claim_expires=NOW + 60, claim_count=2,
+                failures=[{"at": "2027-01-15T08:00:00Z", "claim_count": 1, "error_type": None,
+                           "error": "é"}]),
+    ]
+    assert store.post_messages(P, Q, messages, NOW) == [m.id for m in messages]
+    common = {"q": Q, "created": "1800000000.123456", "expires": "1800000600.123456", "delay_until": "0.0",
+              "claim_count": "0", "dlq_eligible": "1"}
+    expected = {
+        "plain": {**common, "marker": "1", "body": '{"n": 1, "text": "\\u00e9"}', "client_id": "c"},
+        "dedup": {**common, "marker": "2", "body": "[1]", "client_id": "c", "dedup_id": "d-1"},
+        "grouped": {**common, "marker": "3", "body": '"x"', "group": "g-1",
+                    "trace": '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'},
+        "delayed": {**common, "marker": "4", "body": "null", "client_id": "c",
+                    "delay_until": "1800000030.123456", "dlq_eligible": "0"},
+        "claimed": {**common, "marker": "5", "body": "{}", "client_id": "c", "created": "1799999940.123456",
+                    "claim_id": "claim-1", "claim_expires": "1800000060.123456", "claim_count": "2",
+                    "failures": '{"at": "2027-01-15T08:00:00Z", "claim_count": 1, "error_type": null, '
+                                '"error": "\\u00e9"}'},
+    }
+    with redis_server.client() as raw:
+        stored = {m.id: raw.hgetall(f"zl:{{{P}}}:m:{m.id}") for m in messages}
+    for message_id, fields in expected.items():
+        assert stored[message_id] == fields, message_id
+
+
+def _script_arguments(server: RedisServer, action) -> list[list[str]]:
+    """Run ``action`` and return the ARGV of each script call Redis was sent for it (seen by MONITOR),
+    each as it was escaped there (a quote, a backslash and a control character are escaped)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as monitor, monitor.makefile("rb") as lines:
+        monitor.sendall(b"MONITOR\r\n")
+        assert lines.readline() == b"+OK\r\n"
+        action()
+        with server.client() as admin:
+            admin.echo("monitored")
+        calls = []
+        for line in lines:
+            words = re.findall(r'"((?:[^"\\]|\\.)*)"', line.decode())
+            if words == ["ECHO", "monitored"]:
+                return calls
+            if words[0] in ("EVALSHA", "EVAL") and "[0 lua]" not in line.decode():
+                calls.append(words[3 + int(words[2]):])
+    raise AssertionError("MONITOR ended early")
+
+
+def test_a_post_sends_each_value_of_its_message_once(store, redis_server):
+    queue = "q-once"
+    store.post_messages(P, queue, _messages(1, prefix="warm"), NOW)  # the script is loaded: run by SHA
+    message = Message(id="m-once", body={"n": 1}, created=NOW, expires=NOW + 600, delay_until=0.0,
+                      client_id="c-once", claim_id="k-once", claim_expires=NOW + 60, claim_count=1,
+                      dedup_id="d-once", dedup_until=NOW + 30, group="g-once")
+
+    (argv,) = _script_arguments(redis_server, lambda: store.post_messages(P, queue, [message], NOW))
+    sent = argv[2:]  # after the key prefixes (ARGV[1..2]), which name the queue as every key does
+    # the queue's name, the message's fields that post.lua reads and stores, its time made now
+    for value in (queue, "d-once", "g-once", "k-once", "c-once", "1800000000.123456", "1800000060.123456"):
+        assert sum(argument.count(value) for argument in sent) == 1, value
+    assert store.get_messages(P, queue, ["m-once"], NOW)[0].group == "g-once"
+
+
+def test_a_claim_that_counts_no_claims_sends_no_dead_letter_argument(store, redis_server):
+    """A queue's dead-letter queue for expired messages only: a claim, which moves nothing, is not sent
+    its name nor a moved message's expiry."""
+    policy = DeadLetterPolicy(queue="dlq-unread", messages_ttl=3600, on_expiry=True)
+    store.post_messages(P, Q, _messages(2), NOW)
+    assert _claim(store, 1, dead_letter=policy, claim_id="warm") == ["m0"]
+
+    (argv,) = _script_arguments(redis_server, lambda: _claim(store, 1, dead_letter=policy, claim_id="c-2"))
+    assert not [argument for argument in argv if "dlq-unread" in argument or "1800003600.123456" in argument]
+    assert store.get_claim(P, Q, "c-2", NOW)[1][0].id == "m1"

@@ -57,13 +57,14 @@ from zaqar_lite.storage.redis.layout import (
     record_head,
     stamp,
     to_message,
-    wake_payload,
 )
 from zaqar_lite.storage.redis.queues import STALE, RedisQueues, Stale
 from zaqar_lite.storage.redis.records import RedisRecords
 
 LOG = logging.getLogger(__name__)
 SWEEP_BATCH = 1000
+#: claim.lua's max claim count, DLQ name and moved expiry when claims are not counted (nothing moves)
+_NOT_COUNTED = ("", "", "")
 #: what delete.lua and release_message.lua answer for each claim rule broken, as (message id, claim id)
 _RULES: dict[str, Callable[[str, str], errors.ZaqarLiteError]] = {
     "claimed": lambda mid, cid: errors.MessageIsClaimed(mid),
@@ -98,15 +99,16 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
               now: float) -> list[str]:
         """Run post.lua; with ``metadata_version``, only while the stored metadata text is that.
 
-        post.lua also wakes the claims waiting on the queue (see :func:`wake_payload`): no round
-        trip of its own.
+        post.lua also wakes the claims waiting on the queue (the wake-up payload, "project\\nqueue",
+        made by the script from the project sent and the queue's name): no round trip of its own.
+        Each value is sent once: a message created ``now`` sends '' for its creation time.
         """
-        args: list[Any] = [queue, stamp(now), *guard(metadata_version), wake_payload(project, queue)]
+        args: list[Any] = [queue, stamp(now), *guard(metadata_version), project]
         for m in messages:  # what every message stores, what post.lua reads, then the other fields set
             others = optional_pairs(m)
-            args += [m.id, ascii_text(m.body), stamp(m.created), stamp(m.expires), stamp(m.delay_until),
-                     str(m.claim_count), "1" if m.dlq_eligible else "0", opt(m.claim_expires, stamp),
-                     m.dedup_id or "",
+            args += [m.id, ascii_text(m.body), "" if m.created == now else stamp(m.created),
+                     stamp(m.expires), stamp(m.delay_until), str(m.claim_count),
+                     "1" if m.dlq_eligible else "0", opt(m.claim_expires, stamp), m.dedup_id or "",
                      stamp(m.dedup_until) if m.dedup_id else "", m.group or "", str(len(others)), *others]
         # a queue that existed when planned was registered before it was created
         answered = self._run("post", project, queue, args, register=not metadata_version)
@@ -200,13 +202,15 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
                metadata_version: str | None) -> ClaimResult:
         """Run claim.lua; with ``metadata_version``, only while the stored metadata text is that."""
         now, dead_letter = request.now, request.dead_letter
-        # the provenance's head is read only by a move, and a claim that counts nothing moves nothing
+        # the provenance's head, the DLQ's name and a moved message's expiry are read only by a move,
+        # and a claim that counts nothing moves nothing: it sends none of them
         head = (record_head(queue, policy.REASON_MAX_CLAIMS, now, dead_letter)
                 if dead_letter.counts_claims else "")
         reply = self._run("claim", project, queue, [
             stamp(now), request.claim_id, str(request.limit), stamp(now + request.ttl),
             stamp(now + request.ttl + request.grace), str(request.ttl), str(request.grace),
-            *self._dead_letter_args(now, dead_letter), head, *guard(metadata_version),
+            *(self._dead_letter_args(now, dead_letter) if head else _NOT_COUNTED), head,
+            *guard(metadata_version),
             *backoff_args(request.backoff), *map(stamp, request.draws)],
             dead_letter_queue=dead_letter.queue if head else None)  # its keys only for a move
         if reply == STALE:
@@ -239,7 +243,7 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
     def release_claim(self, project: str, queue: str, claim_id: str, now: float, *,
                       undo: bool = False) -> None:
         self._run("release_claim", project, queue, [stamp(now), claim_id, queue, "1" if undo else "",
-                                                    wake_payload(project, queue)])
+                                                    project])
 
     def release_message(self, project: str, queue: str, message_id: str, claim_id: str, now: float,
                         failure: Mapping[str, Any] | None, history_limit: int,
@@ -252,14 +256,14 @@ class RedisStorage(RedisQueues, RedisRecords, Storage):
             answer = self._run("reject", project, queue, [
                 stamp(now), queue, message_id, claim_id, *reason,
                 *self._dead_letter_args(now, dead_letter)[1:],
-                record_head(queue, policy.REASON_REJECTED, now, dead_letter), wake_payload(project, queue)],
+                record_head(queue, policy.REASON_REJECTED, now, dead_letter), project],
                 dead_letter_queue=dead_letter.queue or queue)
         else:
             if outcome == policy.POSTPONE and delay is None:
                 delay = 0  # a postpone never takes the queue's backoff (policy.released)
             answer = self._run("release_message", project, queue, [
                 stamp(now), queue, message_id, claim_id, "0" if failure is None else "1", *reason,
-                opt(delay, stamp), wake_payload(project, queue), outcome])
+                opt(delay, stamp), project, outcome])
         if answer == "no_message":
             raise errors.MessageDoesNotExist(message_id, queue)
         if answer in _RULES:

@@ -157,22 +157,17 @@ def opt(value: Any, fmt: Any = str) -> str:
 
 def optional_pairs(m: Message) -> list[str]:
     """Return the (field, value) pairs of a message's optional fields that are set, flat, as post.lua
-    stores them: client_id, claim_id, claim_expires, failures, dead_letter, dedup_id, group, trace."""
+    stores them: client_id, claim_id, failures, dead_letter, trace. (Its claim_expires, dedup_id and
+    group travel in places of their own, which post.lua reads and stores when set.)"""
     pairs: list[str] = []
     if m.client_id:
         pairs += ("client_id", m.client_id)
     if m.claim_id:
         pairs += ("claim_id", m.claim_id)
-    if m.claim_expires is not None:
-        pairs += ("claim_expires", stamp(m.claim_expires))
     if m.failures:
         pairs += ("failures", "\n".join(map(ascii_text, m.failures)))
     if m.dead_letter:
         pairs += ("dead_letter", ascii_text(m.dead_letter))
-    if m.dedup_id:
-        pairs += ("dedup_id", m.dedup_id)
-    if m.group:
-        pairs += ("group", m.group)
     if m.trace:
         pairs += ("trace", ascii_text(m.trace))
     return pairs
@@ -236,12 +231,6 @@ def project_prefix(project: str) -> str:
 def queue_prefix(project: str, queue: str) -> str:
     """Return the key prefix of a queue: ``zl:{P}:q:Q:``."""
     return f"{project_prefix(project)}q:{urllib.parse.quote(queue, safe='')}:"
-
-
-def wake_payload(project: str, queue: str) -> str:
-    """Return what post.lua and the release scripts publish on ``zl:{P}:q:Q:wake`` while a claim waits
-    on the queue (its ``waiting`` set): the wake-up channel's payload (``service/waiting/channels.py``)."""
-    return f"{project}\n{queue}"
 
 
 def message_key(project: str, message_id: str) -> str:

@@ -60,16 +60,17 @@ local function message_key(ns, id)
   return ns .. 'm:' .. id
 end
 
--- Publish payload on the queue's wake-up channel qp .. 'wake' while a long-polling claim
--- waits on the queue: its waiting set qp .. 'waiting' (written by the wake-up channel,
--- service/waiting/channels.py) holds an entry scored at or after the server's time in ms,
--- that is, its highest score is; the server's time is asked only when the set has one.
-local function wake_waiting(qp, payload)
+-- Publish the wake-up payload "project\nqueue" (project and name: the queue's, not encoded) on
+-- the queue's wake-up channel qp .. 'wake' while a long-polling claim waits on the queue: its
+-- waiting set qp .. 'waiting' (written by the wake-up channel, service/waiting/channels.py)
+-- holds an entry scored at or after the server's time in ms, that is, its highest score is;
+-- the server's time is asked, and the payload made, only when the set has one.
+local function wake_waiting(qp, project, name)
   local last = redis.call('ZRANGE', qp .. 'waiting', '-1', '-1', 'WITHSCORES')[2]
   if not last then return end
   local t = redis.call('TIME')
   if tonumber(last) >= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-    redis.call('PUBLISH', qp .. 'wake', payload)
+    redis.call('PUBLISH', qp .. 'wake', project .. '\n' .. name)
   end
 end
 

@@ -8,8 +8,9 @@
 -- ARGV[6] claim expiry (now + ttl)                    ARGV[7] expiry floor (now + ttl + grace)
 -- ARGV[8] ttl                 ARGV[9] grace
 -- ARGV[10] max claim count, '' when claims are not counted (no DLQ)
--- ARGV[11] dead-letter queue name ('' for none)
--- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own
+-- ARGV[11] dead-letter queue name ('' for none, and when claims are not counted)
+-- ARGV[12] expiry of a moved message: now + DLQ messages ttl, or '' to keep its own (and when
+--          claims are not counted)
 -- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"max_claims","dead_lettered_at":now'
 --          ('' when claims are not counted: nothing is moved)
 -- ARGV[14] '1' to claim only if the metadata is still ARGV[15] ('' = no queue), else '0'

@@ -5,15 +5,16 @@
 -- ARGV[1]     "zl:{P}:"        ARGV[2] "zl:{P}:q:Q:"
 -- ARGV[3]     the queue name   ARGV[4] now
 -- ARGV[5]     '1' to store only if the metadata is still ARGV[6] ('' = no queue), else '0'
--- ARGV[7]     the wake-up payload ("project\nqueue"), published on zl:{P}:q:Q:wake when
---             a message is stored while a claim waits on the queue (_lib.lua: wake_waiting)
--- ARGV[8..]   per message: id, body (JSON), created, expires, delay_until, claim_count,
---             dlq_eligible ('1'/'0'), which every message stores; claim_expires, dedup_id,
---             dedup_until (when the queue may forget the dedup_id; not stored in the
---             message) and group, '' where unset; then n and n strings: the pairs
---             (field, value) of its other fields set, among client_id, claim_id,
---             claim_expires, failures, dead_letter, dedup_id, group and trace (JSON)
---             (the driver's _post: one HSET stores a message, as sent)
+-- ARGV[7]     the project, whose wake-up payload ("project\nqueue") is published on
+--             zl:{P}:q:Q:wake when a message is stored while a claim waits on the queue
+--             (_lib.lua: wake_waiting)
+-- ARGV[8..]   per message: id, body (JSON), created ('' when it is now, ARGV[4]), expires,
+--             delay_until, claim_count, dlq_eligible ('1'/'0'), which every message stores;
+--             claim_expires, dedup_id, dedup_until (when the queue may forget the dedup_id;
+--             not stored in the message) and group, '' where unset, each stored when set;
+--             then n and n strings: the pairs (field, value) of its other fields set, among
+--             client_id, claim_id, failures, dead_letter and trace (JSON) (the driver's _post;
+--             layout.optional_pairs). One HSET stores a message; each value is sent once.
 -- Returns:    for each message, the id it is acknowledged with: its own (an id already
 --             stored is not stored again), or, when zl:{P}:q:Q:dedup_expires holds its
 --             dedup_id with a score above now, the id zl:{P}:q:Q:dedup names (nothing
@@ -67,9 +68,30 @@ while b <= #ARGV do
   -- a retried post (same ids) must not store a message twice
   if not first and redis.call('EXISTS', key) == 0 then
     local marker = string.format('%d', redis.call('INCR', KEYS[2]))  -- text once, not per command
-    redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', ARGV[b + 2],
+    local created = ARGV[b + 2]
+    if created == '' then created = ARGV[4] end
+    -- its other fields' pairs as sent; with claim_expires, dedup_id or group set, a copy of them
+    -- with theirs after them (no table, no closure for a message without)
+    local set, first_pair, last_pair = ARGV, b + 12, last
+    if claim_expires ~= '' or dedup_id ~= '' or group ~= '' then
+      set = {unpack(ARGV, b + 12, last)}
+      if claim_expires ~= '' then
+        set[#set + 1] = 'claim_expires'
+        set[#set + 1] = claim_expires
+      end
+      if dedup_id ~= '' then
+        set[#set + 1] = 'dedup_id'
+        set[#set + 1] = dedup_id
+      end
+      if group ~= '' then
+        set[#set + 1] = 'group'
+        set[#set + 1] = group
+      end
+      first_pair, last_pair = 1, #set
+    end
+    redis.call('HSET', key, 'q', name, 'marker', marker, 'body', ARGV[b + 1], 'created', created,
                'expires', expires, 'delay_until', delay_until, 'claim_count', count,
-               'dlq_eligible', ARGV[b + 6], unpack(ARGV, b + 12, last))
+               'dlq_eligible', ARGV[b + 6], unpack(set, first_pair, last_pair))
     redis.call('ZADD', KEYS[6], marker, id)
     redis.call('ZADD', KEYS[7], expires, id)
     if not earliest or tonumber(expires) < tonumber(earliest) then earliest = expires end
@@ -96,6 +118,6 @@ while b <= #ARGV do
 end
 if earliest then
   due_by(KEYS[1], earliest)
-  wake_waiting(ARGV[2], ARGV[7])
+  wake_waiting(ARGV[2], ARGV[7], name)
 end
 return answered

@@ -10,8 +10,8 @@
 -- ARGV[11] dead-letter queue name ('' for none: the message is deleted)
 -- ARGV[12] expiry of the moved message: now + DLQ messages ttl, or '' to keep its own
 -- ARGV[13] provenance JSON head: '{"source_queue":Q,"reason":"rejected","dead_lettered_at":now'
--- ARGV[14] the wake-up payload ("project\nqueue") of the source queue, published on success
---          while a claim waits on it (a group's next message may be claimable; _lib.lua: wake_waiting)
+-- ARGV[14] the project: the source queue's wake-up payload ("project\nqueue") is published on
+--          success while a claim waits on it (a group's next message may be claimable; _lib.lua: wake_waiting)
 -- Returns: 'moved', 'deleted', 'no_message' (absent, expired or in another queue), or
 -- the claim rule broken: 'invalid_claim', 'not_claimed', 'claimed_by' (nothing changed).
 -- Steps: the claim rules as release_message.lua; then the entry
@@ -35,9 +35,9 @@ if broken then return broken end
 append_failure(key, f[6], ARGV[7], f[5], ARGV[8], ARGV[9], 'reject', ARGV[10])
 if dlq ~= '' and f[7] ~= '0' then
   dead_letter(ns, qp, Q, D, KEYS[10], dlq, id, ARGV[12], ARGV[13], now, false)
-  wake_waiting(qp, ARGV[14])
+  wake_waiting(qp, ARGV[14], name)
   return 'moved'
 end
 drop_read(ns, qp, Q, id, f[3], f[8])
-wake_waiting(qp, ARGV[14])
+wake_waiting(qp, ARGV[14], name)
 return 'deleted'

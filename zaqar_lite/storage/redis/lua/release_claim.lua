@@ -3,7 +3,7 @@
 -- KEYS[1..9] the queue's meta, marker, ready, delayed, claimed, all, expires, counted, claims
 -- ARGV[1] "zl:{P}:"    ARGV[2] "zl:{P}:q:Q:"    ARGV[3] now    ARGV[4] claim id
 -- ARGV[5] the queue name    ARGV[6] '1' to undo the claim, '' to release it
--- ARGV[7] the wake-up payload ("project\nqueue"), published when messages are released
+-- ARGV[7] the project: the wake-up payload ("project\nqueue") is published when messages are released
 --         while a claim waits on the queue (_lib.lua: wake_waiting)
 -- Returns: the number of messages released (an absent claim releases none).
 -- Each message still held (claim_id matches, claim_expires > now) gets
@@ -44,6 +44,6 @@ redis.call('DEL', qp .. 'c:' .. claim_id, members)
 redis.call('ZREM', Q.claims, claim_id)
 if released > 0 then
   due_by(Q.meta, now_s)  -- its messages' claims may be used up
-  wake_waiting(qp, ARGV[7])
+  wake_waiting(qp, ARGV[7], name)
 end
 return released

@@ -7,7 +7,7 @@
 -- ARGV[8..10] the failure's "at", "error_type" and "error" values, each as JSON
 -- ARGV[11] history limit (policy.released keeps the last N entries; 0 keeps all)
 -- ARGV[12] the explicit delay in seconds, '' for none (the wait the claim fixed applies)
--- ARGV[13] the wake-up payload ("project\nqueue"), published on success while a claim
+-- ARGV[13] the project: the wake-up payload ("project\nqueue") is published on success while a claim
 --          waits on the queue (_lib.lua: wake_waiting)
 -- ARGV[14] the outcome: 'retry', or 'postpone' (the claim does not count: claim_count
 --          one less, its score in counted or out of it at 0; an entry is always
@@ -46,5 +46,5 @@ end
 redis.call('ZREM', Q.claimed, id)
 reindex(Q, id, f[7], delay_until, now, f[9])
 redis.call('SREM', qp .. 'cm:' .. claim_id, id)
-wake_waiting(qp, ARGV[13])
+wake_waiting(qp, ARGV[13], name)
 return 'ok'
